@@ -1,0 +1,71 @@
+// The launch key (../shared/DESIGN.md), computed identically by both
+// collectors: NVTX range path at the launch, kernel name, ordinal of that
+// kernel within the innermost range instance, grid and block shape.
+//
+// CUDA-free on purpose: the CUPTI collector and the block probe link this same
+// code, so one deterministic program gives identical keys under either.
+//
+// Path syntax: one element per open push/pop range, outermost first, joined by
+// '/'. An element is "name#k" where k counts earlier ranges of the same name
+// opened directly under the same parent instance on this thread (so the 18th
+// "step" range at top level is "step#17"). Ranges of a non-default NVTX domain
+// are written "domain::name#k". Launches outside any range have path "".
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "twinscope/records.h"
+
+namespace twinscope {
+
+struct LaunchKeyParts {
+  std::string path;
+  uint32_t ordinal = 0;
+  uint64_t hash = 0;
+};
+
+// 64-bit FNV-1a over the canonical form "path|kernel|ordinal|gx,gy,gz|bx,by,bz".
+uint64_t LaunchKeyHash(std::string_view path, std::string_view kernel, uint32_t ordinal, Dim3 grid, Dim3 block);
+
+// The push/pop ranges open on one thread, with the counters that make keys.
+// Not thread-safe: one per thread (ThreadRangeStack()).
+class RangeStack {
+ public:
+  RangeStack();
+  ~RangeStack();
+
+  // Opens a range. `domain` is "" for the default domain.
+  void Push(std::string_view domain, std::string_view name);
+  // Closes the innermost open range of `domain`. Returns false (and changes
+  // nothing) if none is open.
+  bool Pop(std::string_view domain);
+
+  size_t depth() const { return frames_.size() - 1; }
+  // Path of the open ranges (see above).
+  const std::string& path() const { return frames_.back().path; }
+  // Name of the innermost open range of `domain` ("" if none).
+  std::string_view InnermostName(std::string_view domain) const;
+
+  // Key of the next launch of `kernel` on this thread; counts it.
+  LaunchKeyParts NextLaunch(std::string_view kernel, Dim3 grid, Dim3 block);
+
+ private:
+  struct Frame {
+    std::string domain;
+    std::string name;
+    std::string path;
+    std::unordered_map<std::string, uint32_t> child_counts;   // range name -> times opened here
+    std::unordered_map<std::string, uint32_t> kernel_counts;  // kernel name -> launches here
+  };
+  std::vector<Frame> frames_;  // frames_[0] is the thread's root (no range)
+};
+
+// This thread's range stack (thread_local).
+RangeStack& ThreadRangeStack();
+
+}  // namespace twinscope
