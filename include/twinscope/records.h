@@ -80,7 +80,7 @@ struct KernelRecord {
   uint32_t registers_per_thread;
   StringId name;       // mangled name as CUPTI reports it
   StringId demangled;  // demangled name (0 if the same as name)
-  uint32_t reserved;
+  uint32_t reserved[3];
 };
 static_assert(sizeof(KernelRecord) == 128);
 
@@ -185,7 +185,7 @@ struct LaunchRecord {
   Dim3 cluster;
   uint32_t flags;  // ActivityFlags (kFlagGraph for graph nodes)
   uint32_t blocks_recorded;  // shadow: BlockRecords written for this launch
-  uint32_t reserved;
+  uint32_t reserved[3];
 };
 static_assert(sizeof(LaunchRecord) == 128);
 

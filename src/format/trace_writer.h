@@ -9,6 +9,7 @@
 // (counter "writer_dropped_records", written into the trace itself).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -97,15 +98,18 @@ class TraceWriter {
   nlohmann::json StatusObjectLocked(bool summary);
   void WriterLoop();
   bool WriteChunk(const Job& job);
+  bool WriteAll(const void* data, size_t size);
 
   WriterOptions options_;
   int fd_ = -1;
+  void* zstd_ctx_ = nullptr;  // ZSTD_CCtx*, used by the writer thread only
 
   mutable std::mutex mu_;  // guards everything below up to the thread
   std::condition_variable cv_;        // wakes the writer thread
   std::condition_variable drained_cv_;  // wakes Close() when queue empties
-  std::unordered_map<uint32_t, std::vector<uint8_t>> staging_;  // by RecordType
-  std::unordered_map<uint32_t, uint32_t> staging_count_;
+  static constexpr size_t kTypeSlots = 8;  // RecordType values are 1..7
+  std::array<std::vector<uint8_t>, kTypeSlots> staging_;  // by RecordType
+  std::array<uint32_t, kTypeSlots> staging_count_{};
   std::deque<Job> queue_;
   size_t buffered_bytes_ = 0;  // staging + queue
   bool closing_ = false;

@@ -1,0 +1,252 @@
+#include "format/trace_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <zstd.h>
+
+#include "base/crc32c.h"
+#include "format/chunk.h"
+#include "twinscope/counters.h"
+
+namespace twinscope {
+
+namespace {
+std::string DumpJson(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+}  // namespace
+
+std::unique_ptr<TraceWriter> TraceWriter::Open(const WriterOptions& options, const nlohmann::json& header,
+                                               std::string* error) {
+  std::unique_ptr<TraceWriter> w(new TraceWriter());
+  w->options_ = options;
+  if (w->options_.chunk_bytes < 4096) w->options_.chunk_bytes = 4096;
+  if (w->options_.chunk_bytes > format::kMaxChunkRawSize / 2) w->options_.chunk_bytes = format::kMaxChunkRawSize / 2;
+  w->fd_ = ::open(options.path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+  if (w->fd_ < 0) {
+    if (error) *error = "cannot create trace file '" + options.path + "': " + std::strerror(errno);
+    return nullptr;
+  }
+  std::string json = DumpJson(header);
+  format::FilePreamble pre{};
+  std::memcpy(pre.magic, kFileMagic, sizeof pre.magic);
+  pre.version = kFormatVersion;
+  pre.header_size = static_cast<uint32_t>(json.size());
+  pre.header_crc = Crc32c(json.data(), json.size());
+  if (!w->WriteAll(&pre, sizeof pre) || !w->WriteAll(json.data(), json.size())) {
+    if (error) *error = "cannot write trace header to '" + options.path + "': " + std::strerror(errno);
+    ::close(w->fd_);
+    w->fd_ = -1;
+    return nullptr;
+  }
+  w->zstd_ctx_ = ZSTD_createCCtx();
+  for (auto& s : w->staging_) s.reserve(w->options_.chunk_bytes + 256);
+  w->last_status_ = std::chrono::steady_clock::now();
+  w->thread_ = std::thread([raw = w.get()] { raw->WriterLoop(); });
+  return w;
+}
+
+TraceWriter::~TraceWriter() {
+  Close(nullptr);
+  if (zstd_ctx_) ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(zstd_ctx_));
+}
+
+bool TraceWriter::AppendRaw(RecordType type, const void* data, size_t size, size_t n) {
+  const auto slot = static_cast<uint32_t>(type);
+  const size_t bytes = size * n;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closing_ || slot >= kTypeSlots || buffered_bytes_ + bytes > options_.max_buffered_bytes) {
+    dropped_.fetch_add(n, std::memory_order_relaxed);
+    return false;
+  }
+  auto& buf = staging_[slot];
+  const auto* p = static_cast<const uint8_t*>(data);
+  buf.insert(buf.end(), p, p + bytes);
+  staging_count_[slot] += static_cast<uint32_t>(n);
+  buffered_bytes_ += bytes;
+  if (buf.size() >= options_.chunk_bytes) HandOffLocked(type);
+  return true;
+}
+
+void TraceWriter::HandOffStringsLocked() {
+  if (pending_strings_.empty()) return;
+  Job job{ChunkKind::kStrings, RecordType{}, 0, std::move(pending_strings_)};
+  pending_strings_ = {};
+  queue_.push_back(std::move(job));
+  cv_.notify_one();
+}
+
+void TraceWriter::HandOffLocked(RecordType type) {
+  const auto slot = static_cast<uint32_t>(type);
+  if (staging_[slot].empty()) return;
+  HandOffStringsLocked();  // strings first: records may refer to them
+  Job job{ChunkKind::kRecords, type, staging_count_[slot], std::move(staging_[slot])};
+  staging_[slot] = {};
+  staging_[slot].reserve(options_.chunk_bytes + 256);
+  staging_count_[slot] = 0;
+  queue_.push_back(std::move(job));
+  cv_.notify_one();
+}
+
+StringId TraceWriter::Intern(std::string_view s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = string_ids_.find(std::string(s));
+  if (it != string_ids_.end()) return it->second;
+  StringId id = next_string_id_++;
+  string_ids_.emplace(std::string(s), id);
+  uint32_t header[2] = {id, static_cast<uint32_t>(s.size())};
+  const auto* h = reinterpret_cast<const uint8_t*>(header);
+  pending_strings_.insert(pending_strings_.end(), h, h + sizeof header);
+  pending_strings_.insert(pending_strings_.end(), s.begin(), s.end());
+  if (pending_strings_.size() >= options_.chunk_bytes) HandOffStringsLocked();
+  return id;
+}
+
+void TraceWriter::AddCounter(const std::string& name, uint64_t delta) {
+  std::lock_guard<std::mutex> lock(mu_);
+  counters_[name] += delta;
+}
+
+void TraceWriter::SetCounter(const std::string& name, uint64_t value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  counters_[name] = value;
+}
+
+uint64_t TraceWriter::Counter(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = counters_.find(name);
+  return it == counters_.end() ? 0 : it->second;
+}
+
+void TraceWriter::SetMetadata(const std::string& key, nlohmann::json value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  metadata_[key] = std::move(value);
+}
+
+void TraceWriter::Flush() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint32_t t = 1; t < kTypeSlots; ++t) HandOffLocked(static_cast<RecordType>(t));
+  HandOffStringsLocked();
+}
+
+nlohmann::json TraceWriter::StatusObjectLocked(bool summary) {
+  nlohmann::json j = metadata_;
+  nlohmann::json c = nlohmann::json::object();
+  for (const auto& [k, v] : counters_) c[k] = v;
+  c[counters::kWriterDropped] = dropped_.load(std::memory_order_relaxed);
+  j["counters"] = c;
+  j["summary"] = summary;
+  j["bytes_written"] = bytes_written_.load(std::memory_order_relaxed);
+  if (!io_error_.empty()) j["io_error"] = io_error_;
+  return j;
+}
+
+void TraceWriter::QueueStatusLocked(bool summary) {
+  std::string s = DumpJson(StatusObjectLocked(summary));
+  Job job{summary ? ChunkKind::kSummary : ChunkKind::kStatus, RecordType{}, 0,
+          std::vector<uint8_t>(s.begin(), s.end())};
+  queue_.push_back(std::move(job));
+  last_status_ = std::chrono::steady_clock::now();
+  cv_.notify_one();
+}
+
+bool TraceWriter::Close(std::string* error) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (closed_ || closing_) {
+      if (error && !io_error_.empty()) *error = io_error_;
+      return io_error_.empty();
+    }
+    for (uint32_t t = 1; t < kTypeSlots; ++t) HandOffLocked(static_cast<RecordType>(t));
+    HandOffStringsLocked();
+    QueueStatusLocked(/*summary=*/true);
+    closing_ = true;
+    cv_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  closed_ = true;
+  if (error && !io_error_.empty()) *error = io_error_;
+  return io_error_.empty();
+}
+
+void TraceWriter::WriterLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (queue_.empty()) {
+      if (closing_) return;
+      cv_.wait_for(lock, options_.status_interval);
+      if (queue_.empty() && !closing_ &&
+          std::chrono::steady_clock::now() - last_status_ >= options_.status_interval) {
+        // Periodic: put whatever is staged on disk, then a status snapshot,
+        // so a crash loses at most one interval.
+        for (uint32_t t = 1; t < kTypeSlots; ++t) HandOffLocked(static_cast<RecordType>(t));
+        HandOffStringsLocked();
+        QueueStatusLocked(/*summary=*/false);
+      }
+      continue;
+    }
+    Job job = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    bool ok = WriteChunk(job);
+    lock.lock();
+    busy_ = false;
+    if (job.kind == ChunkKind::kRecords) {
+      buffered_bytes_ -= std::min(buffered_bytes_, job.payload.size());
+      if (!ok) dropped_.fetch_add(job.count, std::memory_order_relaxed);
+    }
+    drained_cv_.notify_all();
+  }
+}
+
+bool TraceWriter::WriteAll(const void* data, size_t size) {
+  const auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::write(fd_, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool TraceWriter::WriteChunk(const Job& job) {
+  if (!io_error_.empty()) return false;  // after the first I/O error the file is abandoned
+  std::vector<uint8_t> stored(ZSTD_compressBound(job.payload.size()));
+  size_t n = ZSTD_compressCCtx(static_cast<ZSTD_CCtx*>(zstd_ctx_), stored.data(), stored.size(), job.payload.data(),
+                               job.payload.size(), options_.zstd_level);
+  if (ZSTD_isError(n)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    io_error_ = std::string("zstd compression failed: ") + ZSTD_getErrorName(n);
+    return false;
+  }
+  format::ChunkHeader h{};
+  h.magic = kChunkMagic;
+  h.kind = static_cast<uint32_t>(job.kind);
+  h.record_type = static_cast<uint32_t>(job.type);
+  h.record_count = job.count;
+  h.raw_size = static_cast<uint32_t>(job.payload.size());
+  h.stored_size = static_cast<uint32_t>(n);
+  h.payload_crc = Crc32c(stored.data(), n);
+  h.header_crc = Crc32c(&h, offsetof(format::ChunkHeader, header_crc));
+  if (!WriteAll(&h, sizeof h) || !WriteAll(stored.data(), n)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    io_error_ = "write to '" + options_.path + "' failed: " + std::strerror(errno);
+    return false;
+  }
+  bytes_written_.fetch_add(sizeof h + n, std::memory_order_relaxed);
+  return true;
+}
+
+}  // namespace twinscope

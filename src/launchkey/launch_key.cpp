@@ -1,0 +1,75 @@
+#include "launchkey/launch_key.h"
+
+#include <cstdio>
+
+namespace twinscope {
+
+namespace {
+constexpr uint64_t kFnvOffset = 1469598103934665603ull;
+constexpr uint64_t kFnvPrime = 1099511628211ull;
+
+uint64_t Fnv(uint64_t h, std::string_view s) {
+  for (unsigned char c : s) h = (h ^ c) * kFnvPrime;
+  return h;
+}
+}  // namespace
+
+uint64_t LaunchKeyHash(std::string_view path, std::string_view kernel, uint32_t ordinal, Dim3 grid, Dim3 block) {
+  char tail[128];
+  std::snprintf(tail, sizeof tail, "|%u|%u,%u,%u|%u,%u,%u", ordinal, grid.x, grid.y, grid.z, block.x, block.y,
+                block.z);
+  uint64_t h = Fnv(kFnvOffset, path);
+  h = Fnv(h, "|");
+  h = Fnv(h, kernel);
+  return Fnv(h, tail);
+}
+
+RangeStack::RangeStack() { frames_.push_back(Frame{}); }
+RangeStack::~RangeStack() = default;
+
+void RangeStack::Push(std::string_view domain, std::string_view name) {
+  std::string label = domain.empty() ? std::string(name) : std::string(domain) + "::" + std::string(name);
+  uint32_t occurrence = frames_.back().child_counts[label]++;
+  Frame f;
+  f.domain = domain;
+  f.name = name;
+  f.path = frames_.back().path;
+  if (!f.path.empty()) f.path += '/';
+  f.path += label;
+  f.path += '#';
+  f.path += std::to_string(occurrence);
+  frames_.push_back(std::move(f));
+}
+
+bool RangeStack::Pop(std::string_view domain) {
+  for (size_t i = frames_.size(); i-- > 1;) {
+    if (frames_[i].domain == domain) {
+      // Ranges of other domains opened inside it close with it.
+      frames_.resize(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string_view RangeStack::InnermostName(std::string_view domain) const {
+  for (size_t i = frames_.size(); i-- > 1;)
+    if (frames_[i].domain == domain) return frames_[i].name;
+  return {};
+}
+
+LaunchKeyParts RangeStack::NextLaunch(std::string_view kernel, Dim3 grid, Dim3 block) {
+  Frame& f = frames_.back();
+  LaunchKeyParts k;
+  k.path = f.path;
+  k.ordinal = f.kernel_counts[std::string(kernel)]++;
+  k.hash = LaunchKeyHash(k.path, kernel, k.ordinal, grid, block);
+  return k;
+}
+
+RangeStack& ThreadRangeStack() {
+  thread_local RangeStack stack;
+  return stack;
+}
+
+}  // namespace twinscope
