@@ -1,0 +1,437 @@
+#include "stats/trace_stats.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "twinscope/counters.h"
+
+namespace twinscope::stats {
+
+namespace {
+
+bool Valid(uint64_t start, uint64_t end, uint32_t flags) {
+  return !(flags & kFlagInvalidTimestamp) && start != 0 && end != 0 && end >= start;
+}
+
+std::string Lookup(const std::unordered_map<StringId, std::string>& strings, StringId id) {
+  if (id == 0) return "";
+  auto it = strings.find(id);
+  return it == strings.end() ? "<string " + std::to_string(id) + ">" : it->second;
+}
+
+uint64_t CounterValue(const nlohmann::json& status, const char* name) {
+  if (!status.is_object()) return 0;
+  auto c = status.find("counters");
+  if (c == status.end() || !c->is_object()) return 0;
+  auto v = c->find(name);
+  if (v == c->end() || !v->is_number_integer()) return 0;
+  return v->is_number_unsigned() ? v->get<uint64_t>() : static_cast<uint64_t>(std::max<int64_t>(0, v->get<int64_t>()));
+}
+
+}  // namespace
+
+StatsBuilder::DeviceAcc& StatsBuilder::Device(uint32_t device) {
+  DeviceAcc& d = devices_[device];
+  d.s.device = device;
+  return d;
+}
+
+void StatsBuilder::Activity(DeviceAcc& d, uint32_t stream, uint64_t start, uint64_t end, bool valid) {
+  if (std::find(d.streams.begin(), d.streams.end(), stream) == d.streams.end()) d.streams.push_back(stream);
+  if (!valid) return;
+  if (!d.have_time || start < d.s.first_ns) d.s.first_ns = start;
+  if (!d.have_time || end > d.s.last_ns) d.s.last_ns = end;
+  d.have_time = true;
+}
+
+void StatsBuilder::OnKernel(const KernelRecord& r) {
+  ++counts_["kernel"];
+  const bool valid = Valid(r.start_ns, r.end_ns, r.flags);
+  KernelAcc& k = kernels_[r.demangled ? r.demangled : r.name];
+  ++k.count;
+  DeviceAcc& d = Device(r.device);
+  ++d.s.kernels;
+  Activity(d, r.stream, r.start_ns, r.end_ns, valid);
+  if (valid) {
+    k.durations.push_back(r.end_ns - r.start_ns);
+    d.s.kernel_ns += r.end_ns - r.start_ns;
+  } else {
+    ++k.invalid;
+    ++invalid_in_file_;
+  }
+  if (r.flags & kFlagKeyFallback) ++key_fallback_in_file_;
+  if (r.flags & kFlagNoLaunchKey) ++no_key_in_file_;
+}
+
+void StatsBuilder::OnMemcpy(const MemcpyRecord& r) {
+  ++counts_["memcpy"];
+  const bool valid = Valid(r.start_ns, r.end_ns, r.flags);
+  if (!valid) ++invalid_in_file_;
+  DeviceAcc& d = Device(r.device);
+  ++d.s.memcpys;
+  d.s.memcpy_bytes += r.bytes;
+  Activity(d, r.stream, r.start_ns, r.end_ns, valid);
+}
+
+void StatsBuilder::OnMemset(const MemsetRecord& r) {
+  ++counts_["memset"];
+  const bool valid = Valid(r.start_ns, r.end_ns, r.flags);
+  if (!valid) ++invalid_in_file_;
+  DeviceAcc& d = Device(r.device);
+  ++d.s.memsets;
+  d.s.memset_bytes += r.bytes;
+  Activity(d, r.stream, r.start_ns, r.end_ns, valid);
+}
+
+void StatsBuilder::OnApi(const ApiRecord&) { ++counts_["api"]; }
+
+void StatsBuilder::OnNvtx(const NvtxRecord& r) {
+  ++counts_["nvtx"];
+  NvtxAcc& n = nvtx_[{r.domain, r.name, r.kind}];
+  ++n.count;
+  if (r.kind == static_cast<uint32_t>(NvtxKind::kMark)) return;
+  if (r.end_ns == 0 || r.end_ns < r.start_ns) {
+    ++n.unclosed;
+    return;
+  }
+  const uint64_t dur = r.end_ns - r.start_ns;
+  n.total_ns += dur;
+  n.max_ns = std::max(n.max_ns, dur);
+}
+
+void StatsBuilder::OnLaunch(const LaunchRecord& r) {
+  ++counts_["launch"];
+  if (keep_launches_) launches_[r.seq] = r;
+}
+
+void StatsBuilder::OnBlock(const BlockRecord& r) {
+  ++counts_["block"];
+  keep_launches_ = true;
+  blocks_[r.launch_seq].push_back(r);
+}
+
+void StatsBuilder::OnStatus(const nlohmann::json& status, bool is_summary) {
+  status_ = status;
+  if (is_summary) have_summary_ = true;
+}
+
+TraceStats StatsBuilder::Finish(const std::unordered_map<StringId, std::string>& strings,
+                                const nlohmann::json& header, const ReadReport& report) {
+  TraceStats s;
+  s.header = header;
+  s.report = report;
+  s.status = status_;
+  s.have_summary = have_summary_;
+  s.role = header.is_object() ? header.value("role", "") : "";
+  s.counts = counts_;
+  for (const char* kind : {"kernel", "memcpy", "memset", "api", "nvtx", "launch", "block"}) s.counts.emplace(kind, 0);
+
+  // Loss accounting.
+  LossAccounting& l = s.loss;
+  l.have_counters = status_.is_object() && status_.contains("counters");
+  l.launches_seen = CounterValue(status_, counters::kLaunchesSeen);
+  l.kernel_records = CounterValue(status_, counters::kKernelRecords);
+  l.kernel_records_in_file = counts_.count("kernel") ? counts_.at("kernel") : 0;
+  l.missing = static_cast<int64_t>(l.launches_seen) - static_cast<int64_t>(l.kernel_records);
+  l.invalid_timestamps = CounterValue(status_, counters::kKernelInvalidTs);
+  l.copy_invalid_timestamps = CounterValue(status_, counters::kCopyInvalidTs);
+  l.invalid_timestamps_in_file = invalid_in_file_;
+  l.cupti_dropped = CounterValue(status_, counters::kCuptiDropped);
+  l.writer_dropped = CounterValue(status_, counters::kWriterDropped);
+  l.key_fallbacks = std::max(CounterValue(status_, counters::kKernelKeyFallback), key_fallback_in_file_);
+  l.no_launch_key = no_key_in_file_;
+
+  // Kernels. Records under different ids with the same name are merged.
+  std::map<std::string, std::vector<uint64_t>> durations;
+  std::map<std::string, KernelSummary> by_name;
+  for (auto& [id, acc] : kernels_) {
+    std::string name = Lookup(strings, static_cast<StringId>(id));
+    if (name.empty()) name = "<unnamed>";
+    KernelSummary& k = by_name[name];
+    k.name = name;
+    k.count += acc.count;
+    k.invalid += acc.invalid;
+    auto& d = durations[name];
+    d.insert(d.end(), acc.durations.begin(), acc.durations.end());
+  }
+  for (auto& [name, k] : by_name) {
+    auto& d = durations[name];
+    std::sort(d.begin(), d.end());
+    for (uint64_t v : d) k.total_ns += v;
+    if (!d.empty()) {
+      k.min_ns = d.front();
+      k.max_ns = d.back();
+      k.p50_ns = PercentileSorted(d, 50);
+      k.p99_ns = PercentileSorted(d, 99);
+      k.mean_ns = static_cast<double>(k.total_ns) / static_cast<double>(d.size());
+    }
+    s.kernels.push_back(std::move(k));
+  }
+  std::stable_sort(s.kernels.begin(), s.kernels.end(), [](const KernelSummary& a, const KernelSummary& b) {
+    return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.count > b.count;
+  });
+
+  for (auto& [dev, acc] : devices_) {
+    acc.s.streams = static_cast<uint32_t>(acc.streams.size());
+    s.devices.push_back(acc.s);
+  }
+
+  for (auto& [key, acc] : nvtx_) {
+    auto [domain, name, kind] = key;
+    NvtxSummary n;
+    std::string dn = Lookup(strings, domain);
+    n.name = (dn.empty() ? "" : dn + "::") + Lookup(strings, name);
+    n.kind = kind;
+    n.count = acc.count;
+    n.unclosed = acc.unclosed;
+    n.total_ns = acc.total_ns;
+    n.max_ns = acc.max_ns;
+    s.nvtx.push_back(std::move(n));
+  }
+  std::stable_sort(s.nvtx.begin(), s.nvtx.end(), [](const NvtxSummary& a, const NvtxSummary& b) {
+    return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.count > b.count;
+  });
+
+  // Shadow: per launch, then per kernel.
+  s.shadow = s.role == "shadow" || !blocks_.empty();
+  if (s.shadow) {
+    for (const char* name : {counters::kLaunchesSeen, counters::kLaunchesTraced, counters::kLaunchesSkipped,
+                             counters::kBlocksExpected, counters::kBlocksRecorded, counters::kBlocksOverflow,
+                             counters::kModulesLoaded, counters::kModulesPatched, counters::kSanitizerCallbacks,
+                             counters::kWriterDropped}) {
+      s.probe_counters[name] = CounterValue(status_, name);
+    }
+    std::vector<uint64_t> seqs;
+    for (auto& [seq, l] : launches_) seqs.push_back(seq);
+    for (auto& [seq, b] : blocks_) {
+      if (!launches_.count(seq)) {
+        seqs.push_back(seq);
+        s.blocks_without_launch += b.size();
+      }
+    }
+    std::sort(seqs.begin(), seqs.end());
+    static const std::vector<BlockRecord> kNone;
+    for (uint64_t seq : seqs) {
+      ShadowLaunch sl;
+      auto li = launches_.find(seq);
+      if (li != launches_.end()) {
+        const LaunchRecord& lr = li->second;
+        sl.have_launch_record = true;
+        sl.grid = lr.grid;
+        sl.kernel = Lookup(strings, lr.kernel);
+        sl.key_path = Lookup(strings, lr.key.path);
+        sl.key_ordinal = lr.key.ordinal;
+        sl.key_hash = lr.key.hash;
+      } else {
+        sl.kernel = "<launch record missing>";
+      }
+      auto bi = blocks_.find(seq);
+      sl.blocks = ComputeLaunchBlockStats(seq, sl.grid, bi == blocks_.end() ? kNone : bi->second);
+      s.shadow_launches.push_back(std::move(sl));
+    }
+    blocks_.clear();
+
+    std::map<std::string, std::vector<const ShadowLaunch*>> per_kernel;
+    for (const auto& sl : s.shadow_launches) per_kernel[sl.kernel].push_back(&sl);
+    for (auto& [name, list] : per_kernel) {
+      ShadowKernelSummary k;
+      k.name = name;
+      std::vector<uint64_t> tails, spans;
+      double tau_sum = 0;
+      uint64_t tau_n = 0;
+      for (const ShadowLaunch* sl : list) {
+        const LaunchBlockStats& b = sl->blocks;
+        ++k.launches;
+        if (b.blocks_unique != b.blocks_expected || b.duplicates || b.out_of_grid) ++k.launches_incomplete;
+        k.blocks_expected += b.blocks_expected;
+        k.blocks_seen += b.blocks_seen;
+        k.blocks_unique += b.blocks_unique;
+        if (b.blocks_seen) {
+          tails.push_back(b.tail_ns);
+          spans.push_back(b.span_ns);
+          k.sms_used_min = k.launches == 1 || b.sms_used < k.sms_used_min ? b.sms_used : k.sms_used_min;
+          k.sms_used_max = std::max(k.sms_used_max, b.sms_used);
+        }
+        if (!std::isnan(b.kendall_tau)) {
+          tau_sum += b.kendall_tau;
+          ++tau_n;
+        }
+      }
+      std::sort(tails.begin(), tails.end());
+      std::sort(spans.begin(), spans.end());
+      k.tail_p50_ns = PercentileSorted(tails, 50);
+      k.tail_max_ns = tails.empty() ? 0 : tails.back();
+      k.span_p50_ns = PercentileSorted(spans, 50);
+      k.span_max_ns = spans.empty() ? 0 : spans.back();
+      k.kendall_tau_mean = tau_n ? tau_sum / static_cast<double>(tau_n) : std::nan("");
+      s.shadow_kernels.push_back(std::move(k));
+    }
+    std::stable_sort(s.shadow_kernels.begin(), s.shadow_kernels.end(),
+                     [](const ShadowKernelSummary& a, const ShadowKernelSummary& b) { return a.launches > b.launches; });
+  }
+  return s;
+}
+
+StatusOr<TraceStats> ComputeTraceStats(const std::string& path) {
+  std::string error;
+  auto reader = TraceReader::Open(path, &error);
+  if (!reader) return Status::Error(error);
+  StatsBuilder builder;
+  builder.set_keep_launches(reader->header().is_object() && reader->header().value("role", "") == "shadow");
+  ReadReport report = reader->Read(builder);
+  TraceStats s = builder.Finish(reader->strings(), reader->header(), report);
+  s.path = path;
+  return s;
+}
+
+std::vector<std::string> StrictProblems(const TraceStats& s) {
+  std::vector<std::string> p;
+  if (s.report.end != ReadEnd::kComplete) {
+    p.push_back(std::string("read not complete (") + ReadEndName(s.report.end) + ")" +
+                (s.report.message.empty() ? "" : ": " + s.report.message));
+  }
+  const LossAccounting& l = s.loss;
+  if (!l.have_counters) p.push_back("the trace holds no counters: loss cannot be checked");
+  if (!s.shadow && l.missing > 0)
+    p.push_back(std::to_string(l.missing) + " kernel launches seen without a kernel record");
+  if (l.invalid_timestamps || l.copy_invalid_timestamps || l.invalid_timestamps_in_file) {
+    p.push_back("invalid timestamps: " + std::to_string(l.invalid_timestamps) + " kernel, " +
+                std::to_string(l.copy_invalid_timestamps) + " memcpy/memset (counters), " +
+                std::to_string(l.invalid_timestamps_in_file) + " flagged records in the file");
+  }
+  if (l.cupti_dropped) p.push_back(std::to_string(l.cupti_dropped) + " records dropped by CUPTI");
+  if (l.writer_dropped) p.push_back(std::to_string(l.writer_dropped) + " records dropped by the writer's memory cap");
+  if (s.shadow) {
+    uint64_t overflow = s.probe_counters.value(counters::kBlocksOverflow, uint64_t{0});
+    if (overflow) p.push_back(std::to_string(overflow) + " blocks did not fit in the device buffer");
+    uint64_t incomplete = 0, duplicates = 0, invalid = 0;
+    for (const auto& sl : s.shadow_launches) {
+      const auto& b = sl.blocks;
+      if (b.blocks_unique != b.blocks_expected || b.out_of_grid) ++incomplete;
+      duplicates += b.duplicates;
+      invalid += b.invalid_times;
+    }
+    if (incomplete) p.push_back(std::to_string(incomplete) + " traced launches without exactly one record per block");
+    if (duplicates) p.push_back(std::to_string(duplicates) + " duplicate block records");
+    if (invalid) p.push_back(std::to_string(invalid) + " block records with invalid times");
+    if (s.blocks_without_launch) p.push_back(std::to_string(s.blocks_without_launch) + " block records without their launch record");
+  }
+  return p;
+}
+
+namespace {
+
+nlohmann::json Num(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
+
+nlohmann::json BlockRefJson(const BlockRef& b) {
+  return {{"block", b.block_linear}, {"sm", b.sm}, {"order", b.order}, {"enter_ns", b.enter_ns}, {"exit_ns", b.exit_ns}};
+}
+
+}  // namespace
+
+nlohmann::json StatsToJson(const TraceStats& s, size_t top) {
+  using nlohmann::json;
+  json j;
+  j["path"] = s.path;
+  j["header"] = s.header;
+  j["role"] = s.role;
+  j["read"] = {{"end", ReadEndName(s.report.end)}, {"ok", s.report.ok()},  {"message", s.report.message},
+               {"chunks", s.report.chunks},        {"records", s.report.records}, {"bytes", s.report.bytes}};
+  j["have_summary"] = s.have_summary;
+  j["status"] = s.status;
+  j["counts"] = s.counts;
+  const LossAccounting& l = s.loss;
+  j["loss"] = {{"have_counters", l.have_counters},
+               {"launches_seen", l.launches_seen},
+               {"kernel_records", l.kernel_records},
+               {"kernel_records_in_file", l.kernel_records_in_file},
+               {"missing", l.missing},
+               {"invalid_timestamps", l.invalid_timestamps},
+               {"copy_invalid_timestamps", l.copy_invalid_timestamps},
+               {"invalid_timestamps_in_file", l.invalid_timestamps_in_file},
+               {"cupti_dropped", l.cupti_dropped},
+               {"writer_dropped", l.writer_dropped},
+               {"key_fallbacks", l.key_fallbacks},
+               {"no_launch_key", l.no_launch_key}};
+  json kernels = json::array();
+  for (size_t i = 0; i < s.kernels.size() && (top == 0 || i < top); ++i) {
+    const auto& k = s.kernels[i];
+    kernels.push_back({{"name", k.name},     {"count", k.count},   {"invalid", k.invalid}, {"total_ns", k.total_ns},
+                       {"mean_ns", k.mean_ns}, {"min_ns", k.min_ns}, {"p50_ns", k.p50_ns},  {"p99_ns", k.p99_ns},
+                       {"max_ns", k.max_ns}});
+  }
+  j["kernels"] = kernels;
+  j["kernel_names"] = s.kernels.size();
+  json devices = json::array();
+  for (const auto& d : s.devices) {
+    devices.push_back({{"device", d.device},         {"kernels", d.kernels},       {"memcpys", d.memcpys},
+                       {"memsets", d.memsets},       {"kernel_ns", d.kernel_ns},   {"memcpy_bytes", d.memcpy_bytes},
+                       {"memset_bytes", d.memset_bytes}, {"first_ns", d.first_ns}, {"last_ns", d.last_ns},
+                       {"streams", d.streams}});
+  }
+  j["devices"] = devices;
+  json nvtx = json::array();
+  for (size_t i = 0; i < s.nvtx.size() && (top == 0 || i < top); ++i) {
+    const auto& n = s.nvtx[i];
+    nvtx.push_back({{"name", n.name},         {"kind", n.kind},         {"count", n.count},
+                    {"unclosed", n.unclosed}, {"total_ns", n.total_ns}, {"max_ns", n.max_ns}});
+  }
+  j["nvtx"] = nvtx;
+  j["shadow"] = s.shadow;
+  if (s.shadow) {
+    json sk = json::array();
+    for (const auto& k : s.shadow_kernels) {
+      sk.push_back({{"name", k.name},
+                    {"launches", k.launches},
+                    {"launches_incomplete", k.launches_incomplete},
+                    {"blocks_expected", k.blocks_expected},
+                    {"blocks_seen", k.blocks_seen},
+                    {"blocks_unique", k.blocks_unique},
+                    {"tail_p50_ns", k.tail_p50_ns},
+                    {"tail_max_ns", k.tail_max_ns},
+                    {"span_p50_ns", k.span_p50_ns},
+                    {"span_max_ns", k.span_max_ns},
+                    {"sms_used_min", k.sms_used_min},
+                    {"sms_used_max", k.sms_used_max},
+                    {"kendall_tau_mean", Num(k.kendall_tau_mean)}});
+    }
+    j["shadow_kernels"] = sk;
+    json launches = json::array();
+    for (const auto& sl : s.shadow_launches) {
+      const auto& b = sl.blocks;
+      launches.push_back({{"seq", b.seq},
+                          {"kernel", sl.kernel},
+                          {"have_launch_record", sl.have_launch_record},
+                          {"key_path", sl.key_path},
+                          {"key_ordinal", sl.key_ordinal},
+                          {"key_hash", sl.key_hash},
+                          {"grid", {sl.grid.x, sl.grid.y, sl.grid.z}},
+                          {"blocks_expected", b.blocks_expected},
+                          {"blocks_seen", b.blocks_seen},
+                          {"blocks_unique", b.blocks_unique},
+                          {"duplicates", b.duplicates},
+                          {"out_of_grid", b.out_of_grid},
+                          {"invalid_times", b.invalid_times},
+                          {"sms_used", b.sms_used},
+                          {"blocks_per_sm", {{"min", b.blocks_per_sm_min}, {"median", b.blocks_per_sm_median}, {"max", b.blocks_per_sm_max}}},
+                          {"inversions", b.inversions},
+                          {"kendall_tau", Num(b.kendall_tau)},
+                          {"first", BlockRefJson(b.first)},
+                          {"last", BlockRefJson(b.last)},
+                          {"straggler", BlockRefJson(b.straggler)},
+                          {"span_ns", b.span_ns},
+                          {"tail_ns", b.tail_ns},
+                          {"median_exit_ns", b.median_exit_ns},
+                          {"block_duration_p50_ns", b.block_duration_p50_ns},
+                          {"block_duration_max_ns", b.block_duration_max_ns}});
+    }
+    j["shadow_launches"] = launches;
+    j["blocks_without_launch"] = s.blocks_without_launch;
+    j["probe_counters"] = s.probe_counters;
+  }
+  auto problems = StrictProblems(s);
+  j["problems"] = problems;
+  return j;
+}
+
+}  // namespace twinscope::stats
