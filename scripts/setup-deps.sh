@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Installs what twinscope needs to build and test, on Debian/Ubuntu (apt-get,
+# pip). Looks for each dependency first (a header or a command) and installs
+# only what is missing, so it also runs on machines where nothing can be
+# installed but everything needed is there (the GPU machine).
+#   scripts/setup-deps.sh          everything (tests, fuzzing, benchmarks)
+#   scripts/setup-deps.sh --gpu    what the GPU-side build needs (demo)
+# Versions are pinned for Debian 12 (bookworm, the CI image); on other
+# releases the release's own versions are installed.
+set -euo pipefail
+mode=${1:-all}
+
+# package | Debian 12 version | how to tell it is present | needed in --gpu mode
+deps=(
+  "cmake|3.25.1-1|cmd:cmake|gpu"
+  "ninja-build|1.11.1-2~deb12u1|cmd:ninja|opt"
+  "g++|4:12.2.0-3|cmd:g++|gpu"
+  "libzstd-dev|1.5.4+dfsg2-5+deb12u1|file:/usr/include/zstd.h|gpu"
+  "libcli11-dev|2.1.2+ds-1|file:/usr/include/CLI/CLI.hpp|gpu"
+  "nlohmann-json3-dev|3.11.2-2|file:/usr/include/nlohmann/json.hpp|gpu"
+  "libboost-dev|1.74.0.3|file:/usr/include/boost/beast.hpp|all"
+  "libgtest-dev|1.12.1-0.2|file:/usr/include/gtest/gtest.h|all"
+  "libbenchmark-dev|1.7.1-1|file:/usr/include/benchmark/benchmark.h|all"
+  "libsqlite3-dev|3.40.1-2+deb12u2|file:/usr/include/sqlite3.h|all"
+  "wrk|4.1.0-3+b2|cmd:wrk|all"
+  "clang-14|1:14.0.6-12|cmd:clang++|all"
+  "libclang-rt-14-dev|1:14.0.6-12|file:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a|all"
+)
+SANITIZER_API_VERSION=13.0.85
+
+present() {
+  local how=$1
+  case $how in
+    cmd:*) command -v "${how#cmd:}" >/dev/null ;;
+    file:*) [[ -e ${how#file:} ]] ;;
+  esac
+}
+
+codename=$( (. /etc/os-release && echo "${VERSION_CODENAME:-}") 2>/dev/null || true)
+missing=()
+for d in "${deps[@]}"; do
+  IFS='|' read -r pkg ver how need <<<"$d"
+  [[ $mode == --gpu && $need != gpu ]] && continue
+  present "$how" && continue
+  if [[ $codename == bookworm ]]; then missing+=("$pkg=$ver"); else missing+=("$pkg"); fi
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
+    echo "setup-deps: missing: ${missing[*]}; install them (as root: apt-get install ...) and run again" >&2
+    exit 1
+  fi
+  echo "setup-deps: installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Compute Sanitizer API headers and library: the CUDA toolkit's where present,
+# else PyPI's package.
+if [[ ! -f /usr/local/cuda/compute-sanitizer/include/sanitizer.h ]]; then
+  if ! python3 - <<'PY' 2>/dev/null; then
+import nvidia, os, sys
+sys.exit(0 if any(os.path.exists(os.path.join(p, "cu13/include/sanitizer.h")) for p in nvidia.__path__) else 1)
+PY
+    python3 -m pip install -q "nvidia-cuda-sanitizer-api==${SANITIZER_API_VERSION}"
+  fi
+fi
+echo "setup-deps: dependencies present"

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The test command of the README: installs dependencies, builds everything
+# (CPU side, GPU examples compiled with nvcc but not run), runs every CPU test
+# through ctest, then runs each libFuzzer target for a bounded time.
+# Usage: scripts/test.sh [build-dir]   (default: build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+FUZZ_SECONDS=${TWINSCOPE_FUZZ_SECONDS:-20}
+JOBS=${JOBS:-$(nproc)}
+
+scripts/setup-deps.sh
+gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTWINSCOPE_BUILD_TESTS=ON
+cmake --build "$BUILD" -j "$JOBS"
+(cd "$BUILD" && ctest --output-on-failure -j "$JOBS" --timeout 600)
+
+# Bounded fuzzing with libFuzzer (needs clang with its fuzzer runtime).
+if command -v clang++ >/dev/null && [[ $FUZZ_SECONDS -gt 0 ]]; then
+  CC=clang CXX=clang++ cmake -S . -B "$BUILD-fuzz" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTWINSCOPE_FUZZ=ON \
+    -DTWINSCOPE_WITH_CUPTI=OFF -DTWINSCOPE_WITH_SANITIZER=OFF -DTWINSCOPE_BUILD_TESTS=ON >/dev/null
+  targets=$(cmake --build "$BUILD-fuzz" --target help | grep -oE '^[a-z_]+_fuzzer' | sort -u || true)
+  for t in $targets; do
+    cmake --build "$BUILD-fuzz" -j "$JOBS" --target "$t"
+    mkdir -p "$BUILD-fuzz/corpus-$t"
+    echo "fuzzing $t for ${FUZZ_SECONDS}s"
+    "$BUILD-fuzz/bin/$t" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 "$BUILD-fuzz/corpus-$t" 2>&1 | tail -3
+  done
+fi
+echo "twinscope: all tests passed"
