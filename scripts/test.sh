@@ -23,6 +23,10 @@ if command -v clang++ >/dev/null && [[ $FUZZ_SECONDS -gt 0 ]]; then
   for t in $targets; do
     cmake --build "$BUILD-fuzz" -j "$JOBS" --target "$t"
     mkdir -p "$BUILD-fuzz/corpus-$t"
+    if [[ $t == reader_fuzzer ]]; then
+      cmake --build "$BUILD-fuzz" -j "$JOBS" --target write_sample_trace
+      "$BUILD-fuzz/bin/write_sample_trace" "$BUILD-fuzz/corpus-$t/seed.tsc"
+    fi
     echo "fuzzing $t for ${FUZZ_SECONDS}s"
     "$BUILD-fuzz/bin/$t" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 "$BUILD-fuzz/corpus-$t" 2>&1 | tail -3
   done
