@@ -239,6 +239,7 @@ TraceStats StatsBuilder::Finish(const std::unordered_map<StringId, std::string>&
       std::vector<uint64_t> tails, spans;
       double tau_sum = 0;
       uint64_t tau_n = 0;
+      bool have_sms = false;
       for (const ShadowLaunch* sl : list) {
         const LaunchBlockStats& b = sl->blocks;
         ++k.launches;
@@ -249,7 +250,8 @@ TraceStats StatsBuilder::Finish(const std::unordered_map<StringId, std::string>&
         if (b.blocks_seen) {
           tails.push_back(b.tail_ns);
           spans.push_back(b.span_ns);
-          k.sms_used_min = k.launches == 1 || b.sms_used < k.sms_used_min ? b.sms_used : k.sms_used_min;
+          k.sms_used_min = !have_sms || b.sms_used < k.sms_used_min ? b.sms_used : k.sms_used_min;
+          have_sms = true;
           k.sms_used_max = std::max(k.sms_used_max, b.sms_used);
         }
         if (!std::isnan(b.kendall_tau)) {
