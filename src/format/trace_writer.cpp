@@ -15,6 +15,7 @@
 namespace twinscope {
 
 namespace {
+std::atomic<uint64_t> g_next_writer_id{1};
 std::string DumpJson(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 }  // namespace
 
@@ -42,7 +43,7 @@ std::unique_ptr<TraceWriter> TraceWriter::Open(const WriterOptions& options, con
     return nullptr;
   }
   w->zstd_ctx_ = ZSTD_createCCtx();
-  for (auto& s : w->staging_) s.reserve(w->options_.chunk_bytes + 256);
+  w->id_ = g_next_writer_id.fetch_add(1);
   w->last_status_ = std::chrono::steady_clock::now();
   w->thread_ = std::thread([raw = w.get()] { raw->WriterLoop(); });
   return w;
@@ -53,39 +54,95 @@ TraceWriter::~TraceWriter() {
   if (zstd_ctx_) ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(zstd_ctx_));
 }
 
+TraceWriter::ThreadStaging* TraceWriter::LocalStaging() {
+  struct Cache {
+    uint64_t writer_id = 0;
+    std::shared_ptr<ThreadStaging> staging;
+  };
+  thread_local Cache cache;
+  if (cache.writer_id == id_) return cache.staging.get();
+  auto st = std::make_shared<ThreadStaging>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stagings_.push_back(st);
+  }
+  cache.writer_id = id_;
+  cache.staging = std::move(st);
+  return cache.staging.get();
+}
+
 bool TraceWriter::AppendRaw(RecordType type, const void* data, size_t size, size_t n) {
   const auto slot = static_cast<uint32_t>(type);
   const size_t bytes = size * n;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (closing_ || slot >= kTypeSlots || buffered_bytes_ + bytes > options_.max_buffered_bytes) {
+  if (slot >= kTypeSlots) {
     dropped_.fetch_add(n, std::memory_order_relaxed);
     return false;
   }
-  auto& buf = staging_[slot];
+  ThreadStaging* st = LocalStaging();
+  st->Lock();
+  auto& buf = st->bufs[slot];
+  // closing_ is read under the staging lock: Close() sets it before it
+  // collects, so a record is either collected or counted as dropped.
+  if (closing_.load(std::memory_order_acquire) ||
+      queued_bytes_.load(std::memory_order_relaxed) + buf.size() + bytes > options_.max_buffered_bytes) {
+    st->Unlock();
+    dropped_.fetch_add(n, std::memory_order_relaxed);
+    return false;
+  }
+  if (buf.capacity() == 0) {
+    // A recycled buffer from the writer thread: no fresh pages to fault in.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!free_buffers_.empty()) {
+      buf = std::move(free_buffers_.back());
+      free_buffers_.pop_back();
+    }
+    if (buf.capacity() == 0) buf.reserve(options_.chunk_bytes + 4096);
+  }
   const auto* p = static_cast<const uint8_t*>(data);
   buf.insert(buf.end(), p, p + bytes);
-  staging_count_[slot] += static_cast<uint32_t>(n);
-  buffered_bytes_ += bytes;
-  if (buf.size() >= options_.chunk_bytes) HandOffLocked(type);
+  st->counts[slot] += static_cast<uint32_t>(n);
+  if (buf.size() < options_.chunk_bytes) {
+    st->Unlock();
+    return true;
+  }
+  Job job = TakeLocked(st, slot);
+  st->Unlock();
+  std::lock_guard<std::mutex> lock(mu_);
+  PushLocked(std::move(job));
   return true;
+}
+
+TraceWriter::Job TraceWriter::TakeLocked(ThreadStaging* st, uint32_t slot) {
+  Job job{ChunkKind::kRecords, static_cast<RecordType>(slot), st->counts[slot], std::move(st->bufs[slot])};
+  st->bufs[slot] = {};
+  st->counts[slot] = 0;
+  return job;
+}
+
+void TraceWriter::PushLocked(Job job) {
+  if (job.payload.empty()) return;
+  HandOffStringsLocked();  // strings first: records may refer to them
+  queued_bytes_.fetch_add(job.payload.size(), std::memory_order_relaxed);
+  queue_.push_back(std::move(job));
+  cv_.notify_one();
+}
+
+void TraceWriter::CollectAllLocked() {
+  for (auto& st : stagings_) {
+    for (uint32_t slot = 1; slot < kTypeSlots; ++slot) {
+      st->Lock();
+      Job job = TakeLocked(st.get(), slot);
+      st->Unlock();
+      PushLocked(std::move(job));
+    }
+  }
+  HandOffStringsLocked();
 }
 
 void TraceWriter::HandOffStringsLocked() {
   if (pending_strings_.empty()) return;
   Job job{ChunkKind::kStrings, RecordType{}, 0, std::move(pending_strings_)};
   pending_strings_ = {};
-  queue_.push_back(std::move(job));
-  cv_.notify_one();
-}
-
-void TraceWriter::HandOffLocked(RecordType type) {
-  const auto slot = static_cast<uint32_t>(type);
-  if (staging_[slot].empty()) return;
-  HandOffStringsLocked();  // strings first: records may refer to them
-  Job job{ChunkKind::kRecords, type, staging_count_[slot], std::move(staging_[slot])};
-  staging_[slot] = {};
-  staging_[slot].reserve(options_.chunk_bytes + 256);
-  staging_count_[slot] = 0;
   queue_.push_back(std::move(job));
   cv_.notify_one();
 }
@@ -127,8 +184,7 @@ void TraceWriter::SetMetadata(const std::string& key, nlohmann::json value) {
 
 void TraceWriter::Flush() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (uint32_t t = 1; t < kTypeSlots; ++t) HandOffLocked(static_cast<RecordType>(t));
-  HandOffStringsLocked();
+  if (!closing_.load()) CollectAllLocked();
 }
 
 nlohmann::json TraceWriter::StatusObjectLocked(bool summary) {
@@ -155,14 +211,13 @@ void TraceWriter::QueueStatusLocked(bool summary) {
 bool TraceWriter::Close(std::string* error) {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    if (closed_ || closing_) {
+    if (closed_ || closing_.load()) {
       if (error && !io_error_.empty()) *error = io_error_;
       return io_error_.empty();
     }
-    for (uint32_t t = 1; t < kTypeSlots; ++t) HandOffLocked(static_cast<RecordType>(t));
-    HandOffStringsLocked();
+    closing_.store(true, std::memory_order_release);
+    CollectAllLocked();
     QueueStatusLocked(/*summary=*/true);
-    closing_ = true;
     cv_.notify_one();
   }
   if (thread_.joinable()) thread_.join();
@@ -180,30 +235,30 @@ void TraceWriter::WriterLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     if (queue_.empty()) {
-      if (closing_) return;
+      if (closing_.load()) return;
       cv_.wait_for(lock, options_.status_interval);
-      if (queue_.empty() && !closing_ &&
+      if (queue_.empty() && !closing_.load() &&
           std::chrono::steady_clock::now() - last_status_ >= options_.status_interval) {
         // Periodic: put whatever is staged on disk, then a status snapshot,
         // so a crash loses at most one interval.
-        for (uint32_t t = 1; t < kTypeSlots; ++t) HandOffLocked(static_cast<RecordType>(t));
-        HandOffStringsLocked();
+        CollectAllLocked();
         QueueStatusLocked(/*summary=*/false);
       }
       continue;
     }
     Job job = std::move(queue_.front());
     queue_.pop_front();
-    busy_ = true;
     lock.unlock();
     bool ok = WriteChunk(job);
     lock.lock();
-    busy_ = false;
     if (job.kind == ChunkKind::kRecords) {
-      buffered_bytes_ -= std::min(buffered_bytes_, job.payload.size());
+      queued_bytes_.fetch_sub(job.payload.size(), std::memory_order_relaxed);
       if (!ok) dropped_.fetch_add(job.count, std::memory_order_relaxed);
+      if (free_buffers_.size() < kMaxFreeBuffers) {
+        job.payload.clear();
+        free_buffers_.push_back(std::move(job.payload));
+      }
     }
-    drained_cv_.notify_all();
   }
 }
 

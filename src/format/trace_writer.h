@@ -2,11 +2,13 @@
 //
 // Used by the collectors. Append() may be called from any thread (application
 // threads, CUPTI's buffer thread, Sanitizer callbacks) and never does I/O: it
-// copies the record into a staging buffer under a short lock. Full staging
+// copies the record into its thread's staging buffer. Full staging
 // buffers are handed to one background thread that compresses (zstd),
 // checksums and appends them as chunks. Memory is bounded by
-// WriterOptions::max_buffered_bytes: past it, records are dropped and counted
-// (counter "writer_dropped_records", written into the trace itself).
+// WriterOptions::max_buffered_bytes (bytes queued for the writer thread, plus
+// at most one chunk_bytes staging buffer per record type per appending
+// thread): past it, records are dropped and counted (counter
+// "writer_dropped_records", written into the trace itself).
 #pragma once
 
 #include <array>
@@ -83,6 +85,8 @@ class TraceWriter {
   uint64_t bytes_written() const { return bytes_written_.load(std::memory_order_relaxed); }
 
  private:
+  static constexpr size_t kTypeSlots = 8;  // RecordType values are 1..7
+
   struct Job {
     ChunkKind kind;
     RecordType type;
@@ -90,9 +94,27 @@ class TraceWriter {
     std::vector<uint8_t> payload;  // uncompressed
   };
 
+  // One application thread's staging buffers. The owning thread appends under
+  // `lock` (uncontended but for hand-offs), so appends from different threads
+  // never wait for each other.
+  struct ThreadStaging {
+    std::atomic_flag lock = ATOMIC_FLAG_INIT;
+    std::array<std::vector<uint8_t>, kTypeSlots> bufs;
+    std::array<uint32_t, kTypeSlots> counts{};
+    void Lock() {
+      while (lock.test_and_set(std::memory_order_acquire)) {
+      }
+    }
+    void Unlock() { lock.clear(std::memory_order_release); }
+  };
+
   TraceWriter() = default;
   bool AppendRaw(RecordType type, const void* data, size_t size, size_t n);
-  void HandOffLocked(RecordType type);  // staging -> queue (mu_ held)
+  ThreadStaging* LocalStaging();
+  // Moves one staging buffer into a job (caller holds st->lock).
+  Job TakeLocked(ThreadStaging* st, uint32_t slot);
+  void PushLocked(Job job);  // mu_ held; strings are queued first
+  void CollectAllLocked();   // mu_ held: every thread's staging -> queue
   void HandOffStringsLocked();
   void QueueStatusLocked(bool summary);
   nlohmann::json StatusObjectLocked(bool summary);
@@ -101,20 +123,19 @@ class TraceWriter {
   bool WriteAll(const void* data, size_t size);
 
   WriterOptions options_;
+  uint64_t id_ = 0;  // distinguishes writers in the thread-local staging cache
   int fd_ = -1;
   void* zstd_ctx_ = nullptr;  // ZSTD_CCtx*, used by the writer thread only
+  std::atomic<bool> closing_{false};
+  std::atomic<uint64_t> queued_bytes_{0};  // bytes in jobs not yet written
 
   mutable std::mutex mu_;  // guards everything below up to the thread
-  std::condition_variable cv_;        // wakes the writer thread
-  std::condition_variable drained_cv_;  // wakes Close() when queue empties
-  static constexpr size_t kTypeSlots = 8;  // RecordType values are 1..7
-  std::array<std::vector<uint8_t>, kTypeSlots> staging_;  // by RecordType
-  std::array<uint32_t, kTypeSlots> staging_count_{};
+  std::condition_variable cv_;  // wakes the writer thread
+  std::vector<std::shared_ptr<ThreadStaging>> stagings_;
   std::deque<Job> queue_;
-  size_t buffered_bytes_ = 0;  // staging + queue
-  bool closing_ = false;
+  static constexpr size_t kMaxFreeBuffers = 16;
+  std::vector<std::vector<uint8_t>> free_buffers_;  // written chunks' buffers, for reuse
   bool closed_ = false;
-  bool busy_ = false;  // writer thread is writing a job
   std::string io_error_;
   std::unordered_map<std::string, StringId> string_ids_;
   std::vector<uint8_t> pending_strings_;
