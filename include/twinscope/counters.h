@@ -34,5 +34,18 @@ inline constexpr char kBlocksOverflow[] = "blocks_overflow";  // did not fit in 
 inline constexpr char kModulesLoaded[] = "modules_loaded";
 inline constexpr char kModulesPatched[] = "modules_patched";
 inline constexpr char kSanitizerCallbacks[] = "sanitizer_callbacks";
+// Block probe, added with the probe (src/blocks): every block or launch not recorded cleanly.
+inline constexpr char kLaunchesSelectedUnpatched[] = "launches_selected_unpatched";  // module not patched
+inline constexpr char kLaunchesNoBuffer[] = "launches_untraced_no_buffer";  // no device buffer: blocks in overflow
+inline constexpr char kBlocksMissing[] = "blocks_missing";  // had a slot but never entered
+inline constexpr char kBlocksIncomplete[] = "blocks_incomplete";  // entered, not all threads left (exit_ns 0)
+inline constexpr char kBlocksLost[] = "blocks_lost_copy_failed";  // buffer copy failed or header damaged
+inline constexpr char kModulesUnparsed[] = "modules_cubin_unparsed";  // cubin not ELF: names from its strings
+inline constexpr char kModulesPatchFailed[] = "modules_patch_failed";
+inline constexpr char kBlocksForcedDrains[] = "blocks_forced_drains";  // ring or memory cap full: waited
+inline constexpr char kBlocksSyncDrains[] = "blocks_sync_drains";  // drains at the program's own syncs
+inline constexpr char kSanitizerErrors[] = "sanitizer_errors";  // Sanitizer calls that failed
+inline constexpr char kGraphKernelNodeLaunches[] = "graph_kernel_node_launches";
+inline constexpr char kBlocksBadBuffer[] = "blocks_bad_buffer_header";  // launches whose buffer header was wrong
 
 }  // namespace twinscope::counters

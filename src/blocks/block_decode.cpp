@@ -1,0 +1,68 @@
+#include "blocks/block_decode.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace twinscope::blocks {
+
+BlockProbeHeader MakeProbeHeader(uint32_t capacity) {
+  BlockProbeHeader h;
+  std::memset(&h, 0, sizeof h);
+  h.magic = TWINSCOPE_BLOCK_PROBE_MAGIC;
+  h.version = TWINSCOPE_BLOCK_PROBE_VERSION;
+  h.capacity = capacity;
+  return h;
+}
+
+uint64_t BlockCount(Dim3 grid) { return uint64_t{grid.x} * grid.y * grid.z; }
+
+uint32_t SlotsFor(Dim3 grid, uint32_t max_slots) {
+  return static_cast<uint32_t>(std::min<uint64_t>(BlockCount(grid), max_slots));
+}
+
+DecodedLaunch DecodeLaunchBuffer(const void* buffer, size_t bytes, uint64_t launch_seq, Dim3 grid,
+                                 uint32_t threads_per_block) {
+  DecodedLaunch out;
+  out.expected = BlockCount(grid);
+  BlockProbeHeader h;
+  if (buffer == nullptr || bytes < sizeof h) {
+    out.bad_header = true;
+    return out;
+  }
+  std::memcpy(&h, buffer, sizeof h);
+  if (h.magic != TWINSCOPE_BLOCK_PROBE_MAGIC || h.version != TWINSCOPE_BLOCK_PROBE_VERSION ||
+      BlockProbeBufferBytes(h.capacity) > bytes || h.capacity > out.expected) {
+    out.bad_header = true;
+    return out;
+  }
+  out.overflow = h.overflow;
+  const auto* slots = reinterpret_cast<const unsigned char*>(buffer) + sizeof h;
+  out.blocks.reserve(h.capacity);
+  const uint64_t gx = std::max<uint32_t>(grid.x, 1), gy = std::max<uint32_t>(grid.y, 1);
+  for (uint32_t i = 0; i < h.capacity; ++i) {
+    BlockProbeSlot s;
+    std::memcpy(&s, slots + uint64_t{i} * sizeof s, sizeof s);
+    if (s.entered_threads == 0) {
+      ++out.missing;
+      continue;
+    }
+    BlockRecord r{};
+    r.launch_seq = launch_seq;
+    r.enter_ns = s.enter_ns;
+    r.exit_ns = s.exit_ns;
+    r.block_linear = i;
+    r.order = s.order;
+    r.x = static_cast<uint32_t>(i % gx);
+    r.y = static_cast<uint32_t>((i / gx) % gy);
+    r.z = static_cast<uint32_t>(i / (gx * gy));
+    r.sm = s.sm;
+    if (s.exited_threads != threads_per_block || s.exit_ns == 0) {
+      ++out.incomplete;
+      r.exit_ns = 0;
+    }
+    out.blocks.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace twinscope::blocks

@@ -1,0 +1,626 @@
+// libtwinscope_blocks.so: the block probe (shadow collector) on the Compute
+// Sanitizer API, injected with CUDA_INJECTION64_PATH (and NVTX_INJECTION64_PATH
+// for the NVTX ranges of the launch key).
+//
+// What it does, per shared/DESIGN.md and shared/FACTS.md:
+// - MODULE_LOADED: reads the module's kernel names from its cubin and patches
+//   the module (BLOCK_ENTER/BLOCK_EXIT, patch fatbin embedded in this library)
+//   only if it holds a selected kernel; other modules are never patched.
+// - LAUNCH_BEGIN (and graph kernel-node launches): computes the launch key for
+//   EVERY launch (so keys equal the CUPTI collector's), and for a selected,
+//   sampled launch of a patched module hands the patch a fresh device buffer.
+// - Buffers are drained without a sync per launch: at the application's own
+//   synchronisations (SYNCHRONIZE callbacks), before a stream/context/module
+//   goes away, when the ring of in-flight launches or the device memory cap is
+//   full (then the oldest quarter is drained, which waits for those launches
+//   only), and at exit.
+// - Writes a "shadow" trace: LaunchRecords, BlockRecords, NVTX records,
+//   counters, and "tool_state" (ok / silent / subscribe_failed / disabled).
+//
+// Threads: Sanitizer callbacks arrive on application threads; all state is
+// under one mutex. A callback that arrives while this thread is already inside
+// one of ours (the Sanitizer calls we make may launch work) is ignored.
+// Every entry point is a firewall: on an internal error collection stops and
+// the program continues; kernels of patched modules then get null userdata
+// and their patch returns at once.
+#include <sanitizer.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "base/env_names.h"
+#include "base/log.h"
+#include "blocks/block_decode.h"
+#include "blocks/blocks_config.h"
+#include "blocks/coexistence.h"
+#include "blocks/cubin_symbols.h"
+#include "blocks/kernel_selector.h"
+#include "format/header.h"
+#include "format/trace_writer.h"
+#include "launchkey/launch_key.h"
+#include "nvtx/nvtx_capture.h"
+#include "twinscope/counters.h"
+
+namespace twinscope::embedded {
+extern const unsigned char block_probe_patch[];
+extern const std::size_t block_probe_patch_size;
+}  // namespace twinscope::embedded
+
+namespace twinscope::blocks {
+namespace {
+
+const char* ResultString(SanitizerResult r) {
+  const char* s = nullptr;
+  if (sanitizerGetResultString(r, &s) != SANITIZER_SUCCESS || s == nullptr) return "unknown Sanitizer error";
+  return s;
+}
+
+// One traced launch whose buffer is still on the device.
+struct InFlight {
+  LaunchRecord record{};
+  CUcontext context = nullptr;
+  CUmodule module = nullptr;
+  Sanitizer_StreamHandle stream = nullptr;
+  void* device = nullptr;
+  uint64_t device_bytes = 0;  // allocation size
+  uint32_t capacity = 0;      // slots in use
+  uint32_t threads_per_block = 0;
+};
+
+struct FreeBuffer {
+  CUcontext context;
+  void* device;
+  uint64_t bytes;
+};
+
+class BlockProbe final : public NvtxListener {
+ public:
+  static BlockProbe& Get() {
+    static BlockProbe* probe = new BlockProbe();  // never destroyed: callbacks may come late
+    return *probe;
+  }
+
+  int Initialize();
+  void OnCallback(Sanitizer_CallbackDomain domain, Sanitizer_CallbackId cbid, const void* data);
+  void Shutdown();
+  void OnNvtx(const NvtxEvent& e) override;
+
+ private:
+  void OnModuleLoaded(const Sanitizer_ResourceModuleData& m);
+  void OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node);
+  void OnLaunchEnd(const Sanitizer_LaunchData& d);
+  bool PatchModuleLocked(const Sanitizer_ResourceModuleData& m);
+  // A device buffer of at least `bytes` (pooled or new; *allocated = its size), or null.
+  void* AcquireBufferLocked(CUcontext ctx, uint64_t bytes, uint64_t* allocated);
+  // Drains the in-flight launches for which `pick` is true, oldest first.
+  template <typename Pick>
+  void DrainLocked(Pick pick);
+  void DrainOneLocked(InFlight& f);
+  void ReleaseContextLocked(CUcontext ctx);
+  uint32_t StreamIdLocked(Sanitizer_StreamHandle h);
+  void PublishCountersLocked();
+  void SanitizerError(const char* what, SanitizerResult r);
+
+  std::mutex mu_;
+  BlocksConfig config_;
+  std::unique_ptr<KernelSelector> selector_;
+  std::unique_ptr<TraceWriter> writer_;
+  Sanitizer_SubscriberHandle subscriber_ = nullptr;
+  bool initialized_ = false;
+  bool subscribe_failed_ = false;
+  std::string subscribe_error_;
+  bool disabled_ = false;
+  bool shut_down_ = false;
+
+  std::unordered_set<CUcontext> patch_loaded_;       // contexts with our patch image
+  std::unordered_map<CUmodule, bool> modules_;       // module -> patched
+  std::unordered_map<Sanitizer_StreamHandle, uint32_t> stream_ids_;
+  std::set<int> devices_;
+  std::deque<InFlight> ring_;
+  std::vector<FreeBuffer> pool_;
+  uint64_t device_bytes_ = 0;
+  uint64_t next_seq_ = 0;
+  std::vector<unsigned char> host_;  // drain staging
+
+  std::atomic<uint64_t> callbacks_{0};
+  std::atomic<uint64_t> launches_seen_{0};
+  std::map<std::string, uint64_t> counts_;  // under mu_
+};
+
+thread_local bool tl_in_callback = false;
+thread_local uint64_t tl_open_launch_seq = UINT64_MAX;  // traced launch between BEGIN and END on this thread
+
+using counters::kBlocksBadBuffer;
+using counters::kBlocksIncomplete;
+using counters::kBlocksLost;
+using counters::kBlocksMissing;
+using counters::kGraphKernelNodeLaunches;
+using counters::kLaunchesNoBuffer;
+using counters::kLaunchesSelectedUnpatched;
+using counters::kModulesPatchFailed;
+using counters::kModulesUnparsed;
+using counters::kSanitizerErrors;
+
+void SANITIZERAPI Callback(void* userdata, Sanitizer_CallbackDomain domain, Sanitizer_CallbackId cbid,
+                           const void* data) {
+  if (tl_in_callback) {
+    // Work we started ourselves (memset, copies): not the application's.
+    return;
+  }
+  tl_in_callback = true;
+  Firewall("block probe Sanitizer callback", [&] { BlockProbe::Get().OnCallback(domain, cbid, data); });
+  tl_in_callback = false;
+}
+
+void AtExit() {
+  Firewall("block probe exit", [] { BlockProbe::Get().Shutdown(); });
+}
+
+int BlockProbe::Initialize() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (initialized_) return 1;
+  initialized_ = true;
+  auto config = ConfigFromEnv();
+  if (!config.ok()) {
+    // Leave a trace that says why, so `twinscope join/stats` report it instead of a missing file.
+    const std::string msg = "block probe disabled: " + config.status().message();
+    LogError("%s", msg.c_str());
+    disabled_ = true;
+    WriterOptions wo;
+    wo.path = EnvString(twinscope::env::kOutput, "twinscope-blocks-" + std::to_string(getpid()) + ".tsc");
+    nlohmann::json header = BaseHeader("shadow");
+    header["collector"] = "blocks";
+    std::string error;
+    if (auto w = TraceWriter::Open(wo, header, &error)) {
+      w->SetMetadata("tool_state", "config_error");
+      w->SetMetadata("tool_message", msg);
+      w->Close(&error);
+    }
+    return 1;
+  }
+  config_ = std::move(*config);
+  selector_ = std::make_unique<KernelSelector>(config_.patterns, config_.sampling);
+  if (selector_->empty())
+    LogError("block probe: TWINSCOPE_KERNELS is empty, so no kernel is traced (give substrings or \"re:<regex>\", "
+             "';'-separated)");
+
+  nlohmann::json header = BaseHeader("shadow");
+  header["collector"] = "blocks";
+  header["kernels"] = config_.patterns_spec;
+  header["every"] = config_.sampling.every;
+  header["max_launches"] = config_.sampling.max_launches;
+  header["ring"] = config_.ring;
+  header["max_slots"] = config_.max_slots;
+  header["clock"] = {{"launch_cpu_ns", "CLOCK_MONOTONIC"}, {"block_ns", "GPU %globaltimer"}};
+  WriterOptions wo;
+  wo.path = config_.output;
+  wo.max_buffered_bytes = config_.max_buffered_bytes;
+  std::string error;
+  writer_ = TraceWriter::Open(wo, header, &error);
+  if (!writer_) {
+    LogError("block probe disabled: %s", error.c_str());
+    disabled_ = true;
+    return 1;
+  }
+  writer_->SetMetadata("tool_state", "starting");
+
+  SanitizerResult r = sanitizerSubscribe(&subscriber_, Callback, nullptr);
+  if (r != SANITIZER_SUCCESS) {
+    subscribe_failed_ = true;
+    subscribe_error_ = std::string("sanitizerSubscribe returned ") + std::to_string(int(r)) + " " + ResultString(r);
+    subscriber_ = nullptr;
+  } else {
+    const struct {
+      Sanitizer_CallbackDomain domain;
+      Sanitizer_CallbackId cbid;
+    } wanted[] = {
+        {SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_CONTEXT_CREATION_FINISHED},
+        {SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_CONTEXT_DESTROY_STARTING},
+        {SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_STREAM_DESTROY_STARTING},
+        {SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_MODULE_LOADED},
+        {SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_MODULE_UNLOAD_STARTING},
+        {SANITIZER_CB_DOMAIN_LAUNCH, SANITIZER_CBID_LAUNCH_BEGIN},
+        {SANITIZER_CB_DOMAIN_LAUNCH, SANITIZER_CBID_LAUNCH_END},
+        {SANITIZER_CB_DOMAIN_SYNCHRONIZE, SANITIZER_CBID_SYNCHRONIZE_STREAM_SYNCHRONIZED},
+        {SANITIZER_CB_DOMAIN_SYNCHRONIZE, SANITIZER_CBID_SYNCHRONIZE_CONTEXT_SYNCHRONIZED},
+        {SANITIZER_CB_DOMAIN_GRAPHS, SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN},
+    };
+    for (const auto& w : wanted) {
+      SanitizerResult e = sanitizerEnableCallback(1, subscriber_, w.domain, w.cbid);
+      if (e != SANITIZER_SUCCESS) {
+        LogError("block probe: sanitizerEnableCallback(domain %d, cbid %u) failed: %s", int(w.domain), w.cbid,
+                 ResultString(e));
+        ++counts_[kSanitizerErrors];
+      }
+    }
+  }
+  SetNvtxListener(this, MonotonicNs);
+  std::atexit(AtExit);
+  writer_->SetMetadata("tool_state", subscribe_failed_ ? "subscribe_failed" : "subscribed");
+  if (subscribe_failed_) {
+    std::string msg = SilentProbeMessage(true, subscribe_error_, LikelySeatHolderOfThisProcess());
+    LogError("%s", msg.c_str());
+    writer_->SetMetadata("tool_message", msg);
+  } else {
+    LogInfo("block probe on: kernels \"%s\", every %llu, max %llu launches; trace %s", config_.patterns_spec.c_str(),
+            static_cast<unsigned long long>(config_.sampling.every),
+            static_cast<unsigned long long>(config_.sampling.max_launches), config_.output.c_str());
+  }
+  return 1;
+}
+
+void BlockProbe::SanitizerError(const char* what, SanitizerResult r) {
+  ++counts_[kSanitizerErrors];
+  if (counts_[kSanitizerErrors] <= 5) LogError("block probe: %s failed: %s", what, ResultString(r));
+}
+
+void BlockProbe::OnCallback(Sanitizer_CallbackDomain domain, Sanitizer_CallbackId cbid, const void* data) {
+  callbacks_.fetch_add(1, std::memory_order_relaxed);
+  if (disabled_ || data == nullptr) return;
+  switch (domain) {
+    case SANITIZER_CB_DOMAIN_LAUNCH: {
+      const auto& d = *static_cast<const Sanitizer_LaunchData*>(data);
+      if (cbid == SANITIZER_CBID_LAUNCH_BEGIN) OnLaunchBegin(d, false);
+      if (cbid == SANITIZER_CBID_LAUNCH_END) OnLaunchEnd(d);
+      return;
+    }
+    case SANITIZER_CB_DOMAIN_GRAPHS: {
+      if (cbid != SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN) return;
+      const auto& g = *static_cast<const Sanitizer_GraphNodeLaunchData*>(data);
+      if (g.nodeType == CU_GRAPH_NODE_TYPE_KERNEL && !g.isGraphUpload) OnLaunchBegin(g.launchData, true);
+      return;
+    }
+    case SANITIZER_CB_DOMAIN_RESOURCE: {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (shut_down_) return;
+      if (cbid == SANITIZER_CBID_RESOURCE_MODULE_LOADED) {
+        OnModuleLoaded(*static_cast<const Sanitizer_ResourceModuleData*>(data));
+      } else if (cbid == SANITIZER_CBID_RESOURCE_MODULE_UNLOAD_STARTING) {
+        CUmodule m = static_cast<const Sanitizer_ResourceModuleData*>(data)->module;
+        DrainLocked([m](const InFlight& f) { return f.module == m; });
+        modules_.erase(m);
+      } else if (cbid == SANITIZER_CBID_RESOURCE_CONTEXT_CREATION_FINISHED) {
+        const auto& c = *static_cast<const Sanitizer_ResourceContextData*>(data);
+        if (devices_.insert(int(c.device)).second) writer_->SetMetadata("devices", devices_);
+      } else if (cbid == SANITIZER_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
+        ReleaseContextLocked(static_cast<const Sanitizer_ResourceContextData*>(data)->context);
+      } else if (cbid == SANITIZER_CBID_RESOURCE_STREAM_DESTROY_STARTING) {
+        Sanitizer_StreamHandle h = static_cast<const Sanitizer_ResourceStreamData*>(data)->hStream;
+        DrainLocked([h](const InFlight& f) { return f.stream == h; });
+      }
+      return;
+    }
+    case SANITIZER_CB_DOMAIN_SYNCHRONIZE: {
+      const auto& s = *static_cast<const Sanitizer_SynchronizeData*>(data);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (shut_down_ || ring_.empty()) return;
+      ++counts_[counters::kBlocksSyncDrains];
+      if (cbid == SANITIZER_CBID_SYNCHRONIZE_CONTEXT_SYNCHRONIZED) {
+        DrainLocked([&](const InFlight& f) { return f.context == s.context; });
+      } else if (cbid == SANITIZER_CBID_SYNCHRONIZE_STREAM_SYNCHRONIZED) {
+        DrainLocked([&](const InFlight& f) { return f.stream == s.hStream; });
+      }
+      PublishCountersLocked();
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void BlockProbe::OnModuleLoaded(const Sanitizer_ResourceModuleData& m) {
+  ++counts_[counters::kModulesLoaded];
+  std::vector<std::string> names;
+  auto parsed = CubinKernelNames(m.pCubin, m.cubinSize);
+  if (parsed.ok()) {
+    names = std::move(*parsed);
+  } else {
+    // Not an ELF cubin we can read: fall back to the names in its bytes, so a
+    // target kernel is not missed (a false match only costs patching).
+    ++counts_[kModulesUnparsed];
+    if (counts_[kModulesUnparsed] == 1) LogInfo("block probe: %s; using the strings of the image instead",
+                                                parsed.status().message().c_str());
+    names = PrintableNames(m.pCubin, m.cubinSize);
+  }
+  bool patched = false;
+  if (selector_->AnyMatches(names)) patched = PatchModuleLocked(m);
+  modules_[m.module] = patched;
+  PublishCountersLocked();
+}
+
+bool BlockProbe::PatchModuleLocked(const Sanitizer_ResourceModuleData& m) {
+  if (!patch_loaded_.count(m.context)) {
+    SanitizerResult r = sanitizerAddPatches(embedded::block_probe_patch, m.context);
+    if (r != SANITIZER_SUCCESS) {
+      SanitizerError("sanitizerAddPatches (embedded block probe patch)", r);
+      ++counts_[kModulesPatchFailed];
+      return false;
+    }
+    patch_loaded_.insert(m.context);
+  }
+  SanitizerResult r = sanitizerPatchInstructions(SANITIZER_INSTRUCTION_BLOCK_ENTER, m.module, TWINSCOPE_BLOCK_ENTER_PATCH);
+  if (r == SANITIZER_SUCCESS)
+    r = sanitizerPatchInstructions(SANITIZER_INSTRUCTION_BLOCK_EXIT, m.module, TWINSCOPE_BLOCK_EXIT_PATCH);
+  if (r == SANITIZER_SUCCESS) r = sanitizerPatchModule(m.module);
+  if (r != SANITIZER_SUCCESS) {
+    SanitizerError("patching a module that holds a target kernel", r);
+    ++counts_[kModulesPatchFailed];
+    return false;
+  }
+  ++counts_[counters::kModulesPatched];
+  return true;
+}
+
+void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
+  const char* name = d.functionName ? d.functionName : "";
+  const Dim3 grid{d.gridDim_x, d.gridDim_y, d.gridDim_z};
+  const Dim3 block{d.blockDim_x, d.blockDim_y, d.blockDim_z};
+  // Every launch counts for the key, selected or not (the primary counts them all).
+  LaunchKeyParts key = ThreadRangeStack().NextLaunch(name, grid, block);
+  launches_seen_.fetch_add(1, std::memory_order_relaxed);
+  tl_open_launch_seq = UINT64_MAX;
+
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t seq = next_seq_++;
+  if (shut_down_) return;
+  if (graph_node) ++counts_[kGraphKernelNodeLaunches];
+  if (!selector_->Matches(name)) return;
+  auto mod = modules_.find(d.module);
+  if (mod == modules_.end() || !mod->second) {
+    // Loaded before we subscribed, or patching failed: say so, once.
+    if (++counts_[kLaunchesSelectedUnpatched] == 1)
+      LogError("block probe: kernel %s matches but its module is not patched (see modules_patch_failed); its "
+               "launches are counted in %s, not traced",
+               name, kLaunchesSelectedUnpatched);
+    return;
+  }
+  const Sanitizer_StreamHandle stream = graph_node ? d.hApiStream : d.hStream;
+  if (selector_->DecideLaunch(name) != KernelSelector::Decision::kTrace) {
+    ++counts_[counters::kLaunchesSkipped];
+    SanitizerResult r = sanitizerSetLaunchCallbackData(d.hLaunch, d.function, stream, nullptr);
+    if (r != SANITIZER_SUCCESS) SanitizerError("sanitizerSetLaunchCallbackData(null)", r);
+    return;
+  }
+  const uint64_t blocks = BlockCount(grid);
+  counts_[counters::kBlocksExpected] += blocks;
+  InFlight f;
+  f.context = d.context;
+  f.module = d.module;
+  f.stream = stream;
+  f.capacity = SlotsFor(grid, config_.max_slots);
+  f.threads_per_block = block.x * block.y * block.z;
+  LaunchRecord& rec = f.record;
+  rec.seq = seq;
+  rec.cpu_ns = MonotonicNs();
+  rec.thread_id = CurrentThreadId();
+  rec.grid_id = d.gridId;
+  rec.key.hash = key.hash;
+  rec.key.path = key.path.empty() ? 0 : writer_->Intern(key.path);
+  rec.key.ordinal = key.ordinal;
+  rec.device = static_cast<uint32_t>(d.device);
+  rec.stream = StreamIdLocked(stream);
+  rec.kernel = writer_->Intern(name);
+  rec.grid = grid;
+  rec.block = block;
+  rec.cluster = Dim3{d.clusterDim_x, d.clusterDim_y, d.clusterDim_z};
+  rec.flags = graph_node ? uint32_t{kFlagGraph} : 0u;
+
+  const uint64_t bytes = BlockProbeBufferBytes(f.capacity);
+  f.device = AcquireBufferLocked(d.context, bytes, &f.device_bytes);
+  if (f.device == nullptr) {
+    ++counts_[kLaunchesNoBuffer];
+    counts_[counters::kBlocksOverflow] += blocks;
+    writer_->Append(rec);  // the launch is still on record, with blocks_recorded = 0
+    return;
+  }
+  BlockProbeHeader h = MakeProbeHeader(f.capacity);
+  SanitizerResult r = sanitizerMemset(f.device, 0, bytes, stream);
+  if (r == SANITIZER_SUCCESS) r = sanitizerMemcpyHostToDeviceAsync(f.device, &h, sizeof h, stream);
+  if (r == SANITIZER_SUCCESS) r = sanitizerSetLaunchCallbackData(d.hLaunch, d.function, stream, f.device);
+  if (r != SANITIZER_SUCCESS) {
+    SanitizerError("preparing a traced launch (memset, header copy, sanitizerSetLaunchCallbackData)", r);
+    ++counts_[kLaunchesNoBuffer];
+    counts_[counters::kBlocksOverflow] += blocks;
+    pool_.push_back({d.context, f.device, f.device_bytes});
+    writer_->Append(rec);
+    return;
+  }
+  ++counts_[counters::kLaunchesTraced];
+  ring_.push_back(std::move(f));
+  tl_open_launch_seq = seq;
+}
+
+void BlockProbe::OnLaunchEnd(const Sanitizer_LaunchData& d) {
+  if (tl_open_launch_seq == UINT64_MAX) return;
+  const uint64_t seq = tl_open_launch_seq;
+  tl_open_launch_seq = UINT64_MAX;
+  if (d.gridId == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = ring_.rbegin(); it != ring_.rend(); ++it) {
+    if (it->record.seq == seq) {
+      if (it->record.grid_id == 0) it->record.grid_id = d.gridId;
+      break;
+    }
+  }
+}
+
+void* BlockProbe::AcquireBufferLocked(CUcontext ctx, uint64_t bytes, uint64_t* allocated) {
+  // Ring full: drain the oldest quarter (waits for those launches only).
+  if (ring_.size() >= config_.ring) {
+    ++counts_[counters::kBlocksForcedDrains];
+    size_t n = std::max<size_t>(1, ring_.size() / 4);
+    uint64_t last = ring_[n - 1].record.seq;
+    DrainLocked([last](const InFlight& f) { return f.record.seq <= last; });
+  }
+  // Smallest pooled buffer of this context that fits.
+  auto best = pool_.end();
+  for (auto it = pool_.begin(); it != pool_.end(); ++it)
+    if (it->context == ctx && it->bytes >= bytes && (best == pool_.end() || it->bytes < best->bytes)) best = it;
+  if (best != pool_.end()) {
+    void* p = best->device;
+    *allocated = best->bytes;
+    pool_.erase(best);
+    return p;
+  }
+  // Over the memory cap: drain in-flight launches and free pooled buffers until it fits.
+  while (device_bytes_ + bytes > config_.max_device_bytes && (!ring_.empty() || !pool_.empty())) {
+    if (!pool_.empty()) {
+      FreeBuffer b = pool_.back();
+      pool_.pop_back();
+      if (sanitizerFree(b.context, b.device) == SANITIZER_SUCCESS) device_bytes_ -= b.bytes;
+      continue;
+    }
+    ++counts_[counters::kBlocksForcedDrains];
+    uint64_t first = ring_.front().record.seq;
+    DrainLocked([first](const InFlight& f) { return f.record.seq == first; });
+  }
+  if (device_bytes_ + bytes > config_.max_device_bytes) return nullptr;
+  void* p = nullptr;
+  SanitizerResult r = sanitizerAlloc(ctx, &p, bytes);
+  if (r != SANITIZER_SUCCESS || p == nullptr) {
+    SanitizerError("sanitizerAlloc (block buffer)", r);
+    return nullptr;
+  }
+  device_bytes_ += bytes;
+  *allocated = bytes;
+  return p;
+}
+
+template <typename Pick>
+void BlockProbe::DrainLocked(Pick pick) {
+  std::deque<InFlight> keep;
+  while (!ring_.empty()) {
+    InFlight f = std::move(ring_.front());
+    ring_.pop_front();
+    if (pick(f)) {
+      DrainOneLocked(f);
+    } else {
+      keep.push_back(std::move(f));
+    }
+  }
+  ring_.swap(keep);
+}
+
+void BlockProbe::DrainOneLocked(InFlight& f) {
+  const uint64_t bytes = BlockProbeBufferBytes(f.capacity);
+  host_.resize(bytes);
+  // A stream-ordered copy: returns once the launch and the copy are done.
+  SanitizerResult r = sanitizerMemcpyDeviceToHost(host_.data(), f.device, bytes, f.stream);
+  const uint64_t expected = BlockCount(f.record.grid);
+  if (r != SANITIZER_SUCCESS) {
+    SanitizerError("sanitizerMemcpyDeviceToHost (block buffer)", r);
+    counts_[kBlocksLost] += expected;
+    writer_->Append(f.record);
+  } else {
+    DecodedLaunch d = DecodeLaunchBuffer(host_.data(), bytes, f.record.seq, f.record.grid, f.threads_per_block);
+    if (d.bad_header) {
+      ++counts_[kBlocksBadBuffer];
+      counts_[kBlocksLost] += expected;
+    }
+    f.record.blocks_recorded = static_cast<uint32_t>(d.blocks.size());
+    writer_->Append(f.record);
+    if (!d.blocks.empty()) writer_->AppendMany(d.blocks.data(), d.blocks.size());
+    counts_[counters::kBlocksRecorded] += d.blocks.size();
+    counts_[counters::kBlocksOverflow] += d.overflow;
+    counts_[kBlocksMissing] += d.missing;
+    counts_[kBlocksIncomplete] += d.incomplete;
+  }
+  pool_.push_back({f.context, f.device, f.device_bytes});
+}
+
+void BlockProbe::ReleaseContextLocked(CUcontext ctx) {
+  DrainLocked([ctx](const InFlight& f) { return f.context == ctx; });
+  for (auto it = pool_.begin(); it != pool_.end();) {
+    if (it->context == ctx) {
+      if (sanitizerFree(ctx, it->device) == SANITIZER_SUCCESS) device_bytes_ -= it->bytes;
+      it = pool_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  patch_loaded_.erase(ctx);
+  PublishCountersLocked();
+}
+
+uint32_t BlockProbe::StreamIdLocked(Sanitizer_StreamHandle h) {
+  auto [it, inserted] = stream_ids_.emplace(h, static_cast<uint32_t>(stream_ids_.size() + 1));
+  return it->second;
+}
+
+void BlockProbe::PublishCountersLocked() {
+  if (!writer_) return;
+  writer_->SetCounter(counters::kSanitizerCallbacks, callbacks_.load(std::memory_order_relaxed));
+  writer_->SetCounter(counters::kLaunchesSeen, launches_seen_.load(std::memory_order_relaxed));
+  writer_->SetCounter(counters::kNvtxUnbalancedPops, NvtxUnbalanced());
+  for (const auto& [name, value] : counts_) writer_->SetCounter(name, value);
+}
+
+void BlockProbe::OnNvtx(const NvtxEvent& e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!writer_ || shut_down_) return;
+  NvtxRecord r{};
+  r.start_ns = e.start_ns;
+  r.end_ns = e.end_ns;
+  r.thread_id = e.thread_id;
+  r.range_id = e.range_id;
+  r.kind = static_cast<uint32_t>(e.kind);
+  r.domain = e.domain.empty() ? 0 : writer_->Intern(e.domain);
+  r.name = writer_->Intern(e.name);
+  r.depth = e.depth;
+  writer_->Append(r);
+  ++counts_[counters::kNvtxRecords];
+}
+
+void BlockProbe::Shutdown() {
+  FlushOpenNvtxRanges();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shut_down_ || !writer_) return;
+  tl_in_callback = true;  // our copies must not re-enter
+  DrainLocked([](const InFlight&) { return true; });
+  tl_in_callback = false;
+  shut_down_ = true;
+  PublishCountersLocked();
+  const uint64_t callbacks = callbacks_.load();
+  std::string state = "ok";
+  if (subscribe_failed_) {
+    state = "subscribe_failed";
+  } else if (disabled_) {
+    state = "disabled_internal_error";
+  } else if (callbacks == 0) {
+    state = "silent";
+    std::string msg = SilentProbeMessage(false, "", LikelySeatHolderOfThisProcess());
+    LogError("%s", msg.c_str());
+    writer_->SetMetadata("tool_message", msg);
+  }
+  writer_->SetMetadata("tool_state", state);
+  if (subscriber_) sanitizerUnsubscribe(subscriber_);
+  std::string error;
+  if (!writer_->Close(&error)) LogError("block probe: writing %s failed: %s", config_.output.c_str(), error.c_str());
+  LogInfo("block probe: %llu launches traced, %llu blocks recorded, %llu overflow; trace %s",
+          static_cast<unsigned long long>(counts_[counters::kLaunchesTraced]),
+          static_cast<unsigned long long>(counts_[counters::kBlocksRecorded]),
+          static_cast<unsigned long long>(counts_[counters::kBlocksOverflow]), config_.output.c_str());
+}
+
+}  // namespace
+}  // namespace twinscope::blocks
+
+// Called by the CUDA driver when it loads CUDA_INJECTION64_PATH.
+extern "C" __attribute__((visibility("default"))) int InitializeInjection() {
+  int rc = 1;
+  twinscope::Firewall("block probe InitializeInjection",
+                      [&] { rc = twinscope::blocks::BlockProbe::Get().Initialize(); });
+  return rc;
+}

@@ -1,0 +1,35 @@
+// Configuration of the block probe, read from the environment at
+// InitializeInjection. The CLI sets the variables of src/base/env_names.h;
+// the TWINSCOPE_BLOCKS_* tuning variables below are read only here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "blocks/kernel_selector.h"
+
+namespace twinscope::blocks {
+
+namespace env {
+inline constexpr char kRing[] = "TWINSCOPE_BLOCKS_RING";            // traced launches in flight before a forced drain
+inline constexpr char kMaxSlots[] = "TWINSCOPE_BLOCKS_MAX_SLOTS";   // blocks recorded per launch at most
+inline constexpr char kDeviceMb[] = "TWINSCOPE_BLOCKS_DEVICE_MB";   // device memory for buffers at most
+}  // namespace env
+
+struct BlocksConfig {
+  std::string output;         // trace path
+  std::string patterns_spec;  // TWINSCOPE_KERNELS as given
+  std::vector<KernelPattern> patterns;
+  SamplingOptions sampling;
+  uint32_t ring = 64;
+  uint32_t max_slots = 1u << 20;
+  uint64_t max_device_bytes = 512ull << 20;
+  uint64_t max_buffered_bytes = 64ull << 20;
+};
+
+// Reads and validates the environment. Errors name the variable and the value.
+StatusOr<BlocksConfig> ConfigFromEnv();
+
+}  // namespace twinscope::blocks

@@ -1,0 +1,80 @@
+// Device patch of the block probe: called by the Sanitizer at every block's
+// entry and exit in patched modules (SANITIZER_INSTRUCTION_BLOCK_ENTER/EXIT),
+// by every thread. `userdata` is the launch's BlockProbeHeader (see
+// block_probe_abi.h for what is written and guaranteed), or null for launches
+// that are not traced, which return at once.
+//
+// Built with `nvcc --fatbin --compile-as-tools-patch` for every architecture
+// in TWINSCOPE_CUDA_ARCHITECTURES and embedded in libtwinscope_blocks.so.
+#include <stdint.h>
+
+#include <sanitizer_patching.h>
+
+#include "block_probe_abi.h"
+
+namespace {
+
+__device__ __forceinline__ uint64_t GlobalTimer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ uint32_t SmId() {
+  uint32_t id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  return id;
+}
+
+__device__ __forceinline__ uint32_t LaneId() {
+  uint32_t id;
+  asm volatile("mov.u32 %0, %%laneid;" : "=r"(id));
+  return id;
+}
+
+__device__ __forceinline__ uint64_t LinearBlock() {
+  return blockIdx.x + (uint64_t)gridDim.x * (blockIdx.y + (uint64_t)gridDim.y * blockIdx.z);
+}
+
+__device__ __forceinline__ BlockProbeSlot* SlotOf(BlockProbeHeader* h, uint64_t linear) {
+  return reinterpret_cast<BlockProbeSlot*>(h + 1) + linear;
+}
+
+}  // namespace
+
+extern "C" __device__ __noinline__ SanitizerPatchResult twinscope_block_enter(void* userdata, uint64_t pc) {
+  if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
+  BlockProbeHeader* h = static_cast<BlockProbeHeader*>(userdata);
+  const uint64_t linear = LinearBlock();
+  if (linear >= h->capacity) {
+    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) atomicAdd(&h->overflow, 1u);
+    return SANITIZER_PATCH_SUCCESS;
+  }
+  const uint64_t now = GlobalTimer();
+  // One atomic per group of converged threads: its lowest lane speaks for it.
+  const uint32_t mask = __activemask();
+  if (LaneId() == static_cast<uint32_t>(__ffs(mask) - 1)) {
+    BlockProbeSlot* s = SlotOf(h, linear);
+    if (atomicAdd(&s->entered_threads, static_cast<uint32_t>(__popc(mask))) == 0) {
+      s->enter_ns = now;
+      s->sm = SmId();
+      s->order = atomicAdd(&h->next_order, 1u);
+    }
+  }
+  return SANITIZER_PATCH_SUCCESS;
+}
+
+extern "C" __device__ __noinline__ SanitizerPatchResult twinscope_block_exit(void* userdata, uint64_t pc) {
+  if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
+  BlockProbeHeader* h = static_cast<BlockProbeHeader*>(userdata);
+  const uint64_t linear = LinearBlock();
+  if (linear >= h->capacity) return SANITIZER_PATCH_SUCCESS;
+  const uint32_t mask = __activemask();
+  if (LaneId() == static_cast<uint32_t>(__ffs(mask) - 1)) {
+    BlockProbeSlot* s = SlotOf(h, linear);
+    const uint32_t n = static_cast<uint32_t>(__popc(mask));
+    const uint32_t threads = blockDim.x * blockDim.y * blockDim.z;
+    if (atomicAdd(&s->exited_threads, n) + n == threads) s->exit_ns = GlobalTimer();
+  }
+  return SANITIZER_PATCH_SUCCESS;
+}

@@ -1,0 +1,60 @@
+// Layout of the device buffer that the block probe's patch code fills for one
+// traced launch. Shared by the device patch (block_probe.cu, compiled by
+// nvcc), the host collector that allocates, initialises and decodes it
+// (block_decode.cpp) and the fake Sanitizer that emulates the patch in CI.
+//
+// Plain C data only: no CUDA, no Sanitizer types. One buffer per traced
+// launch: a BlockProbeHeader followed by `capacity` BlockProbeSlots, slot i
+// belonging to the block of linear index i = x + gx * (y + gy * z).
+//
+// What the patch guarantees, per block with linear index < capacity:
+//   entered_threads / exited_threads: threads that passed BLOCK_ENTER / EXIT
+//     (counted per warp with one atomic each);
+//   enter_ns, sm, order: written by the first warp to enter (the one whose
+//     atomic on entered_threads returned 0); order comes from an atomicAdd on
+//     header.next_order, so the orders of a launch are a permutation;
+//   exit_ns: written by the warp whose exit made exited_threads reach the
+//     block's thread count, i.e. the block's last thread to leave.
+// Blocks with linear index >= capacity increment header.overflow once (their
+// thread (0,0,0)) and write nothing else.
+#ifndef TWINSCOPE_BLOCKS_PATCH_BLOCK_PROBE_ABI_H_
+#define TWINSCOPE_BLOCKS_PATCH_BLOCK_PROBE_ABI_H_
+
+#include <stdint.h>
+
+#define TWINSCOPE_BLOCK_PROBE_MAGIC 0x50425354u  /* "TSBP" little-endian */
+#define TWINSCOPE_BLOCK_PROBE_VERSION 1u
+
+/* Names of the device functions in the patch image (sanitizerPatchInstructions). */
+#define TWINSCOPE_BLOCK_ENTER_PATCH "twinscope_block_enter"
+#define TWINSCOPE_BLOCK_EXIT_PATCH "twinscope_block_exit"
+
+typedef struct {
+  uint32_t magic;       /* TWINSCOPE_BLOCK_PROBE_MAGIC, set by the host */
+  uint32_t version;     /* TWINSCOPE_BLOCK_PROBE_VERSION, set by the host */
+  uint32_t capacity;    /* slots following the header, set by the host */
+  uint32_t next_order;  /* device: arrival counter */
+  uint32_t overflow;    /* device: blocks that found no slot */
+  uint32_t reserved[3];
+} BlockProbeHeader;
+
+typedef struct {
+  uint64_t enter_ns;  /* %globaltimer when the first warp entered */
+  uint64_t exit_ns;   /* %globaltimer when the last thread left; 0 if not yet */
+  uint32_t sm;        /* %smid of the first warp to enter */
+  uint32_t order;     /* arrival order within the launch */
+  uint32_t entered_threads;
+  uint32_t exited_threads;
+} BlockProbeSlot;
+
+#ifdef __cplusplus
+static_assert(sizeof(BlockProbeHeader) == 32, "BlockProbeHeader layout");
+static_assert(sizeof(BlockProbeSlot) == 32, "BlockProbeSlot layout");
+#endif
+
+/* Bytes of a buffer holding `capacity` slots. */
+static inline uint64_t BlockProbeBufferBytes(uint32_t capacity) {
+  return (uint64_t)sizeof(BlockProbeHeader) + (uint64_t)capacity * sizeof(BlockProbeSlot);
+}
+
+#endif  /* TWINSCOPE_BLOCKS_PATCH_BLOCK_PROBE_ABI_H_ */

@@ -1,0 +1,501 @@
+// End to end: the real libtwinscope_blocks.so, injected into fakesan_app (a
+// scripted program) through CUDA_INJECTION64_PATH / NVTX_INJECTION64_PATH,
+// over the fake Sanitizer and real cubins. Each test runs the program in its
+// own process and checks the trace it leaves, the fake's event log and its
+// statistics.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "launchkey/launch_key.h"
+#include "twinscope/counters.h"
+#include "twinscope/trace_reader.h"
+
+extern char** environ;
+
+namespace twinscope {
+namespace {
+
+const char kTarget[] = "_ZN4vllm30reshape_and_cache_flash_kernelIffEEvPKT_PT0_PKlii";
+const char kGemm[] = "_Z16gemm_like_kernelPKfS0_Pfi";
+
+struct Collected : RecordSink {
+  std::vector<LaunchRecord> launches;
+  std::vector<BlockRecord> blocks;
+  std::vector<NvtxRecord> nvtx;
+  void OnLaunch(const LaunchRecord& r) override { launches.push_back(r); }
+  void OnBlock(const BlockRecord& r) override { blocks.push_back(r); }
+  void OnNvtx(const NvtxRecord& r) override { nvtx.push_back(r); }
+};
+
+struct AppRun {
+  int exit_code = -1;
+  std::string err;  // the program's stderr
+  bool trace_ok = false;
+  nlohmann::json header;
+  nlohmann::json status;  // summary object: counters, tool_state, ...
+  Collected rec;
+  std::map<uint32_t, std::string> strings;
+  std::vector<std::string> log;  // fake's event log
+  std::map<std::string, uint64_t> fake_stats;
+
+  uint64_t Counter(const char* name) const {
+    auto c = status.find("counters");
+    if (c == status.end() || !c->contains(name)) return 0;
+    return (*c)[name].get<uint64_t>();
+  }
+  std::vector<BlockRecord> BlocksOf(uint64_t seq) const {
+    std::vector<BlockRecord> out;
+    for (const auto& b : rec.blocks)
+      if (b.launch_seq == seq) out.push_back(b);
+    return out;
+  }
+  size_t LogCount(const std::string& prefix) const {
+    return std::count_if(log.begin(), log.end(), [&](const std::string& l) { return l.rfind(prefix, 0) == 0; });
+  }
+  // Index of the first log line starting with `prefix` at or after `from`, or npos.
+  size_t LogFind(const std::string& prefix, size_t from = 0) const {
+    for (size_t i = from; i < log.size(); ++i)
+      if (log[i].rfind(prefix, 0) == 0) return i;
+    return std::string::npos;
+  }
+};
+
+std::string ReadText(const std::string& path) {
+  std::ifstream f(path);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+std::string Script(std::string body) {
+  std::string modules = std::string("module target ") + TWINSCOPE_TEST_TARGET_CUBIN + "\nmodule other " +
+                        TWINSCOPE_TEST_OTHER_CUBIN + "\n";
+  size_t at = body.find("@modules\n");
+  if (at != std::string::npos) body.replace(at, 9, modules);
+  return body;
+}
+
+AppRun RunApp(const std::string& name, const std::string& script, std::map<std::string, std::string> env) {
+  const std::string dir = std::string(TWINSCOPE_TEST_WORKDIR) + "/" + name;
+  mkdir(TWINSCOPE_TEST_WORKDIR, 0755);
+  mkdir(dir.c_str(), 0755);
+  const std::string script_path = dir + "/script.txt", trace = dir + "/trace.tsc", log = dir + "/fakesan.log",
+                    stats = dir + "/fakesan.stats", err = dir + "/stderr.txt";
+  unlink(trace.c_str());
+  std::ofstream(script_path) << script;
+
+  env.emplace("CUDA_INJECTION64_PATH", TWINSCOPE_TEST_BLOCKS_LIB);
+  env.emplace("NVTX_INJECTION64_PATH", TWINSCOPE_TEST_BLOCKS_LIB);
+  env["TWINSCOPE_OUTPUT"] = trace;
+  env["FAKESAN_LOG"] = log;
+  env["FAKESAN_STATS"] = stats;
+  std::vector<std::string> envs;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    std::string key = kv.substr(0, kv.find('='));
+    if (!env.count(key) && key.rfind("TWINSCOPE_", 0) != 0) envs.push_back(kv);
+  }
+  for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& s : envs) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::string app = TWINSCOPE_TEST_FAKESAN_APP;
+  std::vector<char*> argv = {app.data(), const_cast<char*>(script_path.c_str()), nullptr};
+
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  AppRun r;
+  if (posix_spawn(&pid, app.c_str(), &fa, nullptr, argv.data(), envp.data()) != 0) {
+    ADD_FAILURE() << "cannot start " << app;
+    return r;
+  }
+  posix_spawn_file_actions_destroy(&fa);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.err = ReadText(err);
+  std::istringstream ls(ReadText(log));
+  for (std::string l; std::getline(ls, l);) r.log.push_back(l);
+  std::istringstream ss(ReadText(stats));
+  for (std::string k; ss >> k;) ss >> r.fake_stats[k];
+
+  std::string error;
+  auto reader = TraceReader::Open(trace, &error);
+  if (!reader) {
+    ADD_FAILURE() << "no trace: " << error << "\nstderr:\n" << r.err;
+    return r;
+  }
+  ReadReport rep = reader->Read(r.rec);
+  r.trace_ok = rep.end == ReadEnd::kComplete;
+  EXPECT_TRUE(r.trace_ok) << rep.message;
+  r.header = reader->header();
+  r.status = reader->last_status();
+  for (const auto& [id, s] : reader->strings()) r.strings[id] = s;
+  return r;
+}
+
+// Every block of a launch exactly once, exits after enters, orders a permutation.
+void ExpectCompleteLaunch(const AppRun& r, const LaunchRecord& l) {
+  std::vector<BlockRecord> b = r.BlocksOf(l.seq);
+  const uint64_t n = uint64_t{l.grid.x} * l.grid.y * l.grid.z;
+  ASSERT_EQ(b.size(), n) << "launch seq " << l.seq;
+  EXPECT_EQ(l.blocks_recorded, n);
+  std::vector<uint32_t> orders, linear;
+  for (const auto& x : b) {
+    EXPECT_GE(x.exit_ns, x.enter_ns);
+    EXPECT_NE(x.exit_ns, 0u);
+    EXPECT_EQ(x.block_linear, x.x + l.grid.x * (x.y + l.grid.y * x.z));
+    orders.push_back(x.order);
+    linear.push_back(x.block_linear);
+  }
+  std::sort(orders.begin(), orders.end());
+  std::sort(linear.begin(), linear.end());
+  for (uint32_t i = 0; i < n; ++i) {
+    ASSERT_EQ(orders[i], i) << "orders are not a permutation";
+    ASSERT_EQ(linear[i], i) << "a block is missing or duplicated";
+  }
+}
+
+TEST(BlocksE2E, PatchesOnlyTheModuleWithTheTargetAndTracesOnlyIt) {
+  AppRun r = RunApp("module_filter", Script(R"(@modules
+launch other )" + std::string(kGemm) + R"( 64,1,1 256,1,1
+launch target )" + kTarget + R"( 1000,1,1 512,1,1 seed=7
+launch target neighbour_kernel 8,1,1 32,1,1
+launch other rms_norm_kernel 16,1,1 128,1,1
+sync
+)"),
+                 {{"TWINSCOPE_KERNELS", "reshape_and_cache_flash"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.header["role"], "shadow");
+  EXPECT_EQ(r.status["tool_state"], "ok") << r.err;
+  EXPECT_EQ(r.Counter(counters::kModulesLoaded), 2u);
+  EXPECT_EQ(r.Counter(counters::kModulesPatched), 1u);
+  EXPECT_EQ(r.LogCount("patch_module 1"), 1u);
+  EXPECT_EQ(r.LogCount("patch_module 2"), 0u) << "the module without the target was patched";
+  EXPECT_EQ(r.Counter(counters::kLaunchesSeen), 4u);
+  EXPECT_EQ(r.Counter(counters::kLaunchesTraced), 1u);
+  ASSERT_EQ(r.rec.launches.size(), 1u);
+  const LaunchRecord& l = r.rec.launches[0];
+  EXPECT_EQ(r.strings[l.kernel], kTarget);
+  EXPECT_EQ(l.seq, 1u);  // the second launch of the process
+  EXPECT_EQ(l.grid.x, 1000u);
+  EXPECT_EQ(l.block.x, 512u);
+  EXPECT_NE(l.grid_id, 0u);
+  ExpectCompleteLaunch(r, l);
+  EXPECT_EQ(r.rec.blocks.size(), 1000u) << "unselected kernels produced block records";
+  EXPECT_EQ(r.Counter(counters::kBlocksExpected), 1000u);
+  EXPECT_EQ(r.Counter(counters::kBlocksRecorded), 1000u);
+  EXPECT_EQ(r.Counter(counters::kBlocksOverflow), 0u);
+  EXPECT_EQ(r.fake_stats["launches_executed_patched"], 1u);
+  EXPECT_EQ(r.fake_stats["patch_images_added"], 1u);
+}
+
+TEST(BlocksE2E, SelectsByDemangledSubstringAndRegex) {
+  const std::string script = Script(R"(@modules
+launch target )" + std::string(kTarget) + R"( 4,1,1 64,1,1
+launch target neighbour_kernel 2,1,1 32,1,1
+launch other )" + kGemm + R"( 3,1,1 32,1,1
+launch other rms_norm_kernel 5,1,1 32,1,1
+sync
+)");
+  AppRun demangled = RunApp("select_demangled", script, {{"TWINSCOPE_KERNELS", "vllm::reshape_and_cache<"}});
+  // "vllm::reshape_and_cache<" is in neither name: nothing selected, nothing patched.
+  EXPECT_EQ(demangled.Counter(counters::kModulesPatched), 0u);
+  EXPECT_TRUE(demangled.rec.launches.empty());
+
+  AppRun d2 = RunApp("select_demangled2", script, {{"TWINSCOPE_KERNELS", "vllm::reshape_and_cache_flash_kernel<float"}});
+  ASSERT_EQ(d2.rec.launches.size(), 1u) << d2.err;
+  EXPECT_EQ(d2.strings[d2.rec.launches[0].kernel], kTarget);
+
+  AppRun re = RunApp("select_regex", script, {{"TWINSCOPE_KERNELS", "nomatch;re:^(rms_norm|neighbour)_kernel$"}});
+  ASSERT_EQ(re.exit_code, 0) << re.err;
+  EXPECT_EQ(re.Counter(counters::kModulesPatched), 2u);
+  std::set<std::string> traced;
+  for (const auto& l : re.rec.launches) traced.insert(re.strings[l.kernel]);
+  EXPECT_EQ(traced, (std::set<std::string>{"neighbour_kernel", "rms_norm_kernel"}));
+  EXPECT_EQ(re.rec.blocks.size(), 2u + 5u);
+
+  AppRun mangled = RunApp("select_mangled", script, {{"TWINSCOPE_KERNELS", "PKfS0_Pfi"}});
+  ASSERT_EQ(mangled.rec.launches.size(), 1u);
+  EXPECT_EQ(mangled.strings[mangled.rec.launches[0].kernel], kGemm);
+}
+
+TEST(BlocksE2E, BadPatternDisablesWithClearMessageAndProgramRuns) {
+  AppRun r = RunApp("bad_pattern", Script("@modules\nlaunch target neighbour_kernel 2,1,1 32,1,1\nsync\n"),
+                 {{"TWINSCOPE_KERNELS", "re:(unclosed"}});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.err.find("TWINSCOPE_KERNELS"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("re:(unclosed"), std::string::npos) << r.err;
+  EXPECT_EQ(r.fake_stats["modules_patched"], 0u);
+  EXPECT_EQ(r.status["tool_state"], "config_error");
+  EXPECT_NE(r.status.value("tool_message", "").find("re:(unclosed"), std::string::npos);
+}
+
+TEST(BlocksE2E, SamplingEveryAndMaxLaunches) {
+  AppRun r = RunApp("sampling", Script(R"(@modules
+launch target )" + std::string(kTarget) + R"( 10,1,1 32,1,1 repeat=10
+launch target neighbour_kernel 1,1,1 32,1,1 repeat=3
+sync
+)"),
+                 {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "3"}, {"TWINSCOPE_MAX_LAUNCHES", "3"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.rec.launches.size(), 3u);
+  EXPECT_EQ(r.rec.launches[0].seq, 0u);
+  EXPECT_EQ(r.rec.launches[1].seq, 3u);
+  EXPECT_EQ(r.rec.launches[2].seq, 6u);
+  EXPECT_EQ(r.Counter(counters::kLaunchesTraced), 3u);
+  EXPECT_EQ(r.Counter(counters::kLaunchesSkipped), 7u);
+  EXPECT_EQ(r.Counter(counters::kLaunchesSeen), 13u);
+  EXPECT_EQ(r.rec.blocks.size(), 30u);
+  // Skipped launches of a patched kernel get null userdata explicitly.
+  EXPECT_EQ(r.LogCount("set_launch_data null"), 7u);
+  EXPECT_EQ(r.fake_stats["launches_executed_patched"], 3u);
+}
+
+TEST(BlocksE2E, NoCopyPerLaunchDrainsAtTheProgramsSyncs) {
+  AppRun r = RunApp("drain_at_sync", Script(R"(@modules
+stream a
+stream b
+launch target )" + std::string(kTarget) + R"( 100,1,1 64,1,1 stream=a repeat=5
+launch target )" + kTarget + R"( 100,1,1 64,1,1 stream=b repeat=3
+stream_sync a
+launch target )" + kTarget + R"( 100,1,1 64,1,1 stream=a repeat=2
+sync
+)"),
+                 {{"TWINSCOPE_KERNELS", "reshape"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.rec.launches.size(), 10u);
+  for (const auto& l : r.rec.launches) ExpectCompleteLaunch(r, l);
+  // No copy and no Sanitizer stream sync before the program's first sync.
+  const size_t first_sync = r.LogFind("app_stream_sync 1");
+  ASSERT_NE(first_sync, std::string::npos);
+  EXPECT_EQ(r.LogFind("d2h"), first_sync + 1) << "copied before the program synchronised";
+  // Stream a's five launches drained at its sync, b's three only at the context sync.
+  const size_t ctx_sync = r.LogFind("app_ctx_sync");
+  size_t d2h_between = 0;
+  for (size_t i = first_sync; i < ctx_sync; ++i) d2h_between += r.log[i].rfind("d2h", 0) == 0;
+  EXPECT_EQ(d2h_between, 5u);
+  EXPECT_EQ(r.fake_stats["d2h_copies"], 10u);
+  EXPECT_EQ(r.fake_stats["stream_syncs"], 0u);
+  EXPECT_EQ(r.Counter(counters::kBlocksForcedDrains), 0u);
+  // Buffers are reused, not allocated per launch.
+  EXPECT_LE(r.fake_stats["allocs"], 8u);
+}
+
+TEST(BlocksE2E, DrainsEverythingAtExitWithoutAnySync) {
+  AppRun r = RunApp("drain_at_exit", Script("@modules\nlaunch target " + std::string(kTarget) +
+                                         " 50,2,1 64,1,1 repeat=6\n"),
+                 {{"TWINSCOPE_KERNELS", "reshape"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.rec.launches.size(), 6u);
+  for (const auto& l : r.rec.launches) ExpectCompleteLaunch(r, l);
+}
+
+TEST(BlocksE2E, FullRingForcesADrainOfTheOldestAndLosesNothing) {
+  AppRun r = RunApp("ring_full", Script("@modules\nlaunch target " + std::string(kTarget) +
+                                     " 64,1,1 128,1,1 repeat=20\nsync\n"),
+                 {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_BLOCKS_RING", "4"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.rec.launches.size(), 20u);
+  for (const auto& l : r.rec.launches) ExpectCompleteLaunch(r, l);
+  EXPECT_GT(r.Counter(counters::kBlocksForcedDrains), 0u);
+  // Copies happened between launches (forced), before the program's sync.
+  EXPECT_LT(r.LogFind("d2h"), r.LogFind("app_ctx_sync"));
+  // At most ring-many buffers (+1 for the launch being prepared) ever existed.
+  EXPECT_LE(r.fake_stats["allocs"], 5u);
+}
+
+TEST(BlocksE2E, OverflowIsCountedNeverSilent) {
+  AppRun r = RunApp("overflow", Script("@modules\nlaunch target " + std::string(kTarget) +
+                                    " 1000,1,1 64,1,1 seed=3\nsync\n"),
+                 {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_BLOCKS_MAX_SLOTS", "100"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.rec.launches.size(), 1u);
+  EXPECT_EQ(r.rec.launches[0].blocks_recorded, 100u);
+  EXPECT_EQ(r.rec.blocks.size(), 100u);
+  for (const auto& b : r.rec.blocks) EXPECT_LT(b.block_linear, 100u);
+  EXPECT_EQ(r.Counter(counters::kBlocksExpected), 1000u);
+  EXPECT_EQ(r.Counter(counters::kBlocksRecorded), 100u);
+  EXPECT_EQ(r.Counter(counters::kBlocksOverflow), 900u);
+}
+
+TEST(BlocksE2E, DeviceMemoryCapLeavesLaunchesUntracedButCounted) {
+  // 1 MiB cap; one 65536-block launch needs 2 MiB + 32 bytes.
+  AppRun r = RunApp("memcap", Script("@modules\nlaunch target " + std::string(kTarget) +
+                                  " 65536,1,1 32,1,1\nlaunch target " + kTarget + " 10,1,1 32,1,1\nsync\n"),
+                 {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_BLOCKS_DEVICE_MB", "1"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.rec.launches.size(), 2u);
+  EXPECT_EQ(r.rec.launches[0].blocks_recorded, 0u);
+  EXPECT_EQ(r.Counter(counters::kLaunchesNoBuffer), 1u);
+  EXPECT_EQ(r.Counter(counters::kBlocksOverflow), 65536u);
+  ExpectCompleteLaunch(r, r.rec.launches[1]);
+}
+
+TEST(BlocksE2E, DecodesCoordinatesTimesSmsAndIncompleteExits) {
+  AppRun r = RunApp("decode", Script("@modules\nlaunch target " + std::string(kTarget) +
+                                  " 7,5,3 96,2,1 seed=11 sms=13 start=5000 spacing=20 duration=300 split=1 drop=9\n"
+                                  "sync\n"),
+                 {{"TWINSCOPE_KERNELS", "reshape"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.rec.launches.size(), 1u);
+  const LaunchRecord& l = r.rec.launches[0];
+  EXPECT_EQ(l.grid.x, 7u);
+  EXPECT_EQ(l.grid.y, 5u);
+  EXPECT_EQ(l.grid.z, 3u);
+  EXPECT_EQ(l.block.y, 2u);
+  std::vector<BlockRecord> b = r.BlocksOf(l.seq);
+  ASSERT_EQ(b.size(), 105u);
+  size_t incomplete = 0;
+  std::set<uint32_t> orders;
+  for (const auto& x : b) {
+    EXPECT_EQ(x.block_linear, x.x + 7 * (x.y + 5 * x.z));
+    // The fake runs blocks in order: run position == arrival order.
+    EXPECT_EQ(x.enter_ns, 5000u + 20u * x.order);
+    EXPECT_EQ(x.sm, x.order % 13);
+    orders.insert(x.order);
+    if (x.order % 9 == 8) {
+      EXPECT_EQ(x.exit_ns, 0u) << "a block whose last warp never left has no exit time";
+      ++incomplete;
+    } else {
+      // Half the warps left early: the exit time is the LAST group's.
+      EXPECT_EQ(x.exit_ns, x.enter_ns + 300);
+    }
+  }
+  EXPECT_EQ(orders.size(), 105u);
+  EXPECT_EQ(incomplete, 105u / 9);
+  EXPECT_EQ(r.Counter(counters::kBlocksIncomplete), 105u / 9);
+}
+
+TEST(BlocksE2E, LaunchKeysCountEveryLaunchAndFollowNvtx) {
+  AppRun r = RunApp("keys", Script(R"(@modules
+push step
+launch target )" + std::string(kTarget) + R"( 10,1,1 32,1,1
+launch other rms_norm_kernel 4,1,1 32,1,1
+launch target )" + kTarget + R"( 10,1,1 32,1,1
+launch target )" + kTarget + R"( 12,1,1 32,1,1
+pop
+push step
+push attn
+launch target )" + kTarget + R"( 10,1,1 32,1,1
+pop
+pop
+launch target )" + kTarget + R"( 10,1,1 32,1,1
+sync
+)"),
+                 {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "2"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Target launches: #0 (step#0, ord 0) traced, #1 (ord 1) skipped, #2 (ord 2, grid 12) traced,
+  // #3 (step#1/attn#0, ord 0) skipped, #4 (no range, ord 0) traced.
+  ASSERT_EQ(r.rec.launches.size(), 3u);
+  struct Want {
+    const char* path;
+    uint32_t ordinal;
+    uint32_t grid;
+  } want[] = {{"step#0", 0, 10}, {"step#0", 2, 12}, {"", 0, 10}};
+  for (size_t i = 0; i < 3; ++i) {
+    const LaunchRecord& l = r.rec.launches[i];
+    const std::string path = l.key.path ? r.strings[l.key.path] : "";
+    EXPECT_EQ(path, want[i].path) << i;
+    EXPECT_EQ(l.key.ordinal, want[i].ordinal) << i;
+    EXPECT_EQ(l.key.hash, LaunchKeyHash(want[i].path, kTarget, want[i].ordinal, Dim3{want[i].grid, 1, 1},
+                                        Dim3{32, 1, 1}))
+        << i;
+  }
+  // NVTX ranges are in the shadow trace too.
+  EXPECT_EQ(r.rec.nvtx.size(), 3u);
+  EXPECT_EQ(r.Counter(counters::kNvtxRecords), 3u);
+}
+
+TEST(BlocksE2E, StreamAndModuleTeardownDrainFirst) {
+  AppRun r = RunApp("teardown", Script(R"(@modules
+stream s
+launch target )" + std::string(kTarget) + R"( 20,1,1 32,1,1 stream=s repeat=2
+destroy_stream s
+launch target neighbour_kernel 3,1,1 32,1,1
+unload target
+destroy_context
+)"),
+                 {{"TWINSCOPE_KERNELS", "reshape;neighbour"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.rec.launches.size(), 3u);
+  for (const auto& l : r.rec.launches) ExpectCompleteLaunch(r, l);
+  const size_t destroyed = r.LogFind("stream_destroyed 1");
+  ASSERT_NE(destroyed, std::string::npos);
+  size_t d2h_before = 0;
+  for (size_t i = 0; i < destroyed; ++i) d2h_before += r.log[i].rfind("d2h", 0) == 0;
+  EXPECT_EQ(d2h_before, 2u);
+  EXPECT_LT(r.LogFind("d2h", destroyed), r.LogFind("module_unloaded 1"));
+  EXPECT_EQ(r.LogCount("error"), 0u) << "the probe used a dead stream, module or context";
+  // Pooled buffers were freed with the context.
+  EXPECT_EQ(r.fake_stats["frees"], r.fake_stats["allocs"]);
+}
+
+TEST(BlocksE2E, GraphKernelNodesAreKeyedAndTraced) {
+  AppRun r = RunApp("graph", Script(R"(@modules
+stream g
+push step
+graph target )" + std::string(kTarget) + R"( 30,1,1 64,1,1 stream=g
+graph other rms_norm_kernel 2,1,1 32,1,1 stream=g
+graph target )" + kTarget + R"( 30,1,1 64,1,1 stream=g
+pop
+stream_sync g
+)"),
+                 {{"TWINSCOPE_KERNELS", "reshape"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.rec.launches.size(), 2u);
+  for (const auto& l : r.rec.launches) {
+    EXPECT_TRUE(l.flags & kFlagGraph);
+    ExpectCompleteLaunch(r, l);
+  }
+  EXPECT_EQ(r.rec.launches[1].key.ordinal, 1u);
+  EXPECT_EQ(r.Counter(counters::kGraphKernelNodeLaunches), 3u);
+  EXPECT_EQ(r.Counter(counters::kLaunchesSeen), 3u);
+}
+
+TEST(BlocksE2E, SilentSanitizerIsReportedWithTheLikelyHolder) {
+  AppRun r = RunApp("silent", Script("mode silent\n@modules\nlaunch target " + std::string(kTarget) +
+                                  " 10,1,1 32,1,1\nsync\n"),
+                 {{"TWINSCOPE_KERNELS", "reshape"}});
+  EXPECT_EQ(r.exit_code, 0) << "the program must not be affected";
+  EXPECT_EQ(r.status["tool_state"], "silent");
+  EXPECT_NE(r.err.find("no callback"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("twinscope twin"), std::string::npos) << r.err;
+  EXPECT_NE(r.status.value("tool_message", "").find("twinscope twin"), std::string::npos);
+  EXPECT_EQ(r.Counter(counters::kSanitizerCallbacks), 0u);
+  EXPECT_TRUE(r.rec.launches.empty());
+}
+
+TEST(BlocksE2E, SilentWithCuptiLoadedNamesIt) {
+  // A process that has libcupti mapped: LD_PRELOAD a library whose name says so.
+  AppRun r = RunApp("silent_cupti", Script("mode silent\n@modules\n"),
+                 {{"TWINSCOPE_KERNELS", "reshape"}, {"LD_PRELOAD", "/nonexistent/libcupti.so.13"}});
+  EXPECT_EQ(r.status["tool_state"], "silent");
+  EXPECT_NE(r.err.find("libcupti"), std::string::npos) << r.err;
+}
+
+TEST(BlocksE2E, FailedSubscribeIsReported) {
+  AppRun r = RunApp("subscribe_fails", Script("mode fail\n@modules\nlaunch target " + std::string(kTarget) +
+                                           " 10,1,1 32,1,1\nsync\n"),
+                 {{"TWINSCOPE_KERNELS", "reshape"}});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.status["tool_state"], "subscribe_failed");
+  EXPECT_NE(r.err.find("could not subscribe"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("SANITIZER_ERROR_MAX_LIMIT_REACHED"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace twinscope

@@ -1,0 +1,61 @@
+// Configuration from the environment: defaults, values, clear errors.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "base/env_names.h"
+#include "blocks/blocks_config.h"
+
+namespace twinscope::blocks {
+namespace {
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Clear(); }
+  void TearDown() override { Clear(); }
+  static void Clear() {
+    for (const char* n : {twinscope::env::kKernelPatterns, twinscope::env::kEvery, twinscope::env::kMaxLaunches,
+                          twinscope::env::kOutput, env::kRing, env::kMaxSlots, env::kDeviceMb})
+      unsetenv(n);
+  }
+};
+
+TEST_F(ConfigTest, Defaults) {
+  auto c = ConfigFromEnv();
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->patterns.empty());
+  EXPECT_EQ(c->sampling.every, 1u);
+  EXPECT_EQ(c->sampling.max_launches, 0u);
+  EXPECT_EQ(c->ring, 64u);
+  EXPECT_NE(c->output.find("twinscope-blocks-"), std::string::npos);
+}
+
+TEST_F(ConfigTest, ReadsValues) {
+  setenv(twinscope::env::kKernelPatterns, "reshape;re:^gemm", 1);
+  setenv(twinscope::env::kEvery, "5", 1);
+  setenv(twinscope::env::kMaxLaunches, "7", 1);
+  setenv(twinscope::env::kOutput, "/tmp/x.tsc", 1);
+  setenv(env::kRing, "8", 1);
+  auto c = ConfigFromEnv();
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->patterns.size(), 2u);
+  EXPECT_EQ(c->sampling.every, 5u);
+  EXPECT_EQ(c->sampling.max_launches, 7u);
+  EXPECT_EQ(c->output, "/tmp/x.tsc");
+  EXPECT_EQ(c->ring, 8u);
+}
+
+TEST_F(ConfigTest, ErrorsNameTheVariable) {
+  setenv(twinscope::env::kEvery, "0", 1);
+  auto c = ConfigFromEnv();
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("TWINSCOPE_EVERY"), std::string::npos);
+  unsetenv(twinscope::env::kEvery);
+  setenv(twinscope::env::kKernelPatterns, "re:([", 1);
+  c = ConfigFromEnv();
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("TWINSCOPE_KERNELS"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace twinscope::blocks

@@ -1,0 +1,695 @@
+// The fake Compute Sanitizer: the Sanitizer API functions the block probe
+// calls, over host memory, plus the control interface of fakesan.h. See
+// fakesan.h for the model (deferred, stream-ordered launches; exact emulation
+// of the block probe patch; event log).
+#include "fakesan.h"
+
+#include <dlfcn.h>
+#include <sanitizer.h>
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "blocks/patch/block_probe_abi.h"
+
+namespace {
+
+constexpr uint32_t kFatbinMagic = 0xBA55ED50u;
+
+struct Module {
+  uintptr_t id = 0;
+  std::vector<char> cubin;
+  std::set<std::string> patched_instructions;  // "enter:<name>", "exit:<name>"
+  bool patched = false;
+};
+
+struct Op {
+  enum Kind { kLaunch, kMemset, kH2D } kind = kLaunch;
+  // launch
+  Module* module = nullptr;
+  std::string name;
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block[3] = {1, 1, 1};
+  void* userdata = nullptr;
+  FakesanPlan plan{};
+  // memset / h2d
+  void* dst = nullptr;
+  int value = 0;
+  std::vector<unsigned char> bytes;
+  size_t count = 0;
+};
+
+struct Stream {
+  uintptr_t id = 0;
+  std::deque<Op> pending;
+};
+
+struct State {
+  int mode = FAKESAN_NORMAL;
+  Sanitizer_CallbackFunc callback = nullptr;
+  void* callback_userdata = nullptr;
+  bool subscribed = false;
+  std::set<std::pair<int, uint32_t>> enabled;
+  std::set<int> enabled_domains;
+  CUcontext context = reinterpret_cast<CUcontext>(uintptr_t{0xC0DE0001});
+  bool context_alive = false;
+  std::vector<std::vector<char>> patch_images;  // for the context
+  std::map<uintptr_t, std::unique_ptr<Module>> modules;
+  uintptr_t next_module = 1;
+  std::map<uintptr_t, std::unique_ptr<Stream>> streams;
+  uintptr_t next_stream = 1;
+  std::map<uintptr_t, size_t> allocations;  // base -> size
+  Op* open_launch = nullptr;                // between LAUNCH_BEGIN and END
+  uint64_t next_grid_id = 1;
+  FakesanStats stats{};
+  FILE* log = nullptr;
+};
+
+State& S() {
+  static State* s = [] {
+    auto* st = new State();
+    st->streams[0] = std::make_unique<Stream>();
+    if (const char* path = std::getenv("FAKESAN_LOG"); path && *path) st->log = std::fopen(path, "w");
+    return st;
+  }();
+  return *s;
+}
+
+void Log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void Log(const char* fmt, ...) {
+  FILE* f = S().log;
+  if (!f) return;
+  va_list ap;
+  va_start(ap, fmt);
+  std::vfprintf(f, fmt, ap);
+  va_end(ap);
+  std::fputc('\n', f);
+  std::fflush(f);
+}
+
+Sanitizer_StreamHandle Handle(Stream* s) { return reinterpret_cast<Sanitizer_StreamHandle>(s); }
+CUstream CuStream(Stream* s) { return reinterpret_cast<CUstream>(s->id == 0 ? 0 : 0x5000 + s->id); }
+
+Stream* StreamOf(Sanitizer_StreamHandle h) {
+  if (h == nullptr) return S().streams[0].get();
+  for (auto& [id, s] : S().streams)
+    if (Handle(s.get()) == h) return s.get();
+  return nullptr;
+}
+
+Stream* StreamById(uintptr_t id) {
+  auto it = S().streams.find(id);
+  return it == S().streams.end() ? nullptr : it->second.get();
+}
+
+bool Enabled(int domain, uint32_t cbid) {
+  const State& s = S();
+  return s.enabled_domains.count(domain) || s.enabled.count({domain, cbid});
+}
+
+void Fire(Sanitizer_CallbackDomain domain, uint32_t cbid, const void* data) {
+  State& s = S();
+  if (s.mode == FAKESAN_SILENT || !s.subscribed || !s.callback || !Enabled(domain, cbid)) return;
+  ++s.stats.callbacks_fired;
+  s.callback(s.callback_userdata, domain, cbid, data);
+}
+
+// The allocation holding [p, p + n), or false.
+bool InAllocation(const void* p, size_t n) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = S().allocations.upper_bound(a);
+  if (it == S().allocations.begin()) return false;
+  --it;
+  return a >= it->first && n <= it->second && a - it->first <= it->second - n;
+}
+
+bool PatchImageHas(const std::string& name) {
+  for (const auto& img : S().patch_images) {
+    auto it = std::search(img.begin(), img.end(), name.begin(), name.end());
+    if (it != img.end()) return true;
+  }
+  return false;
+}
+
+bool CubinHas(const Module& m, const std::string& name) {
+  std::string needle = name;
+  needle.push_back('\0');
+  return std::search(m.cubin.begin(), m.cubin.end(), needle.begin(), needle.end()) != m.cubin.end();
+}
+
+// Emulates patch/block_probe.cu for every block of one launch.
+void RunPatchedBlocks(const Op& op) {
+  auto* h = static_cast<BlockProbeHeader*>(op.userdata);
+  if (!InAllocation(h, sizeof *h)) {
+    Log("error userdata_not_device_memory %s", op.name.c_str());
+    return;
+  }
+  ++S().stats.launches_executed_patched;
+  const FakesanPlan& p = op.plan;
+  const uint32_t sms = p.num_sms ? p.num_sms : 132;
+  const uint64_t start = p.start_ns ? p.start_ns : 1000000;
+  const uint64_t spacing = p.spacing_ns ? p.spacing_ns : 10;
+  const uint64_t duration = p.duration_ns ? p.duration_ns : 100;
+  const uint64_t gx = op.grid[0], gy = op.grid[1], gz = op.grid[2];
+  const uint64_t total = gx * gy * gz;
+  const uint32_t tpb = op.block[0] * op.block[1] * op.block[2];
+  const uint32_t warps = (tpb + 31) / 32;
+  std::vector<uint64_t> run(total);
+  std::iota(run.begin(), run.end(), 0);
+  if (p.shuffle_seed) std::shuffle(run.begin(), run.end(), std::mt19937_64(p.shuffle_seed));
+  auto* slots = reinterpret_cast<BlockProbeSlot*>(h + 1);
+  for (uint64_t pos = 0; pos < total; ++pos) {
+    const uint64_t linear = run[pos];
+    const uint64_t enter = start + pos * spacing;
+    if (linear >= h->capacity) {
+      h->overflow += 1;  // thread (0,0,0)
+      continue;
+    }
+    BlockProbeSlot* s = slots + linear;
+    if (!InAllocation(s, sizeof *s)) {
+      Log("error slot_out_of_bounds %s %llu", op.name.c_str(), static_cast<unsigned long long>(linear));
+      continue;
+    }
+    for (uint32_t w = 0; w < warps; ++w) {
+      const uint32_t n = std::min<uint32_t>(32, tpb - 32 * w);
+      const uint32_t old = s->entered_threads;
+      s->entered_threads += n;
+      if (old == 0) {
+        s->enter_ns = enter;
+        s->sm = static_cast<uint32_t>(pos % sms);
+        s->order = h->next_order++;
+      }
+    }
+    const bool drop = p.drop_exit_every && pos % p.drop_exit_every == p.drop_exit_every - 1;
+    const uint32_t early = p.split_exit_warps ? warps / 2 : 0;
+    for (uint32_t w = 0; w < warps; ++w) {
+      if (drop && w == warps - 1) break;
+      const uint32_t n = std::min<uint32_t>(32, tpb - 32 * w);
+      const uint64_t t = w < early ? enter + duration / 2 : enter + duration;
+      const uint32_t old = s->exited_threads;
+      s->exited_threads += n;
+      if (old + n == tpb) s->exit_ns = t;
+    }
+  }
+}
+
+void Execute(Op& op) {
+  switch (op.kind) {
+    case Op::kMemset:
+      std::memset(op.dst, op.value, op.count);
+      return;
+    case Op::kH2D:
+      std::memcpy(op.dst, op.bytes.data(), op.bytes.size());
+      return;
+    case Op::kLaunch: {
+      Log("exec %s patched=%d userdata=%d", op.name.c_str(), op.module->patched ? 1 : 0, op.userdata ? 1 : 0);
+      const bool has_patches = op.module->patched_instructions.count("enter:" TWINSCOPE_BLOCK_ENTER_PATCH) &&
+                               op.module->patched_instructions.count("exit:" TWINSCOPE_BLOCK_EXIT_PATCH);
+      if (op.module->patched && has_patches && op.userdata) RunPatchedBlocks(op);
+      return;
+    }
+  }
+}
+
+void Flush(Stream* s) {
+  while (!s->pending.empty()) {
+    Op op = std::move(s->pending.front());
+    s->pending.pop_front();
+    Execute(op);
+  }
+}
+
+void FlushAll() {
+  for (auto& [id, s] : S().streams) Flush(s.get());
+}
+
+int Launch(bool graph, uintptr_t module, const char* name, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx,
+           uint32_t by, uint32_t bz, uintptr_t stream, const FakesanPlan* plan) {
+  State& st = S();
+  auto mit = st.modules.find(module);
+  Stream* s = StreamById(stream);
+  if (mit == st.modules.end() || !s || !name || !CubinHas(*mit->second, name)) {
+    Log("error bad_launch %s", name ? name : "(null)");
+    return -1;
+  }
+  Module* m = mit->second.get();
+  ++st.stats.launches;
+  Op op;
+  op.kind = Op::kLaunch;
+  op.module = m;
+  op.name = name;
+  op.grid[0] = gx, op.grid[1] = gy, op.grid[2] = gz;
+  op.block[0] = bx, op.block[1] = by, op.block[2] = bz;
+  if (plan) op.plan = *plan;
+  Log("launch %s grid=%u,%u,%u block=%u,%u,%u stream=%llu graph=%d", name, gx, gy, gz, bx, by, bz,
+      static_cast<unsigned long long>(stream), graph ? 1 : 0);
+
+  Sanitizer_LaunchData d{};
+  d.context = st.context;
+  d.module = reinterpret_cast<CUmodule>(m);
+  d.function = reinterpret_cast<CUfunction>(std::hash<std::string>{}(op.name) | 1);
+  d.functionName = op.name.c_str();
+  d.gridDim_x = gx, d.gridDim_y = gy, d.gridDim_z = gz;
+  d.blockDim_x = bx, d.blockDim_y = by, d.blockDim_z = bz;
+  d.clusterDim_x = 1, d.clusterDim_y = 1, d.clusterDim_z = 1;
+  d.gridId = st.next_grid_id++;
+  d.hLaunch = reinterpret_cast<Sanitizer_LaunchHandle>(&op);
+  d.device = 0;
+  st.open_launch = &op;
+  if (graph) {
+    d.apiContext = st.context;
+    d.apiStream = CuStream(s);
+    d.hApiStream = Handle(s);
+    Sanitizer_GraphNodeLaunchData g{};
+    g.graphExec = reinterpret_cast<CUgraphExec>(uintptr_t{0x6E0});
+    g.launchId = static_cast<uint32_t>(d.gridId);
+    g.node = reinterpret_cast<CUgraphNode>(uintptr_t{0x70DE});
+    g.nodeType = CU_GRAPH_NODE_TYPE_KERNEL;
+    g.launchData = d;
+    g.isGraphUpload = 0;
+    Fire(SANITIZER_CB_DOMAIN_GRAPHS, SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN, &g);
+    st.open_launch = nullptr;
+    Fire(SANITIZER_CB_DOMAIN_GRAPHS, SANITIZER_CBID_GRAPHS_NODE_LAUNCH_END, &g);
+  } else {
+    d.stream = CuStream(s);
+    d.hStream = Handle(s);
+    Fire(SANITIZER_CB_DOMAIN_LAUNCH, SANITIZER_CBID_LAUNCH_BEGIN, &d);
+    st.open_launch = nullptr;
+    Sanitizer_LaunchData end = d;
+    end.gridDim_x = end.gridDim_y = end.gridDim_z = 0;  // as the real Sanitizer: valid at BEGIN only
+    end.blockDim_x = end.blockDim_y = end.blockDim_z = 0;
+    Fire(SANITIZER_CB_DOMAIN_LAUNCH, SANITIZER_CBID_LAUNCH_END, &end);
+  }
+  s->pending.push_back(std::move(op));
+  return 0;
+}
+
+}  // namespace
+
+// ---- Sanitizer API ---------------------------------------------------------
+extern "C" {
+
+SanitizerResult sanitizerGetResultString(SanitizerResult result, const char** str) {
+  if (!str) return SANITIZER_ERROR_INVALID_PARAMETER;
+  switch (result) {
+    case SANITIZER_SUCCESS: *str = "SANITIZER_SUCCESS"; break;
+    case SANITIZER_ERROR_INVALID_PARAMETER: *str = "SANITIZER_ERROR_INVALID_PARAMETER"; break;
+    case SANITIZER_ERROR_INVALID_CONTEXT: *str = "SANITIZER_ERROR_INVALID_CONTEXT"; break;
+    case SANITIZER_ERROR_MAX_LIMIT_REACHED: *str = "SANITIZER_ERROR_MAX_LIMIT_REACHED"; break;
+    case SANITIZER_ERROR_OUT_OF_MEMORY: *str = "SANITIZER_ERROR_OUT_OF_MEMORY"; break;
+    default: *str = "SANITIZER_ERROR (fake)"; break;
+  }
+  return SANITIZER_SUCCESS;
+}
+
+SanitizerResult sanitizerSubscribe(Sanitizer_SubscriberHandle* subscriber, Sanitizer_CallbackFunc callback,
+                                   void* userdata) {
+  State& s = S();
+  Log("subscribe");
+  if (!subscriber || !callback) return SANITIZER_ERROR_INVALID_PARAMETER;
+  if (s.mode == FAKESAN_SUBSCRIBE_FAILS || s.subscribed) return SANITIZER_ERROR_MAX_LIMIT_REACHED;
+  s.subscribed = true;
+  s.callback = callback;
+  s.callback_userdata = userdata;
+  *subscriber = reinterpret_cast<Sanitizer_SubscriberHandle>(&s);
+  return SANITIZER_SUCCESS;
+}
+
+SanitizerResult sanitizerUnsubscribe(Sanitizer_SubscriberHandle subscriber) {
+  Log("unsubscribe");
+  if (reinterpret_cast<State*>(subscriber) != &S() || !S().subscribed) return SANITIZER_ERROR_INVALID_PARAMETER;
+  S().subscribed = false;
+  S().callback = nullptr;
+  return SANITIZER_SUCCESS;
+}
+
+SanitizerResult sanitizerEnableCallback(uint32_t enable, Sanitizer_SubscriberHandle subscriber,
+                                        Sanitizer_CallbackDomain domain, Sanitizer_CallbackId cbid) {
+  if (reinterpret_cast<State*>(subscriber) != &S()) return SANITIZER_ERROR_INVALID_PARAMETER;
+  if (enable)
+    S().enabled.insert({domain, cbid});
+  else
+    S().enabled.erase({domain, cbid});
+  return SANITIZER_SUCCESS;
+}
+
+SanitizerResult sanitizerEnableDomain(uint32_t enable, Sanitizer_SubscriberHandle subscriber,
+                                      Sanitizer_CallbackDomain domain) {
+  if (reinterpret_cast<State*>(subscriber) != &S()) return SANITIZER_ERROR_INVALID_PARAMETER;
+  if (enable)
+    S().enabled_domains.insert(domain);
+  else
+    S().enabled_domains.erase(domain);
+  return SANITIZER_SUCCESS;
+}
+
+SanitizerResult sanitizerEnableAllDomains(uint32_t enable, Sanitizer_SubscriberHandle subscriber) {
+  for (int d = 1; d < SANITIZER_CB_DOMAIN_SIZE; ++d)
+    sanitizerEnableDomain(enable, subscriber, static_cast<Sanitizer_CallbackDomain>(d));
+  return SANITIZER_SUCCESS;
+}
+
+SanitizerResult sanitizerGetCallbackState(uint32_t* enable, Sanitizer_SubscriberHandle subscriber,
+                                          Sanitizer_CallbackDomain domain, Sanitizer_CallbackId cbid) {
+  if (!enable) return SANITIZER_ERROR_INVALID_PARAMETER;
+  *enable = Enabled(domain, cbid) ? 1 : 0;
+  return SANITIZER_SUCCESS;
+}
+
+SanitizerResult sanitizerAddPatches(const void* image, CUcontext ctx) {
+  State& s = S();
+  if (!image || (ctx != s.context && ctx != nullptr) || !s.context_alive) return SANITIZER_ERROR_INVALID_PARAMETER;
+  uint32_t magic;
+  std::memcpy(&magic, image, sizeof magic);
+  if (magic != kFatbinMagic) {
+    Log("error add_patches_not_a_fatbin");
+    return SANITIZER_ERROR_INVALID_PARAMETER;
+  }
+  // Fatbin header: magic, version(2), header size(2), fat size(8).
+  uint16_t header_size;
+  uint64_t fat_size;
+  std::memcpy(&header_size, static_cast<const char*>(image) + 6, sizeof header_size);
+  std::memcpy(&fat_size, static_cast<const char*>(image) + 8, sizeof fat_size);
+  const char* p = static_cast<const char*>(image);
+  s.patch_images.emplace_back(p, p + header_size + fat_size);
+  ++s.stats.patch_images_added;
+  Log("add_patches bytes=%llu", static_cast<unsigned long long>(header_size + fat_size));
+  return SANITIZER_SUCCESS;
+}
+
+SanitizerResult sanitizerAddPatchesFromFile(const char* filename, CUcontext ctx) {
+  std::ifstream f(filename ? filename : "", std::ios::binary);
+  if (!f) return SANITIZER_ERROR_INVALID_PARAMETER;
+  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (bytes.size() < 16) return SANITIZER_ERROR_INVALID_PARAMETER;
+  return sanitizerAddPatches(bytes.data(), ctx);
+}
+
+SanitizerResult sanitizerPatchInstructions(const Sanitizer_InstructionId instructionId, CUmodule module,
+                                           const char* deviceCallbackName) {
+  auto* m = reinterpret_cast<Module*>(module);
+  if (!m || !deviceCallbackName || !PatchImageHas(deviceCallbackName)) {
+    Log("error patch_instructions %s", deviceCallbackName ? deviceCallbackName : "(null)");
+    return SANITIZER_ERROR_INVALID_PARAMETER;
+  }
+  const char* kind = instructionId == SANITIZER_INSTRUCTION_BLOCK_ENTER  ? "enter:"
+                     : instructionId == SANITIZER_INSTRUCTION_BLOCK_EXIT ? "exit:"
+                                                                         : "other:";
+  m->patched_instructions.insert(std::string(kind) + deviceCallbackName);
+  return SANITIZER_SUCCESS;
+}
+
+SanitizerResult sanitizerPatchModule(CUmodule module) {
+  auto* m = reinterpret_cast<Module*>(module);
+  if (!m) return SANITIZER_ERROR_INVALID_PARAMETER;
+  m->patched = true;
+  ++S().stats.modules_patched;
+  Log("patch_module %llu", static_cast<unsigned long long>(m->id));
+  return SANITIZER_SUCCESS;
+}
+
+SanitizerResult sanitizerUnpatchModule(CUmodule module) {
+  auto* m = reinterpret_cast<Module*>(module);
+  if (!m) return SANITIZER_ERROR_INVALID_PARAMETER;
+  m->patched = false;
+  return SANITIZER_SUCCESS;
+}
+
+SanitizerResult sanitizerSetLaunchCallbackData(Sanitizer_LaunchHandle launch, CUfunction kernel,
+                                               Sanitizer_StreamHandle stream, const void* userdata) {
+  State& s = S();
+  if (!s.open_launch || reinterpret_cast<Op*>(launch) != s.open_launch) {
+    Log("error set_launch_data_outside_launch");
+    return SANITIZER_ERROR_INVALID_PARAMETER;
+  }
+  s.open_launch->userdata = const_cast<void*>(userdata);
+  Log("set_launch_data %s", userdata ? "buffer" : "null");
+  return SANITIZER_SUCCESS;
+}
+
+SanitizerResult sanitizerSetCallbackData(CUfunction kernel, const void* userdata) { return SANITIZER_SUCCESS; }
+
+SanitizerResult sanitizerAlloc(CUcontext ctx, void** devPtr, size_t size) {
+  State& s = S();
+  if (!devPtr || size == 0) return SANITIZER_ERROR_INVALID_PARAMETER;
+  if (!s.context_alive || (ctx != s.context && ctx != nullptr)) return SANITIZER_ERROR_INVALID_CONTEXT;
+  void* p = std::malloc(size);
+  if (!p) return SANITIZER_ERROR_OUT_OF_MEMORY;
+  std::memset(p, 0xAB, size);  // device memory is not zeroed
+  s.allocations[reinterpret_cast<uintptr_t>(p)] = size;
+  *devPtr = p;
+  ++s.stats.allocs;
+  Log("alloc %zu", size);
+  return SANITIZER_SUCCESS;
+}
+
+SanitizerResult sanitizerFree(CUcontext ctx, void* devPtr) {
+  State& s = S();
+  auto it = s.allocations.find(reinterpret_cast<uintptr_t>(devPtr));
+  if (it == s.allocations.end()) return SANITIZER_ERROR_INVALID_PARAMETER;
+  FlushAll();  // like cuMemFree: waits for the device
+  std::free(devPtr);
+  s.allocations.erase(it);
+  ++s.stats.frees;
+  Log("free");
+  return SANITIZER_SUCCESS;
+}
+
+SanitizerResult sanitizerMemset(void* devPtr, int value, size_t count, Sanitizer_StreamHandle stream) {
+  Stream* s = StreamOf(stream);
+  if (!s || !InAllocation(devPtr, count)) return SANITIZER_ERROR_INVALID_PARAMETER;
+  Op op;
+  op.kind = Op::kMemset;
+  op.dst = devPtr;
+  op.value = value;
+  op.count = count;
+  s->pending.push_back(std::move(op));
+  Log("memset %zu stream=%llu", count, static_cast<unsigned long long>(s->id));
+  return SANITIZER_SUCCESS;
+}
+
+SanitizerResult sanitizerMemcpyHostToDeviceAsync(void* dst, void* src, size_t count, Sanitizer_StreamHandle stream) {
+  Stream* s = StreamOf(stream);
+  if (!s || !src || !InAllocation(dst, count)) return SANITIZER_ERROR_INVALID_PARAMETER;
+  Op op;
+  op.kind = Op::kH2D;
+  op.dst = dst;
+  op.bytes.assign(static_cast<unsigned char*>(src), static_cast<unsigned char*>(src) + count);  // staged now
+  s->pending.push_back(std::move(op));
+  Log("h2d %zu stream=%llu", count, static_cast<unsigned long long>(s->id));
+  return SANITIZER_SUCCESS;
+}
+
+SanitizerResult sanitizerMemcpyDeviceToHost(void* dst, void* src, size_t count, Sanitizer_StreamHandle stream) {
+  Stream* s = StreamOf(stream);
+  if (!s || !dst || !InAllocation(src, count)) {
+    Log("error d2h_bad_args");
+    return SANITIZER_ERROR_INVALID_PARAMETER;
+  }
+  Flush(s);  // stream-ordered, returns when done
+  std::memcpy(dst, src, count);
+  ++S().stats.d2h_copies;
+  Log("d2h %zu stream=%llu", count, static_cast<unsigned long long>(s->id));
+  return SANITIZER_SUCCESS;
+}
+
+SanitizerResult sanitizerStreamSynchronize(Sanitizer_StreamHandle stream) {
+  Stream* s = StreamOf(stream);
+  if (!s) return SANITIZER_ERROR_INVALID_PARAMETER;
+  Flush(s);
+  ++S().stats.stream_syncs;
+  Log("sanitizer_stream_sync %llu", static_cast<unsigned long long>(s->id));
+  return SANITIZER_SUCCESS;
+}
+
+SanitizerResult sanitizerGetStreamHandle(CUcontext ctx, CUstream stream, Sanitizer_StreamHandle* hStream) {
+  if (!hStream) return SANITIZER_ERROR_INVALID_PARAMETER;
+  for (auto& [id, s] : S().streams)
+    if (CuStream(s.get()) == stream) {
+      *hStream = Handle(s.get());
+      return SANITIZER_SUCCESS;
+    }
+  return SANITIZER_ERROR_INVALID_PARAMETER;
+}
+
+SanitizerResult sanitizerGetStream(Sanitizer_StreamHandle hStream, CUstream* stream) {
+  Stream* s = StreamOf(hStream);
+  if (!s || !stream) return SANITIZER_ERROR_INVALID_PARAMETER;
+  *stream = CuStream(s);
+  return SANITIZER_SUCCESS;
+}
+
+// ---- Control interface -----------------------------------------------------
+
+void fakesan_set_mode(int mode) { S().mode = mode; }
+
+int fakesan_init(void) {
+  State& s = S();
+  Log("init");
+  if (const char* inj = std::getenv("CUDA_INJECTION64_PATH"); inj && *inj) {
+    void* h = dlopen(inj, RTLD_NOW | RTLD_GLOBAL);
+    if (!h) {
+      std::fprintf(stderr, "fakesan: cannot load CUDA_INJECTION64_PATH=%s: %s\n", inj, dlerror());
+      return -1;
+    }
+    auto init = reinterpret_cast<int (*)()>(dlsym(h, "InitializeInjection"));
+    if (!init) {
+      std::fprintf(stderr, "fakesan: %s has no InitializeInjection\n", inj);
+      return -1;
+    }
+    init();
+  }
+  s.context_alive = true;
+  Sanitizer_ResourceContextData c{};
+  c.context = s.context;
+  c.device = 0;
+  Fire(SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_CONTEXT_CREATION_FINISHED, &c);
+  return 0;
+}
+
+uintptr_t fakesan_load_module(const void* cubin, size_t size) {
+  State& s = S();
+  auto m = std::make_unique<Module>();
+  m->id = s.next_module++;
+  m->cubin.assign(static_cast<const char*>(cubin), static_cast<const char*>(cubin) + size);
+  Module* raw = m.get();
+  s.modules[raw->id] = std::move(m);
+  Log("module_loaded %llu bytes=%zu", static_cast<unsigned long long>(raw->id), size);
+  Sanitizer_ResourceModuleData d{};
+  d.context = s.context;
+  d.module = reinterpret_cast<CUmodule>(raw);
+  d.cubinSize = raw->cubin.size();
+  d.pCubin = raw->cubin.data();
+  Fire(SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_MODULE_LOADED, &d);
+  return raw->id;
+}
+
+uintptr_t fakesan_load_module_file(const char* path) {
+  std::ifstream f(path ? path : "", std::ios::binary);
+  if (!f) return 0;
+  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return fakesan_load_module(bytes.data(), bytes.size());
+}
+
+void fakesan_unload_module(uintptr_t module) {
+  State& s = S();
+  auto it = s.modules.find(module);
+  if (it == s.modules.end()) return;
+  Sanitizer_ResourceModuleData d{};
+  d.context = s.context;
+  d.module = reinterpret_cast<CUmodule>(it->second.get());
+  d.cubinSize = it->second->cubin.size();
+  d.pCubin = it->second->cubin.data();
+  Fire(SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_MODULE_UNLOAD_STARTING, &d);
+  FlushAll();  // pending launches of the module finish before it goes
+  Log("module_unloaded %llu", static_cast<unsigned long long>(module));
+  s.modules.erase(it);
+}
+
+uintptr_t fakesan_create_stream(void) {
+  State& s = S();
+  auto st = std::make_unique<Stream>();
+  st->id = s.next_stream++;
+  Stream* raw = st.get();
+  s.streams[raw->id] = std::move(st);
+  Sanitizer_ResourceStreamData d{};
+  d.context = s.context;
+  d.stream = CuStream(raw);
+  d.hStream = Handle(raw);
+  Fire(SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_STREAM_CREATED, &d);
+  return raw->id;
+}
+
+void fakesan_destroy_stream(uintptr_t stream) {
+  State& s = S();
+  Stream* st = StreamById(stream);
+  if (!st || stream == 0) return;
+  Sanitizer_ResourceStreamData d{};
+  d.context = s.context;
+  d.stream = CuStream(st);
+  d.hStream = Handle(st);
+  Fire(SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_STREAM_DESTROY_STARTING, &d);
+  Flush(st);
+  Log("stream_destroyed %llu", static_cast<unsigned long long>(stream));
+  s.streams.erase(stream);
+}
+
+int fakesan_launch(uintptr_t module, const char* name, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx,
+                   uint32_t by, uint32_t bz, uintptr_t stream, const FakesanPlan* plan) {
+  return Launch(false, module, name, gx, gy, gz, bx, by, bz, stream, plan);
+}
+
+int fakesan_graph_node_launch(uintptr_t module, const char* name, uint32_t gx, uint32_t gy, uint32_t gz,
+                              uint32_t bx, uint32_t by, uint32_t bz, uintptr_t stream, const FakesanPlan* plan) {
+  return Launch(true, module, name, gx, gy, gz, bx, by, bz, stream, plan);
+}
+
+void fakesan_stream_sync(uintptr_t stream) {
+  State& s = S();
+  Stream* st = StreamById(stream);
+  if (!st) return;
+  Flush(st);
+  Log("app_stream_sync %llu", static_cast<unsigned long long>(stream));
+  Sanitizer_SynchronizeData d{};
+  d.context = s.context;
+  d.stream = CuStream(st);
+  d.hStream = Handle(st);
+  Fire(SANITIZER_CB_DOMAIN_SYNCHRONIZE, SANITIZER_CBID_SYNCHRONIZE_STREAM_SYNCHRONIZED, &d);
+}
+
+void fakesan_ctx_sync(void) {
+  State& s = S();
+  FlushAll();
+  Log("app_ctx_sync");
+  Sanitizer_SynchronizeData d{};
+  d.context = s.context;
+  Fire(SANITIZER_CB_DOMAIN_SYNCHRONIZE, SANITIZER_CBID_SYNCHRONIZE_CONTEXT_SYNCHRONIZED, &d);
+}
+
+void fakesan_destroy_context(void) {
+  State& s = S();
+  if (!s.context_alive) return;
+  Sanitizer_ResourceContextData c{};
+  c.context = s.context;
+  Fire(SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_CONTEXT_DESTROY_STARTING, &c);
+  FlushAll();
+  s.context_alive = false;
+  s.patch_images.clear();
+  Log("context_destroyed");
+}
+
+void fakesan_get_stats(FakesanStats* out) {
+  if (out) *out = S().stats;
+}
+
+}  // extern "C"
+
+// Written after every atexit handler (the probe drains at exit), for tests.
+__attribute__((destructor)) static void WriteStatsAtExit() {
+  const char* path = std::getenv("FAKESAN_STATS");
+  if (!path || !*path) return;
+  FILE* f = std::fopen(path, "w");
+  if (!f) return;
+  const FakesanStats& s = S().stats;
+  std::fprintf(f,
+               "callbacks_fired %llu\nlaunches %llu\nlaunches_executed_patched %llu\nd2h_copies %llu\n"
+               "stream_syncs %llu\nallocs %llu\nfrees %llu\nmodules_patched %llu\npatch_images_added %llu\n",
+               (unsigned long long)s.callbacks_fired, (unsigned long long)s.launches,
+               (unsigned long long)s.launches_executed_patched, (unsigned long long)s.d2h_copies,
+               (unsigned long long)s.stream_syncs, (unsigned long long)s.allocs, (unsigned long long)s.frees,
+               (unsigned long long)s.modules_patched, (unsigned long long)s.patch_images_added);
+  std::fclose(f);
+}

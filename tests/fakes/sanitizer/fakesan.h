@@ -1,0 +1,78 @@
+/* Control interface of the fake Compute Sanitizer (libsanitizer-public.so with
+ * the real library's SONAME, built for CI). A test program links it, and the
+ * block probe, loaded as the "injection", finds it instead of NVIDIA's.
+ *
+ * The fake plays the driver: fakesan_init() loads CUDA_INJECTION64_PATH and
+ * calls its InitializeInjection, then creates one context. Launches are
+ * stream-ordered and deferred: a launch "runs" (its blocks are written into the
+ * buffer the collector attached, emulating patch/block_probe.cu exactly,
+ * including the per-warp atomics and the header's capacity) only when its
+ * stream is synchronised, a copy is made on it, or the context is
+ * synchronised; so a collector that reads a buffer too early reads zeros.
+ *
+ * Every Sanitizer call and control action is appended to the file named by
+ * FAKESAN_LOG (one line each), so tests can check the order of events.
+ * Single-threaded use only. */
+#ifndef TWINSCOPE_TESTS_FAKES_SANITIZER_FAKESAN_H_
+#define TWINSCOPE_TESTS_FAKES_SANITIZER_FAKESAN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+  FAKESAN_NORMAL = 0,
+  FAKESAN_SILENT = 1,          /* sanitizerSubscribe succeeds, no callback ever arrives (CUPTI got there first) */
+  FAKESAN_SUBSCRIBE_FAILS = 2, /* sanitizerSubscribe returns an error */
+};
+
+/* How the blocks of a launch run when it executes. Zero fields take defaults. */
+typedef struct {
+  uint32_t num_sms;          /* SM of a block = its run position % num_sms (default 132) */
+  uint64_t start_ns;         /* enter time of the first block to run (default 1000000) */
+  uint64_t spacing_ns;       /* between block entries (default 10) */
+  uint64_t duration_ns;      /* enter to last exit (default 100) */
+  uint32_t shuffle_seed;     /* 0: blocks run in linear order; else a seeded permutation */
+  uint32_t split_exit_warps; /* 1: the first half of the warps exits early, in its own group */
+  uint32_t drop_exit_every;  /* k > 0: every k-th block (by run position) never finishes its exit */
+} FakesanPlan;
+
+typedef struct {
+  uint64_t callbacks_fired;
+  uint64_t launches;
+  uint64_t launches_executed_patched; /* ran with a buffer attached */
+  uint64_t d2h_copies;
+  uint64_t stream_syncs; /* sanitizerStreamSynchronize calls */
+  uint64_t allocs;
+  uint64_t frees;
+  uint64_t modules_patched;
+  uint64_t patch_images_added;
+} FakesanStats;
+
+void fakesan_set_mode(int mode); /* before fakesan_init */
+int fakesan_init(void);          /* 0 on success */
+uintptr_t fakesan_load_module(const void* cubin, size_t size);
+uintptr_t fakesan_load_module_file(const char* path); /* 0 if unreadable */
+void fakesan_unload_module(uintptr_t module);
+uintptr_t fakesan_create_stream(void);
+void fakesan_destroy_stream(uintptr_t stream);
+/* stream 0 = the NULL stream. `plan` may be null. Returns 0, or -1 if the
+ * module does not hold `name` (checked against the cubin bytes). */
+int fakesan_launch(uintptr_t module, const char* name, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx,
+                   uint32_t by, uint32_t bz, uintptr_t stream, const FakesanPlan* plan);
+/* A kernel node of a CUDA graph launched on `stream` (GRAPHS NODE_LAUNCH_BEGIN). */
+int fakesan_graph_node_launch(uintptr_t module, const char* name, uint32_t gx, uint32_t gy, uint32_t gz,
+                              uint32_t bx, uint32_t by, uint32_t bz, uintptr_t stream, const FakesanPlan* plan);
+void fakesan_stream_sync(uintptr_t stream); /* like cudaStreamSynchronize */
+void fakesan_ctx_sync(void);                /* like cudaDeviceSynchronize */
+void fakesan_destroy_context(void);
+void fakesan_get_stats(FakesanStats* out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TWINSCOPE_TESTS_FAKES_SANITIZER_FAKESAN_H_ */
