@@ -24,6 +24,16 @@ inline constexpr char kGraphLaunchesUnknown[] = "graph_launches_unknown_exec";  
 inline constexpr char kBuffersCompleted[] = "cupti_buffers_completed";
 inline constexpr char kKernelKeyFallback[] = "kernel_records_key_fallback";
 inline constexpr char kOtherActivityRecords[] = "other_activity_records";
+// CUPTI collector, added with the collector (src/cupti).
+inline constexpr char kKernelNoLaunchKey[] = "kernel_records_no_launch_key";  // no pending launch fitted
+inline constexpr char kKernelRecordsMissing[] = "kernel_records_missing";  // launches_seen - kernel_records, if > 0
+inline constexpr char kPendingKeysEvicted[] = "pending_launch_keys_evicted";  // launch keys dropped by our bound
+inline constexpr char kBufferRequestsDenied[] = "cupti_buffer_requests_denied";  // host pool full: CUPTI drops
+inline constexpr char kBufferErrors[] = "cupti_buffer_errors";  // a buffer walk stopped on an error
+inline constexpr char kLaunchesDuringCapture[] = "launches_during_capture";  // recorded into a graph, not run
+inline constexpr char kLaunchesFailed[] = "launches_failed";  // launch API returned an error
+inline constexpr char kGraphExecs[] = "graph_execs_instantiated";
+inline constexpr char kGraphExecsIncomplete[] = "graph_execs_incomplete";  // nodes could not be inspected
 
 // Block probe (shadow).
 inline constexpr char kLaunchesTraced[] = "launches_traced";

@@ -1,0 +1,574 @@
+#include "cupti/collector.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <sstream>
+
+#include "base/env_names.h"
+#include "base/log.h"
+#include "cupti/callbacks.h"
+#include "cupti/cupti_api.h"
+#include "cupti/cupti_check.h"
+#include "format/header.h"
+
+namespace twinscope::cupti {
+
+// Collector-private: bound on launch keys waiting for their kernel records.
+static constexpr char kMaxPendingLaunchesEnv[] = "TWINSCOPE_MAX_PENDING_LAUNCHES";
+// Host activity buffers outstanding at most this many bytes together.
+static constexpr size_t kHostPoolBytes = 256u << 20;
+// How long a terminating signal waits for the final flush.
+static constexpr int kSignalFlushWaitMs = 3000;
+
+namespace {
+
+Collector* g_collector = nullptr;
+struct sigaction g_prev_action[NSIG];
+bool g_handler_installed[NSIG] = {};
+std::atomic<bool> g_in_signal_flush{false};
+
+uint64_t Clock() {
+  uint64_t t = 0;
+  if (Cupti().GetTimestamp && Cupti().GetTimestamp(&t) == CUPTI_SUCCESS) return t;
+  return MonotonicNs();
+}
+
+void WriteByte(int fd) {
+  if (fd < 0) return;
+  char b = 1;
+  ssize_t r = write(fd, &b, 1);
+  (void)r;
+}
+
+void OnTerminatingSignal(int sig, siginfo_t* info, void* ucontext) {
+  int saved_errno = errno;
+  const struct sigaction& prev = g_prev_action[sig];
+  bool default_action = !(prev.sa_flags & SA_SIGINFO) && prev.sa_handler == SIG_DFL;
+  if (g_collector && !g_in_signal_flush.exchange(true)) {
+    g_collector->FlushFromSignal(default_action);
+    g_in_signal_flush.store(false);
+  }
+  if (prev.sa_flags & SA_SIGINFO) {
+    if (prev.sa_sigaction) prev.sa_sigaction(sig, info, ucontext);
+  } else if (prev.sa_handler == SIG_DFL) {
+    // Restore the default action and re-raise: the signal is blocked while we
+    // run, so it is delivered (and ends the process) when we return.
+    sigaction(sig, &prev, nullptr);
+    raise(sig);
+  } else if (prev.sa_handler != SIG_IGN) {
+    prev.sa_handler(sig);
+  }
+  errno = saved_errno;
+}
+
+void InstallSignalHandlers() {
+  for (int sig : {SIGTERM, SIGINT}) {
+    struct sigaction prev {};
+    if (sigaction(sig, nullptr, &prev) != 0) continue;
+    if (!(prev.sa_flags & SA_SIGINFO) && prev.sa_handler == SIG_IGN) continue;  // the program ignores it: keep so
+    struct sigaction sa {};
+    sa.sa_sigaction = OnTerminatingSignal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    g_prev_action[sig] = prev;
+    if (sigaction(sig, &sa, nullptr) == 0) g_handler_installed[sig] = true;
+  }
+}
+
+void AtExit() {
+  Firewall("atexit", [] {
+    if (g_collector) g_collector->Finalize();
+  });
+}
+
+// Blocks SIGTERM/SIGINT in threads we create, so the application's threads
+// receive them.
+class BlockTerminatingSignals {
+ public:
+  BlockTerminatingSignals() {
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGTERM);
+    sigaddset(&s, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &s, &old_);
+  }
+  ~BlockTerminatingSignals() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+
+ private:
+  sigset_t old_;
+};
+
+}  // namespace
+
+// ---- Config ------------------------------------------------------------------
+
+Config Config::FromEnv() {
+  Config c;
+  c.output = EnvString(env::kOutput, "twinscope-" + std::to_string(getpid()) + ".tsc");
+  c.kernels_only = EnvInt(env::kKernelsOnly, 0) != 0;
+  std::string kinds = EnvString(env::kKinds, "");
+  if (!kinds.empty()) {
+    c.write_kernel = c.write_memcpy = c.write_memset = c.write_api = c.write_nvtx = false;
+    std::stringstream ss(kinds);
+    std::string k;
+    while (std::getline(ss, k, ',')) {
+      if (k == "kernel")
+        c.write_kernel = true;
+      else if (k == "memcpy")
+        c.write_memcpy = true;
+      else if (k == "memset")
+        c.write_memset = true;
+      else if (k == "api")
+        c.write_api = true;
+      else if (k == "nvtx")
+        c.write_nvtx = true;
+      else if (!k.empty())
+        LogError("ignoring unknown kind '%s' in %s=%s; known kinds: kernel,memcpy,memset,api,nvtx", k.c_str(),
+                 env::kKinds, kinds.c_str());
+    }
+  }
+  long long kb = EnvInt(env::kBufferSizeKb, 8192);
+  if (kb < 64 || kb > (1 << 20)) {
+    LogError("%s=%lld is outside 64..1048576; using 8192", env::kBufferSizeKb, kb);
+    kb = 8192;
+  }
+  c.buffer_bytes = static_cast<size_t>(kb) << 10;
+  c.device_buffer_pool_limit = EnvInt(env::kDeviceBufferPoolLimit, -1);
+  c.device_buffer_size_mb = EnvInt(env::kDeviceBufferSizeMb, -1);
+  c.flush_ms = EnvInt(env::kFlushMs, 500);
+  if (c.flush_ms < 0) c.flush_ms = 500;
+  long long mb = EnvInt(env::kMaxBufferedMb, 64);
+  c.max_buffered_bytes = static_cast<size_t>(mb > 0 ? mb : 64) << 20;
+  long long pending = EnvInt(kMaxPendingLaunchesEnv, 1 << 20);
+  c.max_pending_keys = static_cast<size_t>(pending > 0 ? pending : 1 << 20);
+  return c;
+}
+
+nlohmann::json Config::ToJson() const {
+  nlohmann::json kinds = nlohmann::json::array();
+  if (write_kernel) kinds.push_back("kernel");
+  if (write_memcpy) kinds.push_back("memcpy");
+  if (write_memset) kinds.push_back("memset");
+  if (write_api) kinds.push_back("api");
+  if (write_nvtx) kinds.push_back("nvtx");
+  nlohmann::json activity = nlohmann::json::array({"CONCURRENT_KERNEL"});
+  if (!kernels_only) {
+    activity.push_back("MEMCPY");
+    activity.push_back("MEMSET");
+  }
+  return {{"written_kinds", kinds},
+          {"activity_kinds_enabled", activity},
+          {"kernels_only", kernels_only},
+          {"graph_mitigation", !kernels_only},
+          {"host_buffer_bytes", buffer_bytes},
+          {"device_buffer_pool_limit", device_buffer_pool_limit},
+          {"device_buffer_size_mb", device_buffer_size_mb},
+          {"flush_ms", flush_ms},
+          {"max_buffered_bytes", max_buffered_bytes},
+          {"max_pending_launch_keys", max_pending_keys}};
+}
+
+// ---- BufferPool --------------------------------------------------------------
+
+uint8_t* BufferPool::Acquire() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!free_.empty()) {
+    uint8_t* b = free_.back();
+    free_.pop_back();
+    return b;
+  }
+  if (allocated_ >= max_) return nullptr;
+  void* p = std::aligned_alloc(8, bytes_);
+  if (!p) return nullptr;
+  allocated_++;
+  return static_cast<uint8_t*>(p);
+}
+
+void BufferPool::Release(uint8_t* buffer) {
+  if (!buffer) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (free_.size() < 4) {
+    free_.push_back(buffer);
+    return;
+  }
+  std::free(buffer);
+  allocated_--;
+}
+
+// ---- Start -------------------------------------------------------------------
+
+Collector* Collector::Instance() { return g_collector; }
+
+void Collector::Start() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    auto* c = new Collector();  // never deleted: CUPTI may call in until exit
+    Firewall("InitializeInjection", [c] { c->StartLocked(); });
+  });
+}
+
+void Collector::SetToolState(const std::string& state, const std::string& message, int cupti_result,
+                             const std::string& other_subscriber) {
+  tool_state_ = {{"state", state}, {"message", message}};
+  if (cupti_result) tool_state_["cupti_result"] = cupti_result;
+  if (!other_subscriber.empty()) tool_state_["other_subscriber"] = other_subscriber;
+  if (!cupti_library_.empty()) tool_state_["cupti_library"] = cupti_library_;
+  if (writer_) writer_->SetMetadata("tool_state", tool_state_);
+}
+
+void Collector::StartLocked() {
+  pid_ = getpid();
+  config_ = Config::FromEnv();
+
+  std::string load_error;
+  bool have_cupti = LoadCupti(&MutableCupti(), &cupti_library_, &load_error);
+  LoadDriver(&MutableDriver());
+
+  nlohmann::json header = BaseHeader("primary");
+  header["collector"] = "cupti";
+  header["config"] = config_.ToJson();
+  header["cupti_api_version_compiled"] = CUPTI_API_VERSION;
+  uint32_t cupti_version = 0;
+  if (have_cupti && Cupti().GetVersion(&cupti_version) == CUPTI_SUCCESS) header["cupti_version"] = cupti_version;
+  if (have_cupti) header["cupti_library"] = cupti_library_;
+  int driver_version = 0;
+  if (Driver().DriverGetVersion && Driver().DriverGetVersion(&driver_version) == CUDA_SUCCESS)
+    header["cuda_driver_version"] = driver_version;
+
+  {
+    BlockTerminatingSignals block;  // the writer's thread inherits the mask
+    WriterOptions wo;
+    wo.path = config_.output;
+    wo.max_buffered_bytes = config_.max_buffered_bytes;
+    std::string error;
+    writer_ = TraceWriter::Open(wo, header, &error);
+    if (!writer_) {
+      LogError("cannot write the trace: %s; the program runs on without tracing (set %s to a writable path)",
+               error.c_str(), env::kOutput);
+      return;
+    }
+  }
+
+  pending_ = std::make_unique<PendingLaunches>(config_.max_pending_keys);
+  TraceWriter* w = writer_.get();
+  graphs_ = std::make_unique<GraphRegistry>([w](std::string_view s) { return w->Intern(s); });
+  names_ = std::make_unique<NameCache>([w](std::string_view s) { return w->Intern(s); });
+  size_t max_buffers = std::max<size_t>(4, kHostPoolBytes / config_.buffer_bytes);
+  pool_ = std::make_unique<BufferPool>(config_.buffer_bytes, max_buffers);
+  g_collector = this;
+  SetNvtxListener(config_.write_nvtx ? this : nullptr, &Clock);
+
+  if (!have_cupti) {
+    SetToolState("cupti_unavailable", load_error, 0);
+    LogError("%s; the program runs on without CUDA tracing", load_error.c_str());
+  } else {
+    try {
+      SetupCupti();
+    } catch (const SetupError& e) {
+      if (tool_state_.empty() || tool_state_.value("state", "") == "collecting") {
+        SetToolState("cupti_error", e.what(), e.result());
+        LogError("CUPTI setup failed: %s; the program runs on without CUDA tracing", e.what());
+      }
+    }
+  }
+
+  atexit(AtExit);
+  pthread_atfork(nullptr, nullptr, [] {
+    // A forked child has none of our threads: it must not touch the trace.
+    if (g_collector) g_collector->collecting_.store(false);
+    g_collector = nullptr;
+  });
+  if (pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) wake_pipe_[0] = wake_pipe_[1] = -1;
+  {
+    BlockTerminatingSignals block;
+    flush_thread_ = std::thread([this] { Firewall("flush thread", [this] { FlushLoop(); }); });
+  }
+  InstallSignalHandlers();
+  PublishCounters();
+}
+
+void Collector::SetupCupti() {
+  const CuptiApi& api = Cupti();
+  CUpti_SubscriberHandle subscriber = nullptr;
+  auto trampoline = [](void* user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+    Firewall("CUPTI callback", [&] { static_cast<Collector*>(user)->OnCallback(domain, cbid, data); });
+  };
+  CUptiResult r;
+  char other[128] = {};
+  if (api.SubscribeV2) {
+    CUpti_SubscriberParams params{};
+    params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+    params.subscriberName = "twinscope";
+    params.oldSubscriberName = other;
+    params.oldSubscriberSize = sizeof other;
+    r = api.SubscribeV2(&subscriber, trampoline, this, &params);
+  } else {
+    r = api.Subscribe(&subscriber, trampoline, this);
+  }
+  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    std::string who = other[0] ? std::string(" (CUPTI names it: \"") + other + "\")" : "";
+    std::string msg =
+        "another CUPTI-based tool (Nsight Systems/Compute, a profiler, or the Compute Sanitizer) holds "
+        "CUPTI in this process" +
+        who + "; run without it, or use `twinscope twin`";
+    SetToolState("cupti_held_by_other_tool", msg, r, other);
+    LogError("%s. No CUDA activity is traced; the program runs on.", msg.c_str());
+    throw SetupError(msg, r);
+  }
+  CUPTI_SETUP(r);
+
+  EnableApiCallbacks(subscriber);
+  for (CUpti_CallbackId id : {CUPTI_CBID_RESOURCE_CONTEXT_CREATED, CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATE_STARTING,
+                              CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED, CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED,
+                              CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING})
+    CUPTI_SETUP(api.EnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, id));
+
+  if (config_.device_buffer_size_mb > 0) {
+    size_t v = static_cast<size_t>(config_.device_buffer_size_mb) << 20, sz = sizeof v;
+    CUPTI_SETUP(api.ActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &v));
+  }
+  if (config_.device_buffer_pool_limit > 0) {
+    size_t v = static_cast<size_t>(config_.device_buffer_pool_limit), sz = sizeof v;
+    CUPTI_SETUP(api.ActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT, &sz, &v));
+  }
+  auto requested = [](uint8_t** buffer, size_t* size, size_t* max_records) {
+    *buffer = nullptr;
+    *size = 0;
+    *max_records = 0;
+    Firewall("CUPTI buffer request", [&] {
+      if (Collector* c = Instance()) c->OnBufferRequested(buffer, size, max_records);
+    });
+  };
+  auto completed = [](CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t size, size_t valid) {
+    Firewall("CUPTI buffer completion", [&] {
+      if (Collector* c = Instance()) c->OnBufferCompleted(ctx, stream, buffer, size, valid);
+    });
+  };
+  CUPTI_SETUP(api.ActivityRegisterCallbacks(requested, completed));
+  // Seed 001: with CUDA graphs holding memcpy/memset nodes, kernel-only
+  // activity starves CUPTI's device buffer pool and records stop silently.
+  // Enabling the three kinds together avoids it.
+  CUPTI_SETUP(api.ActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  if (!config_.kernels_only) {
+    CUPTI_SETUP(api.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
+    CUPTI_SETUP(api.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
+  }
+  collecting_.store(true, std::memory_order_release);
+  SetToolState("collecting",
+               config_.kernels_only ? "kernel activity only (TWINSCOPE_KERNELS_ONLY=1: graph mitigation off)"
+                                    : "kernel, memcpy and memset activity",
+               0);
+  LogInfo("CUPTI collector writing %s (%s)", config_.output.c_str(),
+          config_.kernels_only ? "kernels only: seed-001 mitigation OFF" : "kernels, copies, memsets");
+}
+
+void Collector::EnableApiCallbacks(CUpti_SubscriberHandle subscriber) {
+  const CuptiApi& api = Cupti();
+  auto enable = [&](CUpti_CallbackDomain domain, uint32_t size, std::vector<StringId>* names) {
+    names->assign(size, 0);
+    for (uint32_t cbid = 1; cbid < size; ++cbid) {
+      const char* name = nullptr;
+      if (api.GetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS || !name) continue;
+      if (ClassifyLaunch(domain, cbid).api == LaunchApi::kNone && !IsCopyApi(name)) continue;
+      CUPTI_SETUP(api.EnableCallback(1, subscriber, domain, cbid));
+      (*names)[cbid] = writer_->Intern(CleanApiName(name));
+    }
+  };
+  enable(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE, &runtime_names_);
+  enable(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE, &driver_names_);
+}
+
+// ---- Periodic and final flush ---------------------------------------------------
+
+void Collector::PublishCounters() {
+  if (!writer_) return;
+  loss_.Publish(*writer_, pending_ ? pending_->evicted_keys() : 0, NvtxUnbalanced());
+}
+
+void Collector::FlushLoop() {
+  for (;;) {
+    int timeout = config_.flush_ms > 0 ? static_cast<int>(config_.flush_ms) : -1;
+    if (wake_pipe_[0] >= 0) {
+      struct pollfd p {
+        wake_pipe_[0], POLLIN, 0
+      };
+      int r = poll(&p, 1, timeout);
+      if (r > 0) {
+        char buf[64];
+        while (read(wake_pipe_[0], buf, sizeof buf) > 0) {
+        }
+      }
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(timeout > 0 ? timeout : 100));
+    }
+    if (stop_.load()) return;
+    int request = signal_request_.exchange(0);
+    if (request == 2) {
+      Finalize();
+      signal_done_.store(true);
+      return;
+    }
+    if (collecting()) CUPTI_CHECK(Cupti().ActivityFlushAll(request ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0));
+    PublishCounters();
+    if (writer_) writer_->Flush();
+    if (request) signal_done_.store(true);
+  }
+}
+
+void Collector::FlushFromSignal(bool terminating) {
+  if (getpid() != pid_ || finalized_.load()) return;
+  signal_done_.store(false);
+  signal_request_.store(terminating ? 2 : 1);
+  WriteByte(wake_pipe_[1]);
+  struct timespec ms {
+    0, 1000000
+  };
+  for (int i = 0; i < kSignalFlushWaitMs && !signal_done_.load(); ++i) nanosleep(&ms, nullptr);
+}
+
+void Collector::Finalize() {
+  if (getpid() != pid_) return;           // a forked child
+  if (finalized_.exchange(true)) return;  // once, whoever comes first (atexit or a signal)
+  stop_.store(true);
+  WriteByte(wake_pipe_[1]);
+  if (flush_thread_.joinable() && flush_thread_.get_id() != std::this_thread::get_id()) flush_thread_.join();
+  if (collecting()) CUPTI_CHECK(Cupti().ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  FlushOpenNvtxRanges();
+  collecting_.store(false);
+  if (!writer_) return;
+  PublishCounters();
+  uint64_t missing = loss_.Missing();
+  if (missing > 0)
+    LogError("%llu of %llu kernel launches got no kernel record from CUPTI (counter kernel_records_missing in %s)",
+             static_cast<unsigned long long>(missing), static_cast<unsigned long long>(loss_.launches_seen.load()),
+             config_.output.c_str());
+  std::string error;
+  if (!writer_->Close(&error)) LogError("closing %s failed: %s", config_.output.c_str(), error.c_str());
+}
+
+// ---- Buffers -------------------------------------------------------------------
+
+void Collector::OnBufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  uint8_t* b = pool_ ? pool_->Acquire() : nullptr;
+  if (!b) {
+    loss_.buffer_requests_denied.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  *buffer = b;
+  *size = pool_->buffer_bytes();
+  *max_records = 0;
+}
+
+void Collector::OnBufferCompleted(CUcontext ctx, uint32_t stream_id, uint8_t* buffer, size_t size, size_t valid) {
+  struct Return {
+    BufferPool* pool;
+    uint8_t* b;
+    ~Return() { pool->Release(b); }
+  } give_back{pool_.get(), buffer};
+  loss_.buffers_completed.fetch_add(1, std::memory_order_relaxed);
+  size_t dropped = 0;
+  if (CUPTI_CHECK(Cupti().ActivityGetNumDroppedRecords(ctx, stream_id, &dropped)) && dropped)
+    loss_.cupti_dropped.fetch_add(dropped, std::memory_order_relaxed);
+  if (!buffer || valid == 0) return;
+
+  std::lock_guard<std::mutex> lock(buffer_mu_);
+  ParsedBuffer parsed;
+  ParseBuffer(buffer, valid, Cupti().ActivityGetNextRecord, *names_, &parsed);
+  for (KernelRecord& k : parsed.kernels) {
+    switch (pending_->Resolve(k.correlation_id, k.graph_node_id, k.name, &k.key)) {
+      case PendingLaunches::Match::kExact:
+        break;
+      case PendingLaunches::Match::kFallback:
+        k.flags |= kFlagKeyFallback;
+        loss_.kernel_key_fallback.fetch_add(1, std::memory_order_relaxed);
+        break;
+      case PendingLaunches::Match::kNone:
+        k.flags |= kFlagNoLaunchKey;
+        loss_.kernel_no_key.fetch_add(1, std::memory_order_relaxed);
+        break;
+    }
+  }
+  loss_.kernel_records.fetch_add(parsed.kernels.size(), std::memory_order_relaxed);
+  loss_.kernel_invalid.fetch_add(parsed.kernel_invalid, std::memory_order_relaxed);
+  loss_.memcpy_records.fetch_add(parsed.memcpys.size(), std::memory_order_relaxed);
+  loss_.memset_records.fetch_add(parsed.memsets.size(), std::memory_order_relaxed);
+  loss_.copy_invalid.fetch_add(parsed.copy_invalid, std::memory_order_relaxed);
+  loss_.other_records.fetch_add(parsed.other, std::memory_order_relaxed);
+  if (parsed.iterator_error) {
+    loss_.buffer_errors.fetch_add(1, std::memory_order_relaxed);
+    static std::atomic<int> reports{0};
+    if (reports.fetch_add(1) < 3)
+      LogError("reading a CUPTI activity buffer stopped early: %s; the rest of that buffer is lost (counter %s)",
+               ResultString(parsed.error).c_str(), "cupti_buffer_errors");
+  }
+  if (config_.write_kernel && !parsed.kernels.empty())
+    writer_->AppendMany(parsed.kernels.data(), parsed.kernels.size());
+  if (config_.write_memcpy && !parsed.memcpys.empty())
+    writer_->AppendMany(parsed.memcpys.data(), parsed.memcpys.size());
+  if (config_.write_memset && !parsed.memsets.empty())
+    writer_->AppendMany(parsed.memsets.data(), parsed.memsets.size());
+  (void)size;
+}
+
+// ---- NVTX and devices --------------------------------------------------------------
+
+void Collector::OnNvtx(const NvtxEvent& e) {
+  if (!writer_ || finalized_.load(std::memory_order_relaxed)) return;
+  NvtxRecord r{};
+  r.start_ns = e.start_ns;
+  r.end_ns = e.end_ns;
+  r.thread_id = e.thread_id;
+  r.range_id = e.range_id;
+  r.kind = static_cast<uint32_t>(e.kind);
+  r.domain = e.domain.empty() ? 0 : writer_->Intern(e.domain);
+  r.name = writer_->Intern(e.name);
+  r.depth = e.depth;
+  writer_->Append(r);
+  loss_.nvtx_records.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Collector::RecordDevice(CUcontext ctx) {
+  uint32_t ordinal = 0;
+  if (!CUPTI_CHECK(Cupti().GetDeviceId(ctx, &ordinal))) return;
+  nlohmann::json d = {{"ordinal", ordinal}};
+  const DriverApi& drv = Driver();
+  CUdevice dev;
+  if (drv.DeviceGet && drv.DeviceGet(&dev, static_cast<int>(ordinal)) == CUDA_SUCCESS) {
+    char name[256] = {};
+    if (drv.DeviceGetName && drv.DeviceGetName(name, sizeof name - 1, dev) == CUDA_SUCCESS) d["name"] = name;
+    int v = 0, major = 0, minor = 0;
+    if (drv.DeviceGetAttribute) {
+      if (drv.DeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) == CUDA_SUCCESS) d["sm_count"] = v;
+      if (drv.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) == CUDA_SUCCESS &&
+          drv.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) == CUDA_SUCCESS)
+        d["compute_capability"] = std::to_string(major) + "." + std::to_string(minor);
+    }
+    CUuuid uuid;
+    if (drv.DeviceGetUuid && drv.DeviceGetUuid(&uuid, dev) == CUDA_SUCCESS) {
+      static const char* hex = "0123456789abcdef";
+      std::string s = "GPU-";
+      for (int i = 0; i < 16; ++i) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
+        unsigned char b = static_cast<unsigned char>(uuid.bytes[i]);
+        s += hex[b >> 4];
+        s += hex[b & 15];
+      }
+      d["uuid"] = s;
+    }
+  }
+  std::lock_guard<std::mutex> lock(devices_mu_);
+  for (const auto& known : devices_)
+    if (known.value("ordinal", ~0u) == ordinal) return;
+  devices_.push_back(d);
+  writer_->SetMetadata("devices", devices_);
+}
+
+}  // namespace twinscope::cupti

@@ -1,0 +1,131 @@
+// The CUPTI collector's state: one per process, created by InitializeInjection
+// and never destroyed (CUPTI may call in until the very end of the process).
+//
+// Threads: CUPTI callbacks run on application threads (API, resource) and on
+// CUPTI's own thread (buffer completion, also the thread that calls
+// cuptiActivityFlushAll). A background thread flushes every flush_ms and
+// performs the flush a SIGTERM/SIGINT asks for. Every entry point is behind a
+// Firewall (injection.cpp); after an internal error collection stops and the
+// program runs on.
+#pragma once
+
+#include <cupti.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cupti/activity.h"
+#include "cupti/graphs.h"
+#include "cupti/loss.h"
+#include "cupti/pending_launches.h"
+#include "format/trace_writer.h"
+#include "nvtx/nvtx_capture.h"
+
+namespace twinscope::cupti {
+
+// Configuration from the TWINSCOPE_* environment (base/env_names.h).
+struct Config {
+  std::string output;
+  bool kernels_only = false;  // seed-001 mitigation off: only CONCURRENT_KERNEL enabled
+  bool write_kernel = true, write_memcpy = true, write_memset = true, write_api = true, write_nvtx = true;
+  size_t buffer_bytes = 8u << 20;           // CUPTI host buffer
+  long long device_buffer_pool_limit = -1;  // -1: CUPTI's default
+  long long device_buffer_size_mb = -1;
+  long long flush_ms = 500;  // 0: no periodic flush
+  size_t max_buffered_bytes = 64u << 20;
+  size_t max_pending_keys = 1u << 20;
+  nlohmann::json ToJson() const;
+  static Config FromEnv();
+};
+
+// Host activity buffers, recycled. Bounded: past `max_buffers` outstanding a
+// request is denied (CUPTI then drops records and counts them).
+class BufferPool {
+ public:
+  BufferPool(size_t buffer_bytes, size_t max_buffers) : bytes_(buffer_bytes), max_(max_buffers) {}
+  uint8_t* Acquire();
+  void Release(uint8_t* buffer);
+  size_t buffer_bytes() const { return bytes_; }
+
+ private:
+  const size_t bytes_, max_;
+  std::mutex mu_;
+  std::vector<uint8_t*> free_;
+  size_t allocated_ = 0;
+};
+
+class Collector : public NvtxListener {
+ public:
+  // Called once from InitializeInjection. Never throws; every failure ends as
+  // a tool_state in the trace and a message on stderr.
+  static void Start();
+  static Collector* Instance();
+
+  // CUPTI entry points (wrapped in Firewalls by injection.cpp).
+  void OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data);
+  void OnBufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);
+  void OnBufferCompleted(CUcontext ctx, uint32_t stream_id, uint8_t* buffer, size_t size, size_t valid);
+  void OnNvtx(const NvtxEvent& event) override;
+
+  // Final flush: forced CUPTI flush, counters, SUMMARY, close. Idempotent.
+  void Finalize();
+  // Called from the signal handler (async-signal-safe): asks the flush thread
+  // to flush (and finalize if `terminating`) and waits up to a few seconds.
+  void FlushFromSignal(bool terminating);
+
+  bool collecting() const { return collecting_.load(std::memory_order_acquire); }
+
+ private:
+  Collector() = default;
+  void StartLocked();
+  void SetupCupti();
+  void EnableApiCallbacks(CUpti_SubscriberHandle subscriber);
+  void SetToolState(const std::string& state, const std::string& message, int cupti_result,
+                    const std::string& other_subscriber = "");
+  void FlushLoop();
+  void PublishCounters();
+  void RecordDevice(CUcontext ctx);
+
+  // callbacks.cpp
+  void OnApi(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb);
+  void OnLaunchEnter(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb);
+  void OnLaunchExit(const CUpti_CallbackData* cb);
+  void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* res);
+  StringId InternCached(std::string_view s);
+
+  Config config_;
+  std::unique_ptr<TraceWriter> writer_;
+  std::string cupti_library_;
+  nlohmann::json tool_state_ = nlohmann::json::object();
+  std::atomic<bool> collecting_{false};  // CUPTI set up and the trace open
+  std::atomic<bool> finalized_{false};
+  int pid_ = 0;
+
+  LossCounters loss_;
+  std::unique_ptr<PendingLaunches> pending_;
+  std::unique_ptr<GraphRegistry> graphs_;
+  std::unique_ptr<BufferPool> pool_;
+  std::mutex buffer_mu_;  // serializes buffer parsing (names_)
+  std::unique_ptr<NameCache> names_;
+  std::atomic<uint64_t> launch_seq_{0};
+
+  // API callbacks we enable, by domain: cbid -> interned API name (0 = off).
+  std::vector<StringId> runtime_names_, driver_names_;
+
+  std::mutex devices_mu_;
+  nlohmann::json devices_ = nlohmann::json::array();
+
+  std::thread flush_thread_;
+  int wake_pipe_[2] = {-1, -1};
+  std::atomic<bool> stop_{false};
+  std::atomic<int> signal_request_{0};  // 1: flush, 2: flush and finalize
+  std::atomic<bool> signal_done_{false};
+};
+
+}  // namespace twinscope::cupti

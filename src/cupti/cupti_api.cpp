@@ -1,0 +1,128 @@
+#include "cupti/cupti_api.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "cupti/cupti_check.h"
+
+namespace twinscope::cupti {
+
+// Not in base/env_names.h: a collector-private override for unusual installs
+// (e.g. the CUPTI of a Python wheel).
+static constexpr char kCuptiLibraryEnv[] = "TWINSCOPE_CUPTI_LIBRARY";
+
+namespace {
+
+CuptiApi g_cupti;
+DriverApi g_driver;
+
+template <typename T>
+bool Resolve(void* lib, const char* name, T* fn) {
+  *fn = reinterpret_cast<T>(dlsym(lib, name));
+  return *fn != nullptr;
+}
+
+}  // namespace
+
+const CuptiApi& Cupti() { return g_cupti; }
+const DriverApi& Driver() { return g_driver; }
+CuptiApi& MutableCupti() { return g_cupti; }
+DriverApi& MutableDriver() { return g_driver; }
+
+bool LoadCupti(CuptiApi* api, std::string* loaded_from, std::string* error) {
+  std::vector<std::string> candidates;
+  if (const char* p = std::getenv(kCuptiLibraryEnv); p && *p) {
+    candidates.push_back(p);
+  } else {
+    candidates.push_back("libcupti.so.13");
+    if (const char* home = std::getenv("CUDA_HOME"); home && *home) {
+      candidates.push_back(std::string(home) + "/lib64/libcupti.so.13");
+      candidates.push_back(std::string(home) + "/extras/CUPTI/lib64/libcupti.so.13");
+    }
+    candidates.push_back("/usr/local/cuda/lib64/libcupti.so.13");
+    candidates.push_back("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13");
+  }
+  void* lib = nullptr;
+  std::string tried;
+  for (const auto& c : candidates) {
+    lib = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib) {
+      *loaded_from = c;
+      break;
+    }
+    const char* e = dlerror();
+    tried += "\n  " + c + ": " + (e ? e : "not found");
+  }
+  if (!lib) {
+    *error = std::string("could not load CUPTI (libcupti.so.13); tried:") + tried +
+             "\n  install the CUDA toolkit's CUPTI, add its lib64 folder to LD_LIBRARY_PATH, or set " +
+             kCuptiLibraryEnv + "=/path/to/libcupti.so.13";
+    return false;
+  }
+  std::string missing;
+  auto need = [&](const char* name, auto* fn) {
+    if (!Resolve(lib, name, fn)) missing += std::string(missing.empty() ? "" : ", ") + name;
+  };
+  need("cuptiGetVersion", &api->GetVersion);
+  need("cuptiGetResultString", &api->GetResultString);
+  need("cuptiSubscribe", &api->Subscribe);
+  need("cuptiUnsubscribe", &api->Unsubscribe);
+  need("cuptiEnableCallback", &api->EnableCallback);
+  need("cuptiEnableDomain", &api->EnableDomain);
+  need("cuptiGetCallbackName", &api->GetCallbackName);
+  need("cuptiActivityRegisterCallbacks", &api->ActivityRegisterCallbacks);
+  need("cuptiActivityEnable", &api->ActivityEnable);
+  need("cuptiActivitySetAttribute", &api->ActivitySetAttribute);
+  need("cuptiActivityGetNextRecord", &api->ActivityGetNextRecord);
+  need("cuptiActivityGetNumDroppedRecords", &api->ActivityGetNumDroppedRecords);
+  need("cuptiActivityFlushAll", &api->ActivityFlushAll);
+  need("cuptiGetTimestamp", &api->GetTimestamp);
+  need("cuptiGetDeviceId", &api->GetDeviceId);
+  need("cuptiGetStreamIdEx", &api->GetStreamIdEx);
+  need("cuptiGetGraphNodeId", &api->GetGraphNodeId);
+  need("cuptiGetGraphExecId", &api->GetGraphExecId);
+  Resolve(lib, "cuptiSubscribe_v2", &api->SubscribeV2);
+  if (!missing.empty()) {
+    *error = "the CUPTI library at " + *loaded_from + " lacks " + missing +
+             " (twinscope needs CUPTI 13 or newer; set " + kCuptiLibraryEnv + " to a newer libcupti.so)";
+    *api = CuptiApi{};
+    return false;
+  }
+  return true;
+}
+
+void LoadDriver(DriverApi* api) {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return;
+  Resolve(lib, "cuDriverGetVersion", &api->DriverGetVersion);
+  Resolve(lib, "cuDeviceGet", &api->DeviceGet);
+  Resolve(lib, "cuDeviceGetName", &api->DeviceGetName);
+  Resolve(lib, "cuDeviceGetAttribute", &api->DeviceGetAttribute);
+  Resolve(lib, "cuDeviceGetUuid_v2", &api->DeviceGetUuid);
+  Resolve(lib, "cuStreamIsCapturing", &api->StreamIsCapturing);
+  Resolve(lib, "cuGraphGetNodes", &api->GraphGetNodes);
+  Resolve(lib, "cuGraphNodeGetType", &api->GraphNodeGetType);
+  Resolve(lib, "cuGraphKernelNodeGetParams_v2", &api->GraphKernelNodeGetParams);
+  Resolve(lib, "cuGraphChildGraphNodeGetGraph", &api->GraphChildGraphNodeGetGraph);
+  Resolve(lib, "cuFuncGetName", &api->FuncGetName);
+  Resolve(lib, "cuKernelGetName", &api->KernelGetName);
+}
+
+std::string ResultString(CUptiResult r) {
+  const char* s = nullptr;
+  if (g_cupti.GetResultString && g_cupti.GetResultString(r, &s) == CUPTI_SUCCESS && s) return s;
+  return "CUPTI error " + std::to_string(static_cast<int>(r));
+}
+
+std::string DescribeFailedCall(const char* call, const char* file, int line, CUptiResult r) {
+  const char* base = file;
+  for (const char* p = file; *p; ++p)
+    if (*p == '/') base = p + 1;
+  return std::string(call) + " failed at " + base + ":" + std::to_string(line) + ": " + ResultString(r) + " (" +
+         std::to_string(static_cast<int>(r)) + ")";
+}
+
+}  // namespace twinscope::cupti

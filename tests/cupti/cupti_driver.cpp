@@ -1,0 +1,203 @@
+// Stand-in for a CUDA application in the collector's CPU end-to-end tests.
+// Loads build/lib/libtwinscope_cupti.so the way the CUDA driver does (dlopen,
+// InitializeInjection), then drives the fake CUPTI through one scenario and
+// exits. NVTX calls are real nvtx3 calls, reaching the collector through
+// NVTX_INJECTION64_PATH. The gtest (cupti_e2e_test.cpp) reads the trace.
+//
+// Usage: cupti_driver <collector.so> <scenario> [fake-state.json]
+#include <cupti.h>
+#include <dlfcn.h>
+#include <nvtx3/nvToolsExt.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "fakecupti.h"
+
+namespace {
+
+volatile sig_atomic_t g_app_handler_called = 0;
+void AppHandler(int) { g_app_handler_called = 1; }
+
+void Launch(const char* name, unsigned g, unsigned b, int api = FAKE_API_RUNTIME, CUstream s = nullptr, int result = 0,
+            int symbol_missing = 0) {
+  FakeLaunch l{};
+  l.name = name;
+  l.grid[0] = g;
+  l.grid[1] = l.grid[2] = 1;
+  l.block[0] = b;
+  l.block[1] = l.block[2] = 1;
+  l.api = api;
+  l.stream = s;
+  l.result = result;
+  l.symbol_name_missing = symbol_missing;
+  fakecupti_launch(&l);
+}
+
+void WriteFakeState(const char* path) {
+  if (!path) return;
+  FILE* f = std::fopen(path, "w");
+  if (!f) return;
+  std::fprintf(f,
+               "{\"kernel\": %d, \"concurrent_kernel\": %d, \"memcpy\": %d, \"memset\": %d, "
+               "\"pool_limit\": %lld, \"device_buffer_size\": %lld, \"cb_launch\": %d, \"cb_graph\": %d, "
+               "\"cb_memcpy\": %d, \"cb_malloc\": %d, \"cb_sync\": %d, \"cb_graphexec\": %d}\n",
+               fakecupti_activity_enabled(CUPTI_ACTIVITY_KIND_KERNEL),
+               fakecupti_activity_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
+               fakecupti_activity_enabled(CUPTI_ACTIVITY_KIND_MEMCPY),
+               fakecupti_activity_enabled(CUPTI_ACTIVITY_KIND_MEMSET),
+               static_cast<long long>(fakecupti_attribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT)),
+               static_cast<long long>(fakecupti_attribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE)),
+               fakecupti_callback_enabled(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000),
+               fakecupti_callback_enabled(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000),
+               fakecupti_callback_enabled(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020),
+               fakecupti_callback_enabled(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020),
+               fakecupti_callback_enabled(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize),
+               fakecupti_callback_enabled(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED));
+  std::fclose(f);
+}
+
+// A graph [A(8), memcpy, A(16), child{C(2)}, memset] and its exec.
+CUgraphExec MakeGraph(int clone_callbacks) {
+  CUgraph g = fakecupti_graph_create();
+  fakecupti_graph_add_kernel(g, "_Z7kernelAPf", 8, 1, 1, 128, 1, 1);
+  fakecupti_graph_add_memcpy(g, 65536);
+  fakecupti_graph_add_kernel(g, "_Z7kernelAPf", 16, 1, 1, 128, 1, 1);
+  CUgraph child = fakecupti_graph_create();
+  fakecupti_graph_add_kernel(child, "_Z7kernelCv", 2, 1, 1, 64, 1, 1);
+  fakecupti_graph_add_child(g, child);
+  fakecupti_graph_add_memset(g, 4096);
+  return fakecupti_graph_instantiate(g, clone_callbacks);
+}
+
+int Run(const std::string& scenario) {
+  if (scenario == "plain") {
+    Launch("_Z7kernelAPf", 1, 32);  // outside any range
+    for (int i = 0; i < 3; ++i) {
+      nvtxRangePushA("step");
+      Launch("_Z7kernelAPf", 4, 256);
+      Launch("_Z7kernelAPf", 4, 256);
+      Launch("_Z7kernelBv", 2, 64, FAKE_API_DRIVER);
+      nvtxRangePop();
+    }
+    fakecupti_memcpy(65536);
+    fakecupti_memset(4096);
+    fakecupti_flush();
+  } else if (scenario == "apis") {
+    CUstream captured = fakecupti_create_stream();
+    fakecupti_set_capturing(captured, 1);
+    nvtxRangePushA("apis");
+    Launch("_Z6nestedv", 3, 32, FAKE_API_RUNTIME_NESTED);
+    Launch("_Z5rtexv", 5, 32, FAKE_API_RUNTIME_EX);
+    Launch("_Z5drexv", 6, 32, FAKE_API_DRIVER_EX);
+    Launch("_Z7unnamedv", 7, 32, FAKE_API_DRIVER, nullptr, 0, /*symbol_missing=*/1);
+    Launch("_Z6failedv", 8, 32, FAKE_API_RUNTIME, nullptr, /*result=*/1);
+    Launch("_Z8capturedv", 9, 32, FAKE_API_RUNTIME, captured);
+    Launch("_Z5plainv", 10, 32);
+    nvtxRangePop();
+    fakecupti_flush();
+  } else if (scenario == "graph") {
+    CUgraphExec exec = MakeGraph(1);
+    for (int i = 0; i < 3; ++i) {
+      nvtxRangePushA("step");
+      fakecupti_graph_launch(exec, nullptr, 0);
+      nvtxRangePop();
+    }
+    fakecupti_graph_launch(exec, nullptr, /*driver=*/1);
+    CUgraphExec no_clones = MakeGraph(0);
+    nvtxRangePushA("noclone");
+    fakecupti_graph_launch(no_clones, nullptr, 0);
+    nvtxRangePop();
+    CUstream captured = fakecupti_create_stream();
+    fakecupti_set_capturing(captured, 1);
+    fakecupti_graph_launch(exec, captured, 0);
+    fakecupti_graph_exec_destroy(no_clones);
+    fakecupti_flush();
+  } else if (scenario == "seed001") {
+    // A graph of one DtoD copy and one tiny kernel, replayed 20 times, with
+    // CUPTI's device buffers good for 5 replays when MEMCPY is not enabled.
+    fakecupti_set_graph_pool_units(5);
+    CUgraph g = fakecupti_graph_create();
+    fakecupti_graph_add_memcpy(g, 65536);
+    fakecupti_graph_add_kernel(g, "_Z4tinyv", 1, 1, 1, 32, 1, 1);
+    CUgraphExec exec = fakecupti_graph_instantiate(g, 1);
+    for (int i = 0; i < 20; ++i) fakecupti_graph_launch(exec, nullptr, 0);
+    fakecupti_flush();
+  } else if (scenario == "invalid") {
+    fakecupti_set_invalid_timestamps(3, 1);
+    for (int i = 0; i < 6; ++i) Launch("_Z1kv", 1, 32);
+    fakecupti_set_invalid_timestamps(3, 0);
+    for (int i = 0; i < 6; ++i) Launch("_Z1kv", 1, 32);
+    fakecupti_set_invalid_timestamps(0, 0);
+    fakecupti_flush();
+  } else if (scenario == "drops") {
+    for (int i = 0; i < 4; ++i) Launch("_Z1kv", 1, 32);
+    fakecupti_drop(7);
+    fakecupti_flush();
+  } else if (scenario == "lose") {
+    fakecupti_lose_next(2);
+    for (int i = 0; i < 5; ++i) Launch("_Z1kv", 1, 32);
+    fakecupti_flush();
+  } else if (scenario == "evict") {
+    for (int i = 0; i < 10; ++i) Launch("_Z1kv", 1, 32);
+    fakecupti_flush();
+  } else if (scenario == "unflushed") {
+    // Records still inside "CUPTI" at exit: the collector's atexit flush must get them.
+    for (int i = 0; i < 6; ++i) Launch("_Z1kv", 1, 32);
+  } else if (scenario == "held") {
+    for (int i = 0; i < 3; ++i) Launch("_Z1kv", 1, 32);
+    fakecupti_flush();
+  } else if (scenario == "sigterm") {
+    for (int i = 0; i < 4; ++i) Launch("_Z1kv", 1, 32);
+    std::fflush(stdout);
+    raise(SIGTERM);
+    std::printf("NOT REACHED\n");
+  } else if (scenario == "sigterm_handler") {
+    for (int i = 0; i < 4; ++i) Launch("_Z1kv", 1, 32);
+    raise(SIGTERM);
+    if (g_app_handler_called) std::printf("APP_HANDLER_CALLED\n");
+    Launch("_Z1kv", 1, 32);
+  } else if (scenario == "periodic") {
+    for (int i = 0; i < 3; ++i) Launch("_Z1kv", 1, 32);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    std::fflush(stdout);
+    raise(SIGKILL);  // no atexit, no signal handler: only periodic flushes count
+  } else {
+    std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s <collector.so> <scenario> [fake-state.json]\n", argv[0]);
+    return 2;
+  }
+  std::string scenario = argv[2];
+  if (scenario == "held") fakecupti_hold_seat();
+  if (scenario == "sigterm_handler") signal(SIGTERM, AppHandler);
+  void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    std::fprintf(stderr, "dlopen %s: %s\n", argv[1], dlerror());
+    return 3;
+  }
+  auto init = reinterpret_cast<int (*)()>(dlsym(lib, "InitializeInjection"));
+  if (!init || init() != 1) {
+    std::fprintf(stderr, "InitializeInjection missing or failed\n");
+    return 4;
+  }
+  fakecupti_create_context(0);
+  int rc = Run(scenario);
+  WriteFakeState(argc > 3 ? argv[3] : nullptr);
+  std::printf("DRIVER_DONE %s\n", scenario.c_str());
+  return rc;
+}
