@@ -1,0 +1,130 @@
+#include "cli/cli_text.h"
+
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+
+namespace twinscope::cli {
+
+std::string FormatCount(uint64_t n) {
+  std::string digits = std::to_string(n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string FormatNs(double ns) {
+  char buf[32];
+  if (std::isnan(ns)) return "-";
+  if (ns < 1e3) {
+    std::snprintf(buf, sizeof buf, "%.0f ns", ns);
+  } else if (ns < 1e6) {
+    std::snprintf(buf, sizeof buf, "%.3g us", ns / 1e3);
+  } else if (ns < 1e9) {
+    std::snprintf(buf, sizeof buf, "%.3g ms", ns / 1e6);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.3f s", ns / 1e9);
+  }
+  return buf;
+}
+
+std::string SignalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+std::string AbsolutePath(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  char cwd[PATH_MAX];
+  if (!getcwd(cwd, sizeof cwd)) return path;
+  return std::string(cwd) + "/" + path;
+}
+
+std::vector<std::string> SummaryLines(const stats::TraceStats& s) {
+  std::vector<std::string> lines;
+  auto count = [&](const char* kind) { return FormatCount(s.counts.count(kind) ? s.counts.at(kind) : 0); };
+  const std::string read = std::string("read: ") + ReadEndName(s.report.end);
+  if (s.shadow) {
+    lines.push_back("records: " + count("launch") + " traced launches, " + count("block") + " blocks (" + read + ")");
+    auto c = [&](const char* name) { return FormatCount(s.probe_counters.value(name, uint64_t{0})); };
+    lines.push_back("probe: launches traced " + c("launches_traced") + ", skipped by sampling " +
+                    c("launches_skipped_by_sampling") + "; blocks expected " + c("blocks_expected") + ", recorded " +
+                    c("blocks_recorded") + ", overflow " + c("blocks_overflow"));
+    uint64_t complete = 0, incomplete = 0;
+    for (const auto& l : s.shadow_launches) {
+      (l.blocks.blocks_unique == l.blocks.blocks_expected && !l.blocks.duplicates ? complete : incomplete)++;
+    }
+    std::string line = "launches with every block recorded: " + FormatCount(complete) + ", incomplete: " +
+                       FormatCount(incomplete);
+    if (!s.shadow_kernels.empty()) {
+      const auto& k = s.shadow_kernels.front();
+      line += "; " + k.name + ": tail p50 " + FormatNs(static_cast<double>(k.tail_p50_ns)) + ", max " +
+              FormatNs(static_cast<double>(k.tail_max_ns));
+    }
+    lines.push_back(line);
+    return lines;
+  }
+  lines.push_back("records: " + count("kernel") + " kernels, " + count("memcpy") + " memcpys, " + count("memset") +
+                  " memsets, " + count("api") + " API calls, " + count("nvtx") + " NVTX (" + read + ")");
+  const auto& l = s.loss;
+  if (l.have_counters) {
+    lines.push_back("loss: launches seen " + FormatCount(l.launches_seen) + ", kernel records " +
+                    FormatCount(l.kernel_records) + ", missing " + std::to_string(l.missing) + ", invalid timestamps " +
+                    FormatCount(l.invalid_timestamps + l.copy_invalid_timestamps) + ", dropped " +
+                    FormatCount(l.cupti_dropped) + " (CUPTI) + " + FormatCount(l.writer_dropped) + " (writer)");
+  } else {
+    lines.push_back("loss: unknown (the trace holds no counters)");
+  }
+  if (!s.kernels.empty()) {
+    const auto& k = s.kernels.front();
+    lines.push_back("top kernel: " + k.name + ": " + FormatCount(k.count) + " launches, total " +
+                    FormatNs(static_cast<double>(k.total_ns)) + ", p50 " + FormatNs(static_cast<double>(k.p50_ns)) +
+                    ", p99 " + FormatNs(static_cast<double>(k.p99_ns)));
+  } else {
+    lines.push_back("top kernel: none recorded");
+  }
+  return lines;
+}
+
+void ReportRun(const ChildResult& result, const std::string& trace_path, const std::string& tool) {
+  if (result.term_signal) {
+    std::fprintf(stderr, "twinscope: the program was killed by %s after %.1fs\n", SignalName(result.term_signal).c_str(),
+                 result.elapsed_s);
+  } else {
+    std::fprintf(stderr, "twinscope: the program exited with code %d after %.1fs\n", result.exit_code,
+                 result.elapsed_s);
+  }
+  struct stat st {};
+  if (stat(trace_path.c_str(), &st) != 0) {
+    std::fprintf(stderr,
+                 "twinscope: warning: no trace was written to %s: the collector never started. Either the program "
+                 "made no CUDA calls, or %s could not be loaded (look for 'twinscope:' messages above)\n",
+                 trace_path.c_str(), tool.c_str());
+    return;
+  }
+  auto stats = stats::ComputeTraceStats(trace_path);
+  if (!stats.ok()) {
+    std::fprintf(stderr, "twinscope: warning: the trace cannot be read: %s\n", stats.status().message().c_str());
+    return;
+  }
+  std::fprintf(stderr, "twinscope: trace written to %s (%s)\n", trace_path.c_str(),
+               HumanBytes(static_cast<double>(st.st_size)).c_str());
+  for (const auto& line : SummaryLines(*stats)) std::fprintf(stderr, "  %s\n", line.c_str());
+  if (stats->report.end != ReadEnd::kComplete) {
+    std::fprintf(stderr,
+                 "twinscope: warning: the trace has no summary or is damaged (%s%s%s): the collector did not shut "
+                 "down cleanly, so the counts above may be incomplete\n",
+                 ReadEndName(stats->report.end), stats->report.message.empty() ? "" : ": ",
+                 stats->report.message.c_str());
+  }
+  std::fprintf(stderr, "twinscope: details: twinscope stats %s\n", trace_path.c_str());
+}
+
+}  // namespace twinscope::cli

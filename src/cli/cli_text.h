@@ -1,0 +1,28 @@
+// Text helpers shared by the CLI's commands: number formatting and the short
+// trace summary printed after `record` and `blocks`. Main thread only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cli/run_child.h"
+#include "stats/trace_stats.h"
+
+namespace twinscope::cli {
+
+std::string FormatCount(uint64_t n);        // 1234567 -> "1,234,567"
+std::string FormatNs(double ns);            // "850 ns", "12.3 us", "4.56 ms", "1.23 s"
+std::string SignalName(int sig);            // "SIGKILL"
+std::string AbsolutePath(const std::string& path);
+
+// Three lines that sum a trace up (counts, loss or probe counters, top kernel
+// or block coverage).
+std::vector<std::string> SummaryLines(const stats::TraceStats& s);
+
+// After `record`/`blocks`: says how the program ended, where the trace is, and
+// its summary; warns when the trace is missing or has no summary. `tool` is
+// the collector library's file name (named in the warnings).
+void ReportRun(const ChildResult& result, const std::string& trace_path, const std::string& tool);
+
+}  // namespace twinscope::cli

@@ -1,0 +1,205 @@
+// twinscope stats: what a trace holds, what it lost, top kernels, and the
+// block statistics of a shadow trace. Computations live in src/stats.
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "cli/cli_text.h"
+#include "cli/command.h"
+#include "stats/trace_stats.h"
+
+namespace twinscope::cli {
+namespace {
+
+std::string JsonText(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+std::string Tau(double t) {
+  if (std::isnan(t)) return "-";
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%+.3f", t);
+  return buf;
+}
+
+std::string Ns(uint64_t ns) { return FormatNs(static_cast<double>(ns)); }
+
+void PrintHeader(const stats::TraceStats& s) {
+  const auto& h = s.header;
+  std::printf("trace: %s\n", s.path.c_str());
+  std::string command;
+  if (h.contains("command_line") && h["command_line"].is_array()) {
+    for (const auto& a : h["command_line"]) command += (command.empty() ? "" : " ") + JsonText(a);
+  }
+  std::printf("  role: %s   host: %s   pid: %s\n", s.role.empty() ? "?" : s.role.c_str(),
+              JsonText(h.value("host", nlohmann::json("?"))).c_str(), JsonText(h.value("pid", nlohmann::json("?"))).c_str());
+  std::printf("  command: %s\n", command.empty() ? "?" : command.c_str());
+  std::string versions;
+  for (const auto& [key, value] : h.items()) {
+    if (key.size() > 8 && key.compare(key.size() - 8, 8, "_version") == 0) {
+      versions += (versions.empty() ? "" : ", ") + key + " " + JsonText(value);
+    }
+  }
+  if (!versions.empty()) std::printf("  versions: %s\n", versions.c_str());
+  const nlohmann::json* devices = nullptr;
+  if (s.status.contains("devices")) devices = &s.status["devices"];
+  else if (h.contains("devices")) devices = &h["devices"];
+  if (devices && devices->is_array()) {
+    for (const auto& d : *devices) std::printf("  device: %s\n", JsonText(d).c_str());
+  } else if (devices) {
+    std::printf("  devices: %s\n", JsonText(*devices).c_str());
+  }
+  if (s.status.contains("tool_state")) std::printf("  tool state: %s\n", JsonText(s.status["tool_state"]).c_str());
+}
+
+void PrintRead(const stats::TraceStats& s) {
+  std::printf("read: %s, %s chunks, %s records, %s bytes%s\n", ReadEndName(s.report.end),
+              FormatCount(s.report.chunks).c_str(), FormatCount(s.report.records).c_str(),
+              FormatCount(s.report.bytes).c_str(), s.have_summary ? "" : " (no summary chunk)");
+  if (!s.report.message.empty()) std::printf("  %s\n", s.report.message.c_str());
+  std::printf("records:");
+  for (const auto& [kind, n] : s.counts) std::printf(" %s %s", kind.c_str(), FormatCount(n).c_str());
+  std::printf("\n");
+}
+
+void PrintLoss(const stats::TraceStats& s) {
+  const auto& l = s.loss;
+  std::printf("loss accounting%s:\n", l.have_counters ? "" : " (NO COUNTERS in the trace: values below are 0)");
+  std::printf("  launches seen             %s\n", FormatCount(l.launches_seen).c_str());
+  std::printf("  kernel records delivered  %s (in file: %s)\n", FormatCount(l.kernel_records).c_str(),
+              FormatCount(l.kernel_records_in_file).c_str());
+  std::printf("  missing (seen-delivered)  %lld\n", static_cast<long long>(l.missing));
+  std::printf("  invalid timestamps        %s kernel, %s memcpy/memset (flagged in file: %s)\n",
+              FormatCount(l.invalid_timestamps).c_str(), FormatCount(l.copy_invalid_timestamps).c_str(),
+              FormatCount(l.invalid_timestamps_in_file).c_str());
+  std::printf("  CUPTI drops               %s\n", FormatCount(l.cupti_dropped).c_str());
+  std::printf("  writer cap drops          %s\n", FormatCount(l.writer_dropped).c_str());
+  std::printf("  launch key fallbacks      %s (no key: %s)\n", FormatCount(l.key_fallbacks).c_str(),
+              FormatCount(l.no_launch_key).c_str());
+}
+
+void PrintKernels(const stats::TraceStats& s, size_t top) {
+  if (s.kernels.empty()) return;
+  std::printf("top kernels by total time (%zu of %zu; invalid timestamps excluded from times):\n",
+              std::min(top ? top : s.kernels.size(), s.kernels.size()), s.kernels.size());
+  std::printf("  %10s %10s %8s %10s %10s %10s %10s  %s\n", "total", "count", "invalid", "mean", "p50", "p99", "max",
+              "name");
+  for (size_t i = 0; i < s.kernels.size() && (top == 0 || i < top); ++i) {
+    const auto& k = s.kernels[i];
+    std::printf("  %10s %10s %8s %10s %10s %10s %10s  %s\n", Ns(k.total_ns).c_str(), FormatCount(k.count).c_str(),
+                FormatCount(k.invalid).c_str(), FormatNs(k.mean_ns).c_str(), Ns(k.p50_ns).c_str(), Ns(k.p99_ns).c_str(),
+                Ns(k.max_ns).c_str(), k.name.c_str());
+  }
+}
+
+void PrintDevices(const stats::TraceStats& s) {
+  if (s.devices.empty()) return;
+  std::printf("devices:\n");
+  for (const auto& d : s.devices) {
+    std::printf("  device %u: %s kernels (%s of kernel time), %s memcpys (%s), %s memsets (%s), %u streams, span %s\n",
+                d.device, FormatCount(d.kernels).c_str(), Ns(d.kernel_ns).c_str(), FormatCount(d.memcpys).c_str(),
+                HumanBytes(static_cast<double>(d.memcpy_bytes)).c_str(), FormatCount(d.memsets).c_str(),
+                HumanBytes(static_cast<double>(d.memset_bytes)).c_str(), d.streams, Ns(d.last_ns - d.first_ns).c_str());
+  }
+}
+
+void PrintNvtx(const stats::TraceStats& s, size_t top) {
+  if (s.nvtx.empty()) return;
+  static const char* kKinds[] = {"?", "push/pop", "start/end", "mark"};
+  std::printf("NVTX ranges by total time (%zu of %zu):\n", std::min(top ? top : s.nvtx.size(), s.nvtx.size()),
+              s.nvtx.size());
+  std::printf("  %10s %10s %10s %9s %-9s  %s\n", "total", "count", "max", "unclosed", "kind", "name");
+  for (size_t i = 0; i < s.nvtx.size() && (top == 0 || i < top); ++i) {
+    const auto& n = s.nvtx[i];
+    std::printf("  %10s %10s %10s %9s %-9s  %s\n", Ns(n.total_ns).c_str(), FormatCount(n.count).c_str(),
+                Ns(n.max_ns).c_str(), FormatCount(n.unclosed).c_str(), kKinds[n.kind <= 3 ? n.kind : 0],
+                n.name.c_str());
+  }
+}
+
+void PrintShadow(const stats::TraceStats& s, size_t top) {
+  std::printf("block probe counters:");
+  for (const auto& [k, v] : s.probe_counters.items()) std::printf(" %s=%s", k.c_str(), JsonText(v).c_str());
+  std::printf("\n");
+  if (s.blocks_without_launch)
+    std::printf("  %s block records have no launch record\n", FormatCount(s.blocks_without_launch).c_str());
+  std::printf("traced kernels:\n");
+  for (const auto& k : s.shadow_kernels) {
+    std::printf("  %s\n", k.name.c_str());
+    std::printf("    launches %s (incomplete %s), blocks seen %s / expected %s (unique %s), SMs used %u-%u\n",
+                FormatCount(k.launches).c_str(), FormatCount(k.launches_incomplete).c_str(),
+                FormatCount(k.blocks_seen).c_str(), FormatCount(k.blocks_expected).c_str(),
+                FormatCount(k.blocks_unique).c_str(), k.sms_used_min, k.sms_used_max);
+    std::printf("    tail (last exit - median exit) p50 %s max %s; span p50 %s max %s; order tau mean %s\n",
+                Ns(k.tail_p50_ns).c_str(), Ns(k.tail_max_ns).c_str(), Ns(k.span_p50_ns).c_str(),
+                Ns(k.span_max_ns).c_str(), Tau(k.kendall_tau_mean).c_str());
+  }
+  std::map<std::string, size_t> shown;
+  std::printf("traced launches (first %zu per kernel; --json has all):\n", top);
+  std::printf("  %8s %13s %5s %12s %10s %7s %16s %16s %20s %10s  %s\n", "seq", "blocks", "SMs", "blk/SM", "inversions",
+              "tau", "first(blk@SM)", "last(blk@SM)", "straggler(blk@SM)", "tail", "kernel [key]");
+  for (const auto& l : s.shadow_launches) {
+    if (top && shown[l.kernel]++ >= top) continue;
+    const auto& b = l.blocks;
+    auto at = [](const stats::BlockRef& r) { return std::to_string(r.block_linear) + "@" + std::to_string(r.sm); };
+    std::string blocks = FormatCount(b.blocks_seen) + "/" + FormatCount(b.blocks_expected);
+    std::string per_sm = std::to_string(b.blocks_per_sm_min) + "/" + std::to_string(b.blocks_per_sm_median) + "/" +
+                         std::to_string(b.blocks_per_sm_max);
+    std::string key = l.key_path.empty() ? "" : " [" + l.key_path + " #" + std::to_string(l.key_ordinal) + "]";
+    std::printf("  %8llu %13s %5u %12s %10s %7s %16s %16s %20s %10s  %s%s\n", static_cast<unsigned long long>(b.seq),
+                blocks.c_str(), b.sms_used, per_sm.c_str(), FormatCount(b.inversions).c_str(), Tau(b.kendall_tau).c_str(),
+                at(b.first).c_str(), at(b.last).c_str(), at(b.straggler).c_str(), Ns(b.tail_ns).c_str(),
+                l.kernel.c_str(), key.c_str());
+  }
+}
+
+struct StatsFlags {
+  std::string path;
+  bool strict = false;
+  bool json = false;
+  size_t top = 20;
+};
+
+CommandRegistration kStats(
+    "stats", "Summarise a trace: counts, loss accounting, top kernels, devices, NVTX, block statistics",
+    [](CLI::App* sub) -> CommandRun {
+      auto f = std::make_shared<StatsFlags>();
+      sub->add_option("file", f->path, "Trace file (.tsc)")->required();
+      sub->add_flag("--strict", f->strict,
+                    "Exit with code 3 if anything was missing, invalid or dropped, or the read was not complete");
+      sub->add_flag("--json", f->json, "Print the statistics as JSON");
+      sub->add_option("--top", f->top, "Rows per table (0 = all)")->capture_default_str();
+      return [f]() {
+        auto stats = stats::ComputeTraceStats(f->path);
+        if (!stats.ok()) {
+          std::fprintf(stderr, "twinscope stats: %s\n", stats.status().message().c_str());
+          return 1;
+        }
+        const auto& s = *stats;
+        const auto problems = stats::StrictProblems(s);
+        if (f->json) {
+          std::printf("%s\n", stats::StatsToJson(s, f->top).dump(2).c_str());
+        } else {
+          PrintHeader(s);
+          PrintRead(s);
+          if (!s.shadow) PrintLoss(s);
+          PrintKernels(s, f->top);
+          PrintDevices(s);
+          PrintNvtx(s, f->top);
+          if (s.shadow) PrintShadow(s, f->top);
+          if (problems.empty()) {
+            std::printf("problems: none\n");
+          } else {
+            std::printf("problems:\n");
+            for (const auto& p : problems) std::printf("  - %s\n", p.c_str());
+          }
+        }
+        std::fflush(stdout);
+        if (s.report.end == ReadEnd::kCorrupt || s.report.end == ReadEnd::kTruncated) {
+          std::fprintf(stderr, "twinscope stats: warning: %s: %s\n", ReadEndName(s.report.end), s.report.message.c_str());
+        }
+        if (f->strict && !problems.empty()) return 3;
+        return s.report.end == ReadEnd::kCorrupt ? 1 : 0;
+      };
+    });
+
+}  // namespace
+}  // namespace twinscope::cli

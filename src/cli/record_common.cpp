@@ -1,0 +1,57 @@
+#include "cli/record_common.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "base/env_names.h"
+#include "cli/cli_text.h"
+#include "cli/run_child.h"
+
+namespace twinscope::cli {
+
+int RecordCommand(const RecordRequest& request) {
+  if (request.command.empty()) {
+    std::fprintf(stderr, "twinscope: no command to run: put it after '--', e.g. twinscope record -- ./app args\n");
+    return 2;
+  }
+  auto library = FindCollectorLibrary(request.library);
+  if (!library.ok()) {
+    std::fprintf(stderr, "twinscope: %s\n", library.status().message().c_str());
+    return 1;
+  }
+  const std::string output = AbsolutePath(request.output);
+  const auto slash = output.rfind('/');
+  const std::string dir = slash == 0 ? "/" : output.substr(0, slash);
+  if (access(dir.c_str(), W_OK) != 0) {
+    std::fprintf(stderr, "twinscope: cannot write the trace to %s: folder %s: %s\n", output.c_str(), dir.c_str(),
+                 std::strerror(errno));
+    return 1;
+  }
+  // A trace left from an earlier run must not pass for this run's.
+  if (unlink(output.c_str()) != 0 && errno != ENOENT) {
+    std::fprintf(stderr, "twinscope: cannot replace the existing trace %s: %s\n", output.c_str(), std::strerror(errno));
+    return 1;
+  }
+
+  ChildOptions options;
+  options.argv = request.command;
+  options.env = request.env;
+  options.env.emplace_back("CUDA_INJECTION64_PATH", *library);
+  options.env.emplace_back("NVTX_INJECTION64_PATH", *library);
+  options.env.emplace_back(env::kOutput, output);
+  options.live_status = isatty(STDERR_FILENO);
+  options.watch_file = output;
+  options.status_label = request.label;
+  ChildResult result = RunChild(options);
+  if (!result.started) {
+    std::fprintf(stderr, "twinscope: %s\n", result.error.c_str());
+    return result.exit_code;
+  }
+  ReportRun(result, output, request.library);
+  return result.exit_code;
+}
+
+}  // namespace twinscope::cli

@@ -1,0 +1,23 @@
+// The part `twinscope record` and `twinscope blocks` share: check the output
+// path, find the collector library, run the program under it, report.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace twinscope::cli {
+
+struct RecordRequest {
+  std::string library;  // collector file name, e.g. "libtwinscope_cupti.so"
+  std::string output;   // trace path as the user gave it
+  std::vector<std::pair<std::string, std::string>> env;  // TWINSCOPE_* settings
+  std::vector<std::string> command;
+  std::string label;  // for the live status line
+};
+
+// Returns the program's exit code (128+signal if killed), 127/126 if it could
+// not be started, 1 if the recording could not be set up.
+int RecordCommand(const RecordRequest& request);
+
+}  // namespace twinscope::cli

@@ -1,0 +1,30 @@
+// Small, fully known traces for exporter and CLI tests, written with the real
+// TraceWriter. Values are documented in sample_trace.cpp next to each record.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace twinscope::testing {
+
+// Primary trace: pid 4242, 3 API calls, 4 kernels (one with an invalid
+// timestamp, two from one graph launch), 1 memcpy, 1 memset, 3 NVTX records,
+// 4 launch records, counters with launches_seen 5 / kernel_records 4.
+// `extra_kernels` adds that many more valid kernels ("filler") for tests that
+// need several chunks.
+void WritePrimaryTrace(const std::string& path, uint64_t extra_kernels = 0);
+
+// Shadow trace: one traced launch (seq 1, kernel "probe_k", grid 4) with 4
+// blocks on SMs 0 and 1, block 3 the straggler; a second launch (seq 2) with
+// 1 of 2 blocks.
+void WriteShadowTrace(const std::string& path);
+
+// Flips one byte inside the payload of chunk number `chunk` (0-based) so the
+// reader stops there with a checksum error. Returns false if there is no
+// such chunk.
+bool CorruptChunk(const std::string& path, int chunk);
+
+// A fresh temporary file name (the file is created empty).
+std::string TempPath(const std::string& suffix);
+
+}  // namespace twinscope::testing
