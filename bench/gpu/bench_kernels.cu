@@ -1,0 +1,90 @@
+// Launch-overhead workloads for the CUPTI collector benchmark: prints one JSON
+// line per workload with ns per kernel (wall time of the launches through the
+// final synchronize, divided by the kernels launched).
+//   eager: N launches of a 1-block tiny kernel on one stream
+//   graph: a CUDA graph of K tiny kernels replayed R times
+// Usage: bench_kernels [--eager N] [--graph-kernels K] [--graph-replays R]
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#define CHECK(call)                                                                              \
+  do {                                                                                           \
+    cudaError_t err_ = (call);                                                                   \
+    if (err_ != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "bench_kernels: %s failed at %s:%d: %s\n", #call, __FILE__, __LINE__, \
+                   cudaGetErrorString(err_));                                                    \
+      std::exit(1);                                                                              \
+    }                                                                                            \
+  } while (0)
+
+__global__ void tiny(int* p) {
+  if (threadIdx.x == 0 && p) p[0] += 1;
+}
+
+using Clock = std::chrono::steady_clock;
+
+static void Report(const char* workload, long long kernels, Clock::time_point t0) {
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("{\"workload\": \"%s\", \"kernels\": %lld, \"seconds\": %.4f, \"ns_per_kernel\": %.1f}\n", workload,
+              kernels, secs, secs * 1e9 / static_cast<double>(kernels));
+  std::fflush(stdout);
+}
+
+int main(int argc, char** argv) {
+  long long eager = 1000000, replays = 10000;
+  int graph_kernels = 100;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i];
+    if (a == "--eager")
+      eager = std::atoll(argv[i + 1]);
+    else if (a == "--graph-kernels")
+      graph_kernels = std::atoi(argv[i + 1]);
+    else if (a == "--graph-replays")
+      replays = std::atoll(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "usage: %s [--eager N] [--graph-kernels K] [--graph-replays R]\n", argv[0]);
+      return 2;
+    }
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "bench_kernels: no CUDA GPU found\n");
+    return 2;
+  }
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  int* counter;
+  CHECK(cudaMalloc(&counter, sizeof(int)));
+
+  for (int i = 0; i < 1000; ++i) tiny<<<1, 32, 0, s>>>(counter);  // warm-up
+  CHECK(cudaStreamSynchronize(s));
+  if (eager > 0) {
+    auto t0 = Clock::now();
+    for (long long i = 0; i < eager; ++i) tiny<<<1, 32, 0, s>>>(counter);
+    CHECK(cudaGetLastError());
+    CHECK(cudaStreamSynchronize(s));
+    Report("eager", eager, t0);
+  }
+  if (graph_kernels > 0 && replays > 0) {
+    cudaGraph_t g;
+    cudaGraphExec_t exec;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int k = 0; k < graph_kernels; ++k) tiny<<<1, 32, 0, s>>>(counter);
+    CHECK(cudaStreamEndCapture(s, &g));
+    CHECK(cudaGraphInstantiate(&exec, g, 0));
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    auto t0 = Clock::now();
+    for (long long r = 0; r < replays; ++r) CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    Report("graph", replays * graph_kernels, t0);
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(g));
+  }
+  CHECK(cudaFree(counter));
+  return 0;
+}

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Summary table of scripts/gpu_cupti.sh bench: reads <logdir>/<variant>.<rep>.json
+(JSON lines {"workload", "ns_per_kernel", ...}) and prints, per workload, the
+median ns/kernel of each variant, the ns added per kernel against plain, and
+twinscope's added cost over the bare-CUPTI floor's.
+
+Usage: summarize_cupti.py <logdir>
+"""
+import glob
+import json
+import os
+import statistics
+import sys
+
+
+def main(log):
+    data = {}  # workload -> variant -> [ns]
+    for path in sorted(glob.glob(os.path.join(log, "*.*.json"))):
+        variant = os.path.basename(path).split(".")[0]
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line.startswith("{"):
+                    continue
+                try:
+                    j = json.loads(line)
+                except ValueError:
+                    continue
+                if "workload" in j:
+                    data.setdefault(j["workload"], {}).setdefault(variant, []).append(j["ns_per_kernel"])
+    if not data:
+        print("no results in", log)
+        return 1
+    variants = ["plain", "bare", "twinscope", "profiler"]
+    head = ["workload", "variant", "runs", "median ns/kernel", "added ns/kernel", "twinscope/floor"]
+    rows = []
+    for wl in sorted(data):
+        med = {v: statistics.median(xs) for v, xs in data[wl].items()}
+        plain = med.get("plain")
+        for v in variants:
+            if v not in med:
+                continue
+            added = med[v] - plain if plain is not None else None
+            ratio = ""
+            if v == "twinscope" and plain is not None and "bare" in med:
+                floor = med["bare"] - plain
+                ratio = f"{added / floor:.2f}" if floor > 0 else "n/a (floor <= 0)"
+            rows.append([wl, v, len(data[wl][v]), f"{med[v]:.0f}",
+                         "-" if added is None or v == "plain" else f"{added:+.0f}", ratio])
+    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
+    print("  ".join(h.ljust(w) for h, w in zip(head, widths)))
+    for r in rows:
+        print("  ".join(str(x).ljust(w) for x, w in zip(r, widths)))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print(__doc__)
+        sys.exit(2)
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# GPU checks of the CUPTI collector (libtwinscope_cupti.so). Run on a machine
+# with an NVIDIA GPU; each mode builds what it needs (Release, build-gpu) and
+# prints a short table last. Logs and traces go to $OUT/cupti-<mode> (or
+# ./gpu-logs/cupti-<mode>).
+#
+#   scripts/gpu_cupti.sh stress   the example program traced (keys tied on a real GPU), then
+#                                 seed 001: graph of one 64 KiB DtoD copy + one tiny kernel,
+#                                 600,000 replays, device buffer pool limit 8, with the
+#                                 mitigation and with TWINSCOPE_KERNELS_ONLY=1   (~2 min)
+#   scripts/gpu_cupti.sh long     >= 30M graph-replayed kernel records, default pool:
+#                                 0 invalid, 0 lost, GPU memory flat, host RSS vs untraced (~4 min)
+#   scripts/gpu_cupti.sh bench    overhead: 1M eager launches, graph 100 x 10,000, PyTorch;
+#                                 plain / bare CUPTI floor / twinscope (/ torch.profiler),
+#                                 interleaved, 3 repetitions                     (~5 min)
+# Environment: BUILD_DIR (default build-gpu), REPLAYS (stress, default 600000),
+# LONG_REPLAYS (default 300000), PYTHON (default /opt/torch/.venv/bin/python, then python3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+MODE=${1:-stress}
+case "$MODE" in stress | long | bench) ;; *)
+  echo "usage: $0 stress|long|bench" >&2
+  exit 2
+  ;;
+esac
+BUILD=${BUILD_DIR:-build-gpu}
+LOG=${OUT:-$ROOT/gpu-logs}/cupti-$MODE
+mkdir -p "$LOG"
+export PATH=/usr/local/cuda/bin:$PATH
+
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "gpu_cupti.sh: no NVIDIA GPU found (nvidia-smi missing or lists no GPU); this script needs one" >&2
+  exit 1
+fi
+
+# ---- build ----------------------------------------------------------------------
+gen=()
+if command -v ninja >/dev/null; then
+  gen=(-G Ninja)
+elif [[ -x /opt/torch/.venv/bin/ninja ]]; then
+  gen=(-G Ninja -DCMAKE_MAKE_PROGRAM=/opt/torch/.venv/bin/ninja)
+fi
+echo "== build ($BUILD, log $LOG/build.log)"
+if ! {
+  cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTWINSCOPE_BUILD_GPU_TESTS=ON \
+    -DTWINSCOPE_BUILD_BENCH=ON -DTWINSCOPE_WITH_SQLITE=OFF -DTWINSCOPE_WITH_MIRROR=OFF \
+    -DTWINSCOPE_CUDA_ARCHITECTURES=90 &&
+    cmake --build "$BUILD" -j "$(nproc)" --target twinscope_cupti twinscope_example cupti_graph_stress \
+      cupti_trace_check bench_kernels bare_cupti
+} >"$LOG/build.log" 2>&1; then
+  tail -40 "$LOG/build.log"
+  echo "gpu_cupti.sh: build failed (full log: $LOG/build.log)" >&2
+  exit 1
+fi
+BIN=$ROOT/$BUILD/bin
+LIB=$ROOT/$BUILD/lib/libtwinscope_cupti.so
+BARE=$ROOT/$BUILD/lib/libbare_cupti.so
+[[ -f $BARE ]] || BARE=$(find "$ROOT/$BUILD" -name 'libbare_cupti.so' | head -1)
+
+# traced <trace.tsc> <command...>: runs the command under the collector.
+traced() {
+  local out=$1
+  shift
+  rm -f "$out"
+  env CUDA_INJECTION64_PATH="$LIB" NVTX_INJECTION64_PATH="$LIB" TWINSCOPE_OUTPUT="$out" "$@"
+}
+
+# check <case> <trace>: trace summary as JSON into $LOG/<case>.trace.json.
+check() {
+  "$BIN/cupti_trace_check" "$2" >"$LOG/$1.trace.json" 2>>"$LOG/$1.log" || true
+}
+
+# ---- stress -----------------------------------------------------------------------
+if [[ $MODE == stress ]]; then
+  REPLAYS=${REPLAYS:-600000}
+  echo "== example program under the collector"
+  traced "$LOG/example.tsc" "$BIN/twinscope_example" >"$LOG/example.log" 2>&1 || true
+  check example "$LOG/example.tsc"
+  for case in mitigated kernels_only; do
+    echo "== graph stress ($case): $REPLAYS replays, device buffer pool limit 8"
+    extra=()
+    [[ $case == kernels_only ]] && extra=(TWINSCOPE_KERNELS_ONLY=1)
+    traced "$LOG/$case.tsc" env TWINSCOPE_DEVICE_BUFFER_POOL_LIMIT=8 TWINSCOPE_BUFFER_SIZE_KB=8192 "${extra[@]}" \
+      "$BIN/cupti_graph_stress" --replays "$REPLAYS" --kernels 1 --copy-bytes 65536 \
+      >"$LOG/$case.prog.json" 2>"$LOG/$case.log" || true
+    check "$case" "$LOG/$case.tsc"
+    rm -f "$LOG/$case.tsc"
+  done
+  echo
+  echo "== seed 001 on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) (logs: $LOG)"
+  python3 tests/gpu/cupti_report.py stress "$LOG"
+  exit $?
+fi
+
+# ---- long ---------------------------------------------------------------------------
+if [[ $MODE == long ]]; then
+  LONG_REPLAYS=${LONG_REPLAYS:-300000}
+  args=(--replays "$LONG_REPLAYS" --kernels 100 --copy-bytes 65536)
+  echo "== untraced: graph of 64 KiB copy + 100 tiny kernels x $LONG_REPLAYS replays"
+  "$BIN/cupti_graph_stress" "${args[@]}" >"$LOG/long_untraced.prog.json" 2>"$LOG/long_untraced.log" || true
+  echo "== traced (default device buffer pool)"
+  traced "$LOG/long.tsc" "$BIN/cupti_graph_stress" "${args[@]}" \
+    >"$LOG/long_traced.prog.json" 2>"$LOG/long_traced.log" || true
+  ls -l "$LOG/long.tsc" >>"$LOG/long_traced.log" 2>&1 || true
+  echo "== reading the trace back"
+  check long_traced "$LOG/long.tsc"
+  rm -f "$LOG/long.tsc"
+  echo
+  echo "== long run (logs: $LOG)"
+  python3 tests/gpu/cupti_report.py long "$LOG"
+  exit $?
+fi
+
+# ---- bench ----------------------------------------------------------------------------
+PY=${PYTHON:-}
+if [[ -z $PY ]]; then
+  for p in /opt/torch/.venv/bin/python python3; do
+    if command -v "$p" >/dev/null && "$p" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
+      2>/dev/null; then
+      PY=$p
+      break
+    fi
+  done
+fi
+[[ -n $PY ]] || echo "== no python with a CUDA-enabled torch found: PyTorch rows are left out" | tee "$LOG/torch.missing"
+rm -f "$LOG"/*.json
+for rep in 1 2 3; do
+  for variant in plain bare twinscope profiler; do
+    echo "== rep $rep: $variant"
+    run=()
+    case $variant in
+      plain) run=(env) ;;
+      bare) run=(env CUDA_INJECTION64_PATH="$BARE") ;;
+      twinscope) run=(traced "$LOG/bench.tsc") ;;
+      profiler) run=() ;;
+    esac
+    if [[ $variant != profiler ]]; then
+      "${run[@]}" "$BIN/bench_kernels" --eager 1000000 --graph-kernels 100 --graph-replays 10000 \
+        >>"$LOG/$variant.$rep.json" 2>>"$LOG/$variant.log" || echo "bench_kernels ($variant) failed: see $LOG/$variant.log"
+    fi
+    if [[ -n $PY ]]; then
+      targs=(--eager 100000 --replays 2000)
+      [[ $variant == profiler ]] && targs+=(--profiler)
+      "${run[@]}" "$PY" bench/gpu/bench_torch.py "${targs[@]}" >>"$LOG/$variant.$rep.json" 2>>"$LOG/$variant.log" ||
+        echo "bench_torch ($variant) failed: see $LOG/$variant.log"
+    fi
+    rm -f "$LOG/bench.tsc"
+  done
+done
+echo
+echo "== overhead per kernel on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) (medians of 3; logs: $LOG)"
+python3 bench/gpu/summarize_cupti.py "$LOG"
