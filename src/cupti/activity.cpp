@@ -18,7 +18,7 @@ std::string Demangle(const char* mangled) {
 
 NameCache::Names NameCache::Get(const char* mangled) {
   std::string_view key = mangled ? mangled : "";
-  auto it = cache_.find(std::string(key));
+  auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   Names n;
   n.mangled = key.empty() ? 0 : intern_(key);

@@ -38,8 +38,12 @@ class NameCache {
   Names Get(const char* mangled);
 
  private:
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
   InternFn intern_;
-  std::unordered_map<std::string, Names> cache_;
+  std::unordered_map<std::string, Names, Hash, std::equal_to<>> cache_;
 };
 
 // abi::__cxa_demangle, or "" if `mangled` is not a mangled C++ name.

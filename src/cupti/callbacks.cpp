@@ -31,12 +31,17 @@ struct ThreadLaunch {
 };
 thread_local ThreadLaunch t_launch;
 
+struct StringViewHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+};
+
 // Per-thread string caches in front of TraceWriter::Intern (which locks).
 struct ThreadStrings {
   std::string path;
   StringId path_id = 0;
   bool have_path = false;
-  std::unordered_map<std::string, StringId> names;
+  std::unordered_map<std::string, StringId, StringViewHash, std::equal_to<>> names;
   CUcontext context = nullptr;
   uint32_t device = 0;
 };
@@ -137,7 +142,7 @@ bool ReadKernelLaunch(LaunchApi api, const CUpti_CallbackData* cb, KernelLaunch*
 
 StringId Collector::InternCached(std::string_view s) {
   auto& names = t_strings.names;
-  auto it = names.find(std::string(s));
+  auto it = names.find(s);
   if (it != names.end()) return it->second;
   if (names.size() > 65536) names.clear();
   StringId id = writer_->Intern(s);

@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -150,6 +151,20 @@ int Run(const std::string& scenario) {
   } else if (scenario == "unflushed") {
     // Records still inside "CUPTI" at exit: the collector's atexit flush must get them.
     for (int i = 0; i < 6; ++i) Launch("_Z1kv", 1, 32);
+  } else if (scenario == "fork") {
+    // A child forked after CUDA init that exits normally must neither hang
+    // in our atexit nor touch the parent's trace.
+    for (int i = 0; i < 2; ++i) Launch("_Z1kv", 1, 32);
+    pid_t child = fork();
+    if (child == 0) {
+      Launch("_Z5childv", 1, 32);
+      std::exit(0);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    std::printf("CHILD_EXIT %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    Launch("_Z1kv", 1, 32);
+    fakecupti_flush();
   } else if (scenario == "held") {
     for (int i = 0; i < 3; ++i) Launch("_Z1kv", 1, 32);
     fakecupti_flush();

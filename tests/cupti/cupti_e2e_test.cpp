@@ -489,6 +489,34 @@ TEST_F(CuptiE2E, PeriodicFlushSurvivesSigkill) {
   EXPECT_EQ(t.Counter("kernel_records"), 3u);
 }
 
+TEST_F(CuptiE2E, KindsSelectWhatIsWrittenNotWhatIsCounted) {
+  RunResult r = Run("plain", {{"TWINSCOPE_KINDS", "kernel,bogus"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("unknown kind 'bogus'"), std::string::npos) << r.err;
+  // The mitigation does not depend on what is written.
+  EXPECT_EQ(r.fake_state["memcpy"], 1);
+  Trace t = Read();
+  EXPECT_EQ(t.kernels.size(), 10u);
+  EXPECT_EQ(t.launches.size(), 10u);  // launch records carry the keys: always written
+  EXPECT_EQ(t.apis.size(), 0u);
+  EXPECT_EQ(t.memcpys.size(), 0u);
+  EXPECT_EQ(t.nvtx.size(), 0u);
+  EXPECT_EQ(t.Counter("memcpy_records"), 1u);
+  EXPECT_EQ(t.Counter("launches_seen"), 10u);
+  ExpectKeysTied(t);  // ranges are still tracked for keys
+}
+
+TEST_F(CuptiE2E, ForkedChildNeitherHangsNorTouchesTheTrace) {
+  RunResult r = Run("fork");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("CHILD_EXIT 0"), std::string::npos) << r.out;
+  Trace t = Read();
+  EXPECT_EQ(t.report.end, ReadEnd::kComplete) << t.report.message;
+  EXPECT_EQ(t.Counter("launches_seen"), 3u);
+  EXPECT_EQ(t.kernels.size(), 3u);
+  for (const auto& l : t.launches) EXPECT_EQ(t.S(l.kernel), "_Z1kv");
+}
+
 TEST_F(CuptiE2E, UnwritableOutputLeavesProgramRunning) {
   trace_path_ = "/nonexistent-dir/x/trace.tsc";
   RunResult r = Run("plain");
