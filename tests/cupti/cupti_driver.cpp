@@ -165,6 +165,23 @@ int Run(const std::string& scenario) {
     std::printf("CHILD_EXIT %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     Launch("_Z1kv", 1, 32);
     fakecupti_flush();
+  } else if (scenario == "throughput") {
+    // Not a ctest: a manual check of the collector's record path on CPU.
+    // FAKE_REPLAYS replays of a 100-kernel graph, flushed every 100 replays.
+    long replays = std::atol(std::getenv("FAKE_REPLAYS") ? std::getenv("FAKE_REPLAYS") : "10000");
+    CUgraph g = fakecupti_graph_create();
+    for (int k = 0; k < 100; ++k) fakecupti_graph_add_kernel(g, "_Z4tinyPi", 1, 1, 1, 32, 1, 1);
+    CUgraphExec exec = fakecupti_graph_instantiate(g, 1);
+    auto t0 = std::chrono::steady_clock::now();
+    for (long r = 0; r < replays; ++r) {
+      nvtxRangePushA("step");
+      fakecupti_graph_launch(exec, nullptr, 0);
+      nvtxRangePop();
+      if (r % 100 == 99) fakecupti_flush();
+    }
+    fakecupti_flush();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("THROUGHPUT %ld kernels in %.2f s: %.0f ns/kernel\n", replays * 100, s, s * 1e9 / (replays * 100.0));
   } else if (scenario == "held") {
     for (int i = 0; i < 3; ++i) Launch("_Z1kv", 1, 32);
     fakecupti_flush();
