@@ -1,0 +1,70 @@
+// `twinscope probe`: which combinations of CUPTI and the Compute Sanitizer
+// work in one process on this machine's stack (src/probe).
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/log.h"
+#include "cli/command.h"
+#include "probe/probe.h"
+#include "probe/probe_experiments.h"
+
+namespace twinscope::cli {
+namespace {
+
+std::string DefaultChild() {
+  std::string env = EnvString("TWINSCOPE_PROBE_CHILD");
+  if (!env.empty()) return env;
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return "twinscope_probe_child";
+  std::string path(self, size_t(n));
+  return path.substr(0, path.rfind('/') + 1) + "twinscope_probe_child";
+}
+
+CommandRegistration probe_command(
+    "probe",
+    "Test on this GPU stack whether CUPTI and the Compute Sanitizer can share one process (seed 000's experiments)",
+    [](CLI::App* sub) -> CommandRun {
+      auto options = std::make_shared<probe::ProbeOptions>();
+      auto json_path = std::make_shared<std::string>();
+      options->child_path = DefaultChild();
+      sub->add_option("--json", *json_path, "Also write the results as JSON to FILE");
+      sub->add_option("--launches", options->launches, "Test kernel launches per experiment")
+          ->check(CLI::PositiveNumber);
+      sub->add_option("--timeout", options->timeout_s, "Seconds before an experiment is killed")
+          ->check(CLI::PositiveNumber);
+      sub->add_option("--child", options->child_path, "The twinscope_probe_child program (default: next to twinscope)");
+      std::string ids;
+      for (const auto& e : probe::Experiments()) ids += (ids.empty() ? "" : ", ") + e.id;
+      sub->add_option("--experiment", options->only, "Run only these experiments (repeatable): " + ids);
+      return [options, json_path]() -> int {
+        auto report = probe::RunProbe(*options);
+        if (!report.ok()) {
+          std::fprintf(stderr, "twinscope probe: %s\n", report.status().message().c_str());
+          return 2;
+        }
+        if (report->gpu) std::fputs(probe::FormatTable(*report).c_str(), stdout);
+        if (!json_path->empty()) {
+          std::ofstream out(*json_path);
+          out << probe::ToJson(*report).dump(2) << "\n";
+          if (!out) {
+            std::fprintf(stderr, "twinscope probe: cannot write %s\n", json_path->c_str());
+            return 2;
+          }
+        }
+        if (!report->gpu) {
+          std::fprintf(stderr, "twinscope probe: %s\n", report->summary.c_str());
+          return 1;
+        }
+        return 0;
+      };
+    });
+
+}  // namespace
+}  // namespace twinscope::cli

@@ -1,0 +1,67 @@
+// `twinscope probe`: runs each coexistence experiment (probe_experiments.h)
+// in a child process of its own (twinscope_probe_child), collects what each
+// API returned and how much data each tool got, and says whether one process
+// can hold CUPTI and the Compute Sanitizer together on this stack.
+// CUDA-free (it only starts the child). Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+
+namespace twinscope::probe {
+
+struct ProbeOptions {
+  std::string child_path;  // twinscope_probe_child
+  int launches = 10;
+  int timeout_s = 60;  // per experiment
+  std::vector<std::string> only;  // experiment ids; empty = all
+};
+
+struct StepResult {
+  std::string call;
+  int code = 0;
+  std::string name;
+};
+
+struct ExperimentResult {
+  std::string id;
+  std::string order;
+  bool uses_sanitizer = false;
+  bool uses_cupti = false;
+  bool ran = false;          // the child printed a result after its launches
+  std::string failure;       // why not (crash, timeout, bad output), or a launch error
+  std::vector<StepResult> steps;
+  int64_t cupti_kernel_records = -1;
+  int64_t cupti_launch_callbacks = -1;
+  int64_t sanitizer_launch_callbacks = -1;
+  int launches = 0;
+
+  // Data arrived for every launch.
+  bool CuptiGotData() const;
+  bool SanitizerGotData() const;
+};
+
+struct ProbeReport {
+  bool gpu = true;
+  std::string no_gpu_reason;
+  std::vector<ExperimentResult> results;
+  bool both_in_one_process = false;  // some order gave both tools data for every launch
+  std::string summary;               // one line
+};
+
+// Parses one child's stdout (its last JSON line) and exit status into `r`.
+void ParseChildOutput(const std::string& out, int exit_code, bool timed_out, ExperimentResult* r);
+// Sets gpu/no_gpu_reason (from the results), both_in_one_process and summary.
+void Conclude(ProbeReport* report);
+
+StatusOr<ProbeReport> RunProbe(const ProbeOptions& options);
+
+std::string FormatTable(const ProbeReport& report);
+nlohmann::json ToJson(const ProbeReport& report);
+
+}  // namespace twinscope::probe

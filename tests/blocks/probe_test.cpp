@@ -1,0 +1,139 @@
+// `twinscope probe`: parsing the children's results, the verdict on the
+// FACTS.md matrix, and the real child on this machine (which has no GPU: it
+// must say so and the CLI must exit non-zero).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include "probe/probe.h"
+#include "probe/probe_experiments.h"
+
+namespace twinscope::probe {
+namespace {
+
+ExperimentResult Parse(const std::string& id, const std::string& line, int exit_code = 0) {
+  const Experiment* e = FindExperiment(id);
+  EXPECT_NE(e, nullptr) << id;
+  ExperimentResult r;
+  r.id = id;
+  r.order = e ? e->order : "";
+  r.uses_cupti = e && e->uses_cupti;
+  r.uses_sanitizer = e && e->uses_sanitizer;
+  ParseChildOutput("some noise\n" + line + "\n", exit_code, false, &r);
+  return r;
+}
+
+std::string Line(const std::string& id, const std::string& steps, int rec, int cb, int san) {
+  return R"({"experiment":")" + id + R"(","launches":10,"steps":[)" + steps + R"(],"cupti_kernel_records":)" +
+         std::to_string(rec) + R"(,"cupti_launch_callbacks":)" + std::to_string(cb) +
+         R"(,"sanitizer_launch_callbacks":)" + std::to_string(san) + "}";
+}
+
+const char kOk[] = R"({"call":"x","code":0,"name":"SUCCESS"})";
+const char k39[] =
+    R"J({"call":"cuptiActivityEnable(CONCURRENT_KERNEL)","code":39,"name":"CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"})J";
+
+TEST(Probe, ExperimentsCoverSeed000) {
+  for (const char* id : {"sanitizer_then_cupti_activity", "cupti_activity_then_sanitizer",
+                         "cupti_subscribe_then_sanitizer", "sanitizer_unsubscribe_then_cupti",
+                         "cupti_unsubscribe_then_sanitizer", "cupti_finalize_then_sanitizer"})
+    EXPECT_NE(FindExperiment(id), nullptr) << id;
+}
+
+TEST(Probe, FactsMatrixMeansNo) {
+  ProbeReport rep;
+  rep.results.push_back(Parse("sanitizer_then_cupti_activity", Line("sanitizer_then_cupti_activity",
+                                                                     std::string(kOk) + "," + k39 + "," + k39, 0, 0, 10)));
+  rep.results.push_back(Parse("cupti_activity_then_sanitizer",
+                              Line("cupti_activity_then_sanitizer", std::string(kOk) + "," + kOk + "," + kOk, 10, 0, 0)));
+  rep.results.push_back(Parse("sanitizer_alone", Line("sanitizer_alone", kOk, 0, 0, 10)));
+  Conclude(&rep);
+  EXPECT_TRUE(rep.gpu);
+  EXPECT_FALSE(rep.both_in_one_process);
+  EXPECT_EQ(rep.summary.rfind("NO:", 0), 0u) << rep.summary;
+  EXPECT_NE(rep.summary.find("twinscope twin"), std::string::npos);
+  EXPECT_TRUE(rep.results[0].SanitizerGotData());
+  EXPECT_FALSE(rep.results[0].CuptiGotData());
+  ASSERT_EQ(rep.results[0].steps.size(), 3u);
+  EXPECT_EQ(rep.results[0].steps[1].code, 39);
+  std::string table = FormatTable(rep);
+  EXPECT_NE(table.find("39 CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"), std::string::npos) << table;
+  auto j = ToJson(rep);
+  EXPECT_EQ(j["both_in_one_process"], false);
+  EXPECT_EQ(j["experiments"][0]["sanitizer_launch_callbacks"], 10);
+}
+
+TEST(Probe, BothGettingDataMeansYes) {
+  ProbeReport rep;
+  rep.results.push_back(Parse("cupti_subscribe_then_sanitizer",
+                              Line("cupti_subscribe_then_sanitizer", std::string(kOk) + "," + kOk, 0, 10, 10)));
+  Conclude(&rep);
+  EXPECT_TRUE(rep.both_in_one_process);
+  EXPECT_EQ(rep.summary.rfind("YES:", 0), 0u) << rep.summary;
+}
+
+TEST(Probe, SingleToolExperimentsDoNotCountAsBoth) {
+  ProbeReport rep;
+  rep.results.push_back(Parse("sanitizer_alone", Line("sanitizer_alone", kOk, 0, 0, 10)));
+  rep.results.push_back(Parse("cupti_activity_alone", Line("cupti_activity_alone", kOk, 10, 0, 0)));
+  Conclude(&rep);
+  EXPECT_FALSE(rep.both_in_one_process);
+  EXPECT_EQ(rep.summary.rfind("UNKNOWN:", 0), 0u) << rep.summary;
+}
+
+TEST(Probe, CrashesTimeoutsAndGarbageAreFailures) {
+  ExperimentResult crash = Parse("sanitizer_alone", "", 139);
+  EXPECT_FALSE(crash.ran);
+  EXPECT_NE(crash.failure.find("signal 11"), std::string::npos) << crash.failure;
+  ExperimentResult garbage = Parse("sanitizer_alone", "{not json", 0);
+  EXPECT_FALSE(garbage.ran);
+  ExperimentResult t;
+  ParseChildOutput("", -1, true, &t);
+  EXPECT_NE(t.failure.find("timed out"), std::string::npos);
+}
+
+TEST(Probe, RealChildWithoutGpuSaysSo) {
+  ProbeOptions o;
+  o.child_path = TWINSCOPE_TEST_PROBE_CHILD;
+  o.launches = 3;
+  auto rep = RunProbe(o);
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  EXPECT_FALSE(rep->gpu) << "this test expects a machine without a GPU (CI); on a GPU machine use scripts/gpu_blocks.sh";
+  EXPECT_NE(rep->no_gpu_reason.find("cudaGetDeviceCount"), std::string::npos) << rep->no_gpu_reason;
+  EXPECT_NE(rep->summary.find("no usable NVIDIA GPU"), std::string::npos) << rep->summary;
+  EXPECT_EQ(rep->results.size(), 1u) << "stops after the first child reports no GPU";
+}
+
+TEST(Probe, MissingChildIsAClearError) {
+  ProbeOptions o;
+  o.child_path = "/nonexistent/twinscope_probe_child";
+  auto rep = RunProbe(o);
+  ASSERT_FALSE(rep.ok());
+  EXPECT_NE(rep.status().message().find("--child"), std::string::npos);
+  o.child_path = TWINSCOPE_TEST_PROBE_CHILD;
+  o.only = {"no_such_experiment"};
+  EXPECT_FALSE(RunProbe(o).ok());
+}
+
+#ifdef TWINSCOPE_TEST_CLI
+TEST(Probe, CliWithoutGpuExitsNonZeroWithMessage) {
+  std::string cmd = std::string(TWINSCOPE_TEST_CLI) + " probe --child " + TWINSCOPE_TEST_PROBE_CHILD +
+                    " --json /dev/null 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  std::array<char, 512> buf;
+  while (fgets(buf.data(), buf.size(), p)) out += buf.data();
+  int status = pclose(p);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_NE(WEXITSTATUS(status), 0) << out;
+  EXPECT_NE(out.find("no usable NVIDIA GPU"), std::string::npos) << out;
+  EXPECT_NE(out.find("cudaGetDeviceCount"), std::string::npos) << out;
+}
+#endif
+
+}  // namespace
+}  // namespace twinscope::probe
