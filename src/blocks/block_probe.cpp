@@ -203,6 +203,7 @@ int BlockProbe::Initialize() {
   header["max_launches"] = config_.sampling.max_launches;
   header["ring"] = config_.ring;
   header["max_slots"] = config_.max_slots;
+  if (config_.naive) header["naive"] = true;
   header["clock"] = {{"launch_cpu_ns", "CLOCK_MONOTONIC"}, {"block_ns", "GPU %globaltimer"}};
   WriterOptions wo;
   wo.path = config_.output;
@@ -335,7 +336,7 @@ void BlockProbe::OnModuleLoaded(const Sanitizer_ResourceModuleData& m) {
     names = PrintableNames(m.pCubin, m.cubinSize);
   }
   bool patched = false;
-  if (selector_->AnyMatches(names)) patched = PatchModuleLocked(m);
+  if (config_.naive || selector_->AnyMatches(names)) patched = PatchModuleLocked(m);
   modules_[m.module] = patched;
   PublishCountersLocked();
 }
@@ -446,7 +447,6 @@ void BlockProbe::OnLaunchEnd(const Sanitizer_LaunchData& d) {
   if (tl_open_launch_seq == UINT64_MAX) return;
   const uint64_t seq = tl_open_launch_seq;
   tl_open_launch_seq = UINT64_MAX;
-  if (d.gridId == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = ring_.rbegin(); it != ring_.rend(); ++it) {
     if (it->record.seq == seq) {
@@ -454,6 +454,7 @@ void BlockProbe::OnLaunchEnd(const Sanitizer_LaunchData& d) {
       break;
     }
   }
+  if (config_.naive) DrainLocked([seq](const InFlight& f) { return f.record.seq == seq; });
 }
 
 void* BlockProbe::AcquireBufferLocked(CUcontext ctx, uint64_t bytes, uint64_t* allocated) {

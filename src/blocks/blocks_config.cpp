@@ -45,6 +45,7 @@ StatusOr<BlocksConfig> ConfigFromEnv() {
   c.max_slots = static_cast<uint32_t>(std::min<uint64_t>(*slots, 0xffffffffu));
   c.max_device_bytes = *device_mb << 20;
   c.max_buffered_bytes = *buffered_mb << 20;
+  c.naive = EnvInt(env::kNaive, 0) != 0;
   return c;
 }
 

@@ -16,6 +16,9 @@ namespace env {
 inline constexpr char kRing[] = "TWINSCOPE_BLOCKS_RING";            // traced launches in flight before a forced drain
 inline constexpr char kMaxSlots[] = "TWINSCOPE_BLOCKS_MAX_SLOTS";   // blocks recorded per launch at most
 inline constexpr char kDeviceMb[] = "TWINSCOPE_BLOCKS_DEVICE_MB";   // device memory for buffers at most
+// 1: the naive probe, as a benchmark baseline only: patch EVERY module and
+// copy each traced launch's buffer right after the launch (a sync per launch).
+inline constexpr char kNaive[] = "TWINSCOPE_BLOCKS_NAIVE";
 }  // namespace env
 
 struct BlocksConfig {
@@ -27,6 +30,7 @@ struct BlocksConfig {
   uint32_t max_slots = 1u << 20;
   uint64_t max_device_bytes = 512ull << 20;
   uint64_t max_buffered_bytes = 64ull << 20;
+  bool naive = false;
 };
 
 // Reads and validates the environment. Errors name the variable and the value.

@@ -466,6 +466,19 @@ stream_sync g
   EXPECT_EQ(r.Counter(counters::kLaunchesSeen), 3u);
 }
 
+TEST(BlocksE2E, NaiveBaselinePatchesEverythingAndCopiesAfterEachLaunch) {
+  AppRun r = RunApp("naive", Script("@modules\nlaunch other rms_norm_kernel 4,1,1 32,1,1\nlaunch target " +
+                                 std::string(kTarget) + " 20,1,1 64,1,1 repeat=3\nsync\n"),
+                 {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_BLOCKS_NAIVE", "1"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.Counter(counters::kModulesPatched), 2u);
+  ASSERT_EQ(r.rec.launches.size(), 3u);
+  for (const auto& l : r.rec.launches) ExpectCompleteLaunch(r, l);
+  // Every copy comes right after its launch, before the program's sync.
+  EXPECT_EQ(r.LogCount("d2h"), 3u);
+  EXPECT_LT(r.LogFind("d2h"), r.LogFind("launch " + std::string(kTarget), r.LogFind("launch " + std::string(kTarget)) + 1));
+}
+
 TEST(BlocksE2E, SilentSanitizerIsReportedWithTheLikelyHolder) {
   AppRun r = RunApp("silent", Script("mode silent\n@modules\nlaunch target " + std::string(kTarget) +
                                   " 10,1,1 32,1,1\nsync\n"),

@@ -261,7 +261,8 @@ int Launch(bool graph, uintptr_t module, const char* name, uint32_t gx, uint32_t
   d.context = st.context;
   d.module = reinterpret_cast<CUmodule>(m);
   d.function = reinterpret_cast<CUfunction>(std::hash<std::string>{}(op.name) | 1);
-  d.functionName = op.name.c_str();
+  const std::string kernel_name = op.name;  // op moves into the queue before the END callback
+  d.functionName = kernel_name.c_str();
   d.gridDim_x = gx, d.gridDim_y = gy, d.gridDim_z = gz;
   d.blockDim_x = bx, d.blockDim_y = by, d.blockDim_z = bz;
   d.clusterDim_x = 1, d.clusterDim_y = 1, d.clusterDim_z = 1;
@@ -282,18 +283,19 @@ int Launch(bool graph, uintptr_t module, const char* name, uint32_t gx, uint32_t
     g.isGraphUpload = 0;
     Fire(SANITIZER_CB_DOMAIN_GRAPHS, SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN, &g);
     st.open_launch = nullptr;
+    s->pending.push_back(std::move(op));  // submitted before the END callback (as measured in FACTS.md)
     Fire(SANITIZER_CB_DOMAIN_GRAPHS, SANITIZER_CBID_GRAPHS_NODE_LAUNCH_END, &g);
   } else {
     d.stream = CuStream(s);
     d.hStream = Handle(s);
     Fire(SANITIZER_CB_DOMAIN_LAUNCH, SANITIZER_CBID_LAUNCH_BEGIN, &d);
     st.open_launch = nullptr;
+    s->pending.push_back(std::move(op));  // submitted before the END callback (as measured in FACTS.md)
     Sanitizer_LaunchData end = d;
     end.gridDim_x = end.gridDim_y = end.gridDim_z = 0;  // as the real Sanitizer: valid at BEGIN only
     end.blockDim_x = end.blockDim_y = end.blockDim_z = 0;
     Fire(SANITIZER_CB_DOMAIN_LAUNCH, SANITIZER_CBID_LAUNCH_END, &end);
   }
-  s->pending.push_back(std::move(op));
   return 0;
 }
 

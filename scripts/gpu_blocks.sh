@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# GPU checks of the block probe (libtwinscope_blocks.so) on a machine with an
+# NVIDIA GPU: builds what it needs (Release, build-gpu), then
+#   1. correctness: blocks_workload (steps in NVTX ranges; the reshape_and_cache
+#      stand-in at 1, 7, 1000, 65536 tokens x 512 threads with every 5th slot
+#      negative; a 3-D grid kernel; kernels of another module) under the probe:
+#      every traced launch exactly grid-size complete block records, exit >= enter,
+#      orders a permutation, SM ids < SM count, unselected kernels nothing;
+#      the same program under libtwinscope_cupti.so: every shadow launch key
+#      found in the primary trace;
+#   2. graphs: the target in a CUDA graph, replayed (how node launches arrive);
+#   3. cost: blocks_bench plain / probe (target in its own module) / naive
+#      probe (patch everything, copy after every launch), interleaved, twice;
+#   4. `twinscope probe`: the coexistence matrix of FACTS.md on this stack.
+# Prints a short table last. Logs and traces in $OUT/blocks (or ./gpu-logs/blocks).
+# Environment: BUILD_DIR (default build-gpu), SANITIZER_ROOT (default
+# /usr/local/cuda/compute-sanitizer), ITERS (bench, default 500).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BUILD=${BUILD_DIR:-build-gpu}
+LOG=${OUT:-$ROOT/gpu-logs}/blocks
+SAN=${SANITIZER_ROOT:-/usr/local/cuda/compute-sanitizer}
+ITERS=${ITERS:-500}
+mkdir -p "$LOG"
+export PATH=/usr/local/cuda/bin:$PATH
+
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "gpu_blocks.sh: no NVIDIA GPU found (nvidia-smi missing or lists no GPU); this script needs one" >&2
+  exit 1
+fi
+
+# ---- build ------------------------------------------------------------------------
+gen=()
+if command -v ninja >/dev/null; then
+  gen=(-G Ninja)
+elif [[ -x /opt/torch/.venv/bin/ninja ]]; then
+  gen=(-G Ninja -DCMAKE_MAKE_PROGRAM=/opt/torch/.venv/bin/ninja)
+fi
+echo "== build ($BUILD, log $LOG/build.log)"
+targets=(twinscope_blocks blocks_workload blocks_trace_check blocks_bench twinscope twinscope_probe_child)
+if ! {
+  cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTWINSCOPE_BUILD_GPU_TESTS=ON \
+    -DTWINSCOPE_BUILD_BENCH=ON -DTWINSCOPE_WITH_SQLITE=OFF -DTWINSCOPE_WITH_MIRROR=OFF \
+    -DTWINSCOPE_CUDA_ARCHITECTURES=90 -DTWINSCOPE_SANITIZER_ROOT="$SAN" &&
+    cmake --build "$BUILD" -j "$(nproc)" --target "${targets[@]}"
+} >"$LOG/build.log" 2>&1; then
+  tail -40 "$LOG/build.log"
+  echo "gpu_blocks.sh: build failed (full log: $LOG/build.log)" >&2
+  exit 1
+fi
+# The CUPTI collector, for the key cross-check (optional: its own script tests it).
+cmake --build "$BUILD" -j "$(nproc)" --target twinscope_cupti >>"$LOG/build.log" 2>&1 || true
+BIN=$ROOT/$BUILD/bin
+PROBE=$ROOT/$BUILD/lib/libtwinscope_blocks.so
+CUPTI=$ROOT/$BUILD/lib/libtwinscope_cupti.so
+export LD_LIBRARY_PATH=$SAN:${LD_LIBRARY_PATH:-}
+KERNELS='reshape_and_cache_flash;re:^_Z13grid3d_kernelPf$'
+
+# blocks <trace> <env...> -- <command...>: runs the command under the probe.
+blocks() {
+  local out=$1
+  shift
+  rm -f "$out"
+  env CUDA_INJECTION64_PATH="$PROBE" NVTX_INJECTION64_PATH="$PROBE" TWINSCOPE_OUTPUT="$out" "$@"
+}
+json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@" 2>/dev/null || echo "?"; }
+
+# ---- 1. correctness ------------------------------------------------------------------
+echo "== correctness: blocks_workload under the probe"
+blocks "$LOG/correct.tsc" TWINSCOPE_KERNELS="$KERNELS" "$BIN/blocks_workload" "$LOG/correct.expect.json" 3 0 \
+  >"$LOG/correct.log" 2>&1
+correct_rc=$?
+primary_args=()
+if [[ -f $CUPTI ]]; then
+  echo "== the same program under the CUPTI collector (launch keys)"
+  rm -f "$LOG/primary.tsc"
+  env CUDA_INJECTION64_PATH="$CUPTI" NVTX_INJECTION64_PATH="$CUPTI" TWINSCOPE_OUTPUT="$LOG/primary.tsc" \
+    "$BIN/blocks_workload" "$LOG/primary.expect.json" 3 0 >"$LOG/primary.log" 2>&1 && primary_args=(--primary "$LOG/primary.tsc")
+fi
+"$BIN/blocks_trace_check" "$LOG/correct.tsc" "$LOG/correct.expect.json" "${primary_args[@]}" >"$LOG/correct.check.json" 2>>"$LOG/correct.log"
+check_rc=$?
+cat "$LOG/correct.check.json"
+
+echo "== graphs: the target in a CUDA graph, 4 replays"
+blocks "$LOG/graph.tsc" TWINSCOPE_KERNELS="$KERNELS" "$BIN/blocks_workload" "$LOG/graph.expect.json" 0 4 \
+  >"$LOG/graph.log" 2>&1
+"$BIN/blocks_trace_check" "$LOG/graph.tsc" "$LOG/graph.expect.json" >"$LOG/graph.check.json" 2>>"$LOG/graph.log"
+graph_rc=$?
+cat "$LOG/graph.check.json"
+
+# ---- 3. cost ---------------------------------------------------------------------------
+echo "== cost: blocks_bench $ITERS iterations x 3, plain / probe / naive, interleaved, twice"
+for round in 1 2; do
+  "$BIN/blocks_bench" "$ITERS" 3 >"$LOG/bench.plain.$round.jsonl" 2>>"$LOG/bench.log"
+  blocks "$LOG/bench.probe.tsc" TWINSCOPE_KERNELS=reshape_and_cache_flash TWINSCOPE_QUIET=1 \
+    "$BIN/blocks_bench" "$ITERS" 3 >"$LOG/bench.probe.$round.jsonl" 2>>"$LOG/bench.log"
+  blocks "$LOG/bench.naive.tsc" TWINSCOPE_KERNELS=reshape_and_cache_flash TWINSCOPE_BLOCKS_NAIVE=1 TWINSCOPE_QUIET=1 \
+    "$BIN/blocks_bench" "$ITERS" 3 >"$LOG/bench.naive.$round.jsonl" 2>>"$LOG/bench.log"
+done
+python3 - "$LOG" >"$LOG/bench.summary.txt" <<'EOF'
+import json, sys, statistics
+log = sys.argv[1]
+res = {}
+for mode in ("plain", "probe", "naive"):
+    for rnd in (1, 2):
+        try:
+            for line in open(f"{log}/bench.{mode}.{rnd}.jsonl"):
+                d = json.loads(line)
+                res.setdefault((mode, d["phase"]), []).append(d["us_per_iter"])
+        except Exception:
+            pass
+def v(m, p):
+    x = res.get((m, p))
+    return statistics.median(x) if x else float("nan")
+print(f"{'phase':8} {'plain':>8} {'probe':>8} {'naive':>8} {'probe/plain':>12} {'naive/plain':>12}  (us/iter, median of 2 runs)")
+for p in ("other", "target", "mixed"):
+    a, b, c = v("plain", p), v("probe", p), v("naive", p)
+    print(f"{p:8} {a:8.2f} {b:8.2f} {c:8.2f} {b/a:12.2f} {c/a:12.2f}")
+EOF
+cat "$LOG/bench.summary.txt"
+
+# ---- 4. twinscope probe -----------------------------------------------------------------
+echo "== twinscope probe"
+"$BIN/twinscope" probe --json "$LOG/probe.json" --child "$BIN/twinscope_probe_child" >"$LOG/probe.txt" 2>&1
+probe_rc=$?
+cat "$LOG/probe.txt"
+
+# ---- table --------------------------------------------------------------------------------
+C=$LOG/correct.check.json
+G=$LOG/graph.check.json
+echo
+echo "================ block probe on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) ================"
+printf "%-44s %s\n" "correctness (workload rc=$correct_rc)" "$( [[ $check_rc == 0 ]] && echo PASS || echo FAIL) $(json "$C" "str(d['launches'])+' launches, '+str(d['blocks_checked'])+' blocks; failures: '+str(d['failures'][:2])")"
+printf "%-44s %s\n" "launch keys shadow vs CUPTI primary" "$(json "$C" "str(d.get('keys_matched','n/a'))+' / '+str(d.get('keys_total','n/a'))")"
+printf "%-44s %s\n" "target kernel name as the Sanitizer gives it" "$(json "$C" "[n for n in d['kernel_names'] if 'reshape' in n]")"
+printf "%-44s %s\n" "graph replays (rc=$graph_rc)" "$(json "$G" "d['graph_mode']+', '+str(d['graph_target_launches'])+' flagged; failures: '+str(d['failures'][:2])")"
+printf "%-44s %s\n" "modules loaded / patched" "$(json "$C" "str(d['counters'].get('modules_loaded'))+' / '+str(d['counters'].get('modules_patched'))")"
+sed 's/^/cost  /' "$LOG/bench.summary.txt"
+echo "cost  goals: other probe/plain <= 1.05; target probe/plain < 2 (1000 tokens); FACTS naive mixed = 252 us/iter"
+printf "%-44s %s\n" "twinscope probe (rc=$probe_rc)" "$(grep '^summary' "$LOG/probe.txt" | cut -c1-160)"
+echo "logs: $LOG"
