@@ -84,7 +84,8 @@ CREATE VIEW launches_named AS
 class Db {
  public:
   explicit Db(const std::string& path) {
-    if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) {
+    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr) !=
+        SQLITE_OK) {
       std::string m = db_ ? sqlite3_errmsg(db_) : "out of memory";
       sqlite3_close(db_);
       db_ = nullptr;
@@ -253,7 +254,7 @@ StatusOr<ExportResult> ExportSqlite(const std::string& trace, const std::string&
   ExportResult result;
   try {
     Db db(out);
-    db.Exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA page_size=65536;");
+    db.Exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA page_size=65536; PRAGMA locking_mode=EXCLUSIVE; PRAGMA temp_store=MEMORY; PRAGMA cache_size=-262144;");
     db.Exec(kSchema);
     db.Exec("BEGIN");
     SqliteSink sink(db);
