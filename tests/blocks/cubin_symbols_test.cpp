@@ -66,6 +66,7 @@ TEST(CubinSymbols, RejectsTruncatedImage) {
   }
 }
 
+#ifdef TWINSCOPE_TEST_PATCH_FATBIN
 TEST(CubinSymbols, FatbinPatchIsNotMistakenForCubin) {
   std::vector<char> fatbin = ReadFile(TWINSCOPE_TEST_PATCH_FATBIN);
   EXPECT_FALSE(CubinKernelNames(fatbin.data(), fatbin.size()).ok());
@@ -73,6 +74,7 @@ TEST(CubinSymbols, FatbinPatchIsNotMistakenForCubin) {
   auto names = PrintableNames(fatbin.data(), fatbin.size());
   EXPECT_NE(std::find(names.begin(), names.end(), "twinscope_block_enter"), names.end());
 }
+#endif
 
 TEST(CubinSymbols, PrintableNamesSplitsOnNonNameBytes) {
   const char bytes[] = "\x01\x02" "abc\0_Z3foov\0\xff" "$x.y_z\0ab";
