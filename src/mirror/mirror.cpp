@@ -225,6 +225,9 @@ struct Worker {
   std::thread thread;
   ConnPool primary_pool, shadow_pool;
   std::unordered_set<beast::tcp_stream*> idle_clients;  // waiting for their next request
+  // Shadow bodies are read into this and dropped; shared by the worker's
+  // shadow copies (one thread, and nobody reads what lands here).
+  std::unique_ptr<char[]> shadow_sink = std::make_unique<char[]>(kShadowSink);
 };
 
 // The client-side watcher of one request (see the file comment).
@@ -296,9 +299,10 @@ class Mirror::Impl {
   awaitable<void> AcceptLoop(tcp::acceptor& acceptor);
   awaitable<void> SweepLoop(Worker& w);
   awaitable<void> Session(Worker& w, tcp::socket socket);
-  awaitable<bool> Forward(Worker& w, beast::tcp_stream& client, beast::flat_buffer& client_buf,
+  awaitable<bool> Forward(Worker& w, beast::tcp_stream& client, beast::flat_buffer& client_buf, char* chunk,
                           http::request<http::string_body>& req, std::shared_ptr<RequestTrace> trace);
-  awaitable<bool> RelayPrimary(Worker& w, beast::tcp_stream& client, http::request<http::string_body>& req,
+  awaitable<bool> RelayPrimary(Worker& w, beast::tcp_stream& client, char* chunk,
+                               http::request<http::string_body>& req,
                                http::request<http::string_body> upstream_req, std::shared_ptr<Watch> watch,
                                std::shared_ptr<RequestTrace> trace, bool keep_alive);
   awaitable<void> ShadowCopy(Worker& w, std::shared_ptr<http::request<http::string_body>> req,
@@ -578,6 +582,7 @@ awaitable<void> Mirror::Impl::Session(Worker& w, tcp::socket socket) {
     if (!ec) client_ip = remote.address().to_string();
 
     beast::flat_buffer buf(opt_.max_header_bytes + 64 * 1024);
+    std::unique_ptr<char[]> relay_chunk;  // the primary's body passes through here, kRelayChunk at a time
     bool first = true;
     bool linger = false;
     for (;;) {
@@ -662,7 +667,8 @@ awaitable<void> Mirror::Impl::Session(Worker& w, tcp::socket socket) {
       trace->arrival = arrival;
       trace->request_bytes = req.body().size();
       Bump(c_.requests);
-      if (!co_await Forward(w, client, buf, req, std::move(trace))) break;
+      if (!relay_chunk) relay_chunk = std::make_unique<char[]>(kRelayChunk);
+      if (!co_await Forward(w, client, buf, relay_chunk.get(), req, std::move(trace))) break;
       if (draining()) break;
     }
     if (linger) {
@@ -681,7 +687,8 @@ awaitable<void> Mirror::Impl::Session(Worker& w, tcp::socket socket) {
 // ---- One request -------------------------------------------------------------------
 
 awaitable<bool> Mirror::Impl::Forward(Worker& w, beast::tcp_stream& client, beast::flat_buffer& client_buf,
-                                      http::request<http::string_body>& req, std::shared_ptr<RequestTrace> trace) {
+                                      char* chunk, http::request<http::string_body>& req,
+                                      std::shared_ptr<RequestTrace> trace) {
   bool keep_alive = req.keep_alive() && !draining();
 
   // The shadow's copy is started first so that both leave together; it runs
@@ -719,7 +726,7 @@ awaitable<bool> Mirror::Impl::Forward(Worker& w, beast::tcp_stream& client, beas
   bool keep = false;
   {
     GaugeHold inflight(c_.primary_inflight);
-    keep = co_await RelayPrimary(w, client, req, std::move(preq), watch, trace, keep_alive);
+    keep = co_await RelayPrimary(w, client, chunk, req, std::move(preq), watch, trace, keep_alive);
   }
   watch->upstream = nullptr;
 
@@ -745,7 +752,7 @@ awaitable<bool> Mirror::Impl::Forward(Worker& w, beast::tcp_stream& client, beas
 
 // Sends `upstream_req` to the primary and relays its reply to the client.
 // Returns whether the client connection may carry another request.
-awaitable<bool> Mirror::Impl::RelayPrimary(Worker& w, beast::tcp_stream& client,
+awaitable<bool> Mirror::Impl::RelayPrimary(Worker& w, beast::tcp_stream& client, char* chunk,
                                            http::request<http::string_body>& req,
                                            http::request<http::string_body> upstream_req, std::shared_ptr<Watch> watch,
                                            std::shared_ptr<RequestTrace> trace, bool keep_alive) {
@@ -853,10 +860,9 @@ awaitable<bool> Mirror::Impl::RelayPrimary(Worker& w, beast::tcp_stream& client,
   bool upstream_failed = false;
   beast::error_code upstream_ec;
   if (!client_failed && !header_only) {
-    auto chunk = std::make_unique<char[]>(kRelayChunk);
     for (;;) {
       if (!p->is_done()) {
-        res.body().data = chunk.get();
+        res.body().data = chunk;
         res.body().size = kRelayChunk;
         up->expires_after(opt_.primary_timeout);
         co_await http::async_read_some(*up, upbuf, *p, asio::redirect_error(use_awaitable, ec));
@@ -867,7 +873,7 @@ awaitable<bool> Mirror::Impl::RelayPrimary(Worker& w, beast::tcp_stream& client,
           break;
         }
         size_t n = kRelayChunk - res.body().size;
-        res.body().data = n ? chunk.get() : nullptr;
+        res.body().data = n ? chunk : nullptr;
         res.body().size = n;
         res.body().more = !p->is_done();
         leg.bytes += n;
@@ -978,9 +984,8 @@ awaitable<void> Mirror::Impl::ShadowCopy(Worker& w, std::shared_ptr<http::reques
     }
     leg.first_byte_us = trace->Now();
     leg.status = p->get().result_int();
-    auto sink = std::make_unique<char[]>(kShadowSink);
     while (!p->is_done()) {
-      p->get().body().data = sink.get();
+      p->get().body().data = w.shadow_sink.get();
       p->get().body().size = kShadowSink;
       co_await http::async_read(*up, buf, *p, asio::redirect_error(use_awaitable, ec));
       if (ec == http::error::need_buffer) ec = {};

@@ -35,7 +35,7 @@ struct MirrorOptions {
   size_t max_header_bytes = 64u << 10;    // request/response header cap -> 431 / 502
   size_t shadow_max_inflight = 256;       // shadow copies in flight, all threads; past it: skipped
   size_t max_connections = 10000;         // client connections open; past it: closed at once
-  size_t pool_size = 64;                  // idle keep-alive connections kept per upstream per thread
+  size_t pool_size = 256;                 // idle keep-alive connections kept per upstream per thread
 
   std::chrono::milliseconds connect_timeout{5000};      // TCP connect to an upstream
   std::chrono::milliseconds primary_timeout{300000};    // longest the primary may stay silent
