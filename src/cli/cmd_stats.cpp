@@ -43,11 +43,28 @@ void PrintHeader(const stats::TraceStats& s) {
   if (s.status.contains("devices")) devices = &s.status["devices"];
   else if (h.contains("devices")) devices = &h["devices"];
   if (devices && devices->is_array()) {
-    for (const auto& d : *devices) std::printf("  device: %s\n", JsonText(d).c_str());
+    for (const auto& d : *devices) {
+      if (!d.is_object()) {
+        std::printf("  device: %s\n", JsonText(d).c_str());
+        continue;
+      }
+      std::string line = "  device " + JsonText(d.value("ordinal", nlohmann::json("?"))) + ": " +
+                         JsonText(d.value("name", nlohmann::json("?")));
+      if (d.contains("sm_count")) line += ", " + JsonText(d["sm_count"]) + " SMs";
+      if (d.contains("compute_capability")) line += ", compute " + JsonText(d["compute_capability"]);
+      if (d.contains("uuid")) line += ", " + JsonText(d["uuid"]);
+      std::printf("%s\n", line.c_str());
+    }
   } else if (devices) {
     std::printf("  devices: %s\n", JsonText(*devices).c_str());
   }
-  if (s.status.contains("tool_state")) std::printf("  tool state: %s\n", JsonText(s.status["tool_state"]).c_str());
+  if (h.contains("collector")) std::printf("  collector: %s\n", JsonText(h["collector"]).c_str());
+  if (h.contains("config")) std::printf("  config: %s\n", JsonText(h["config"]).c_str());
+  if (s.status.contains("tool_state")) {
+    std::printf("  tool state: %s%s%s\n", JsonText(s.status["tool_state"]).c_str(),
+                s.status.contains("tool_message") ? ": " : "",
+                s.status.contains("tool_message") ? JsonText(s.status["tool_message"]).c_str() : "");
+  }
 }
 
 void PrintRead(const stats::TraceStats& s) {

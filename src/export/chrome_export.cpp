@@ -100,6 +100,7 @@ class ScanSink : public RecordSink {
     ++l.blocks;
     sms[r.launch_seq].insert(r.sm);
   }
+  void OnStatus(const nlohmann::json& status, bool) override { last_status = status; }
 
   uint64_t base = UINT64_MAX;
   std::set<std::pair<uint32_t, uint32_t>> streams;  // (device, stream)
@@ -108,6 +109,7 @@ class ScanSink : public RecordSink {
   CorrelationCounts api_correlations;       // valid API records per correlation id
   std::unordered_map<uint64_t, LaunchInfo> launches;
   std::unordered_map<uint64_t, std::set<uint32_t>> sms;  // per launch seq
+  nlohmann::json last_status = nlohmann::json::object();
 
  private:
   void Activity(uint32_t device, uint32_t stream, uint32_t corr, uint64_t start, uint64_t end, uint32_t flags) {
@@ -432,7 +434,7 @@ class ChromeSink : public RecordSink {
     std::set<uint32_t> devices;
     for (const auto& [device, stream] : scan_.streams) {
       if (devices.insert(device).second) {
-        Meta("process_name", kGpuPidBase + device, 0, "name", "GPU " + std::to_string(device));
+        Meta("process_name", kGpuPidBase + device, 0, "name", "GPU " + std::to_string(device) + DeviceName(device));
         Meta("process_sort_index", kGpuPidBase + device, 0, "sort_index", 10 + device);
       }
       Meta("thread_name", kGpuPidBase + device, stream, "name", "stream " + std::to_string(stream));
@@ -447,7 +449,8 @@ class ChromeSink : public RecordSink {
       for (uint32_t sm : sms) sm_tracks.insert({device, sm});
     }
     for (uint32_t device : block_devices) {
-      Meta("process_name", kBlocksPidBase + device, 0, "name", "GPU " + std::to_string(device) + " thread blocks by SM");
+      Meta("process_name", kBlocksPidBase + device, 0, "name",
+           "GPU " + std::to_string(device) + DeviceName(device) + " thread blocks by SM");
       Meta("process_sort_index", kBlocksPidBase + device, 0, "sort_index", 20 + device);
       Meta("thread_name", kBlocksPidBase + device, kLaunchSpanTid, "name", "traced launches");
       Meta("thread_sort_index", kBlocksPidBase + device, kLaunchSpanTid, "sort_index", -1);
@@ -459,6 +462,17 @@ class ChromeSink : public RecordSink {
   }
 
  private:
+  // " (NVIDIA H200)" from the collector's "devices" metadata, or "".
+  std::string DeviceName(uint32_t device) const {
+    const auto& devices = scan_.last_status.value("devices", nlohmann::json::array());
+    if (!devices.is_array()) return "";
+    for (const auto& d : devices) {
+      if (d.is_object() && d.value("ordinal", ~0u) == device && d.contains("name") && d["name"].is_string())
+        return " (" + d["name"].get<std::string>() + ")";
+    }
+    return "";
+  }
+
   template <typename V>
   void Meta(const char* what, int64_t pid, int64_t tid, const char* key, const V& value) {
     out_.Raw(first_ ? "\n{\"ph\":\"M\",\"name\":\"" : ",\n{\"ph\":\"M\",\"name\":\"");

@@ -151,6 +151,8 @@ TEST_F(CliTest, StatsTextJsonAndStrict) {
   Outcome r = Twinscope({"stats", P("p.tsc")});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("role: primary"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("device 0: Fake GPU, 132 SMs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tool state: running"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("read: complete"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("missing (seen-delivered)  1"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("gemm()"), std::string::npos) << r.out;

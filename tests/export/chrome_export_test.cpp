@@ -66,7 +66,7 @@ TEST_F(ChromeExportTest, PrimaryTraceStructureAndValues) {
   EXPECT_EQ(names[std::make_pair(int64_t{4242}, int64_t{-1})], "./app (primary)");
   EXPECT_EQ(names[std::make_pair(int64_t{4242}, int64_t{4242})], "main thread 4242");
   EXPECT_EQ(names[std::make_pair(int64_t{4242}, int64_t{4243})], "thread 4243");
-  EXPECT_EQ(names[std::make_pair(int64_t{1000000000}, int64_t{-1})], "GPU 0");
+  EXPECT_EQ(names[std::make_pair(int64_t{1000000000}, int64_t{-1})], "GPU 0 (Fake GPU)");
   EXPECT_EQ(names[std::make_pair(int64_t{1000000000}, int64_t{7})], "stream 7");
   EXPECT_EQ(names[std::make_pair(int64_t{1000000000}, int64_t{8})], "stream 8");
 

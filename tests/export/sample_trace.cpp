@@ -140,6 +140,8 @@ void WritePrimaryTrace(const std::string& path, uint64_t extra_kernels) {
     l.key = {0x1234abcdull + seq, path0, static_cast<uint32_t>(seq - 1)};
     w->Append(l);
   }
+  w->SetMetadata("devices", nlohmann::json::array({{{"ordinal", 0}, {"name", "Fake GPU"}, {"sm_count", 132}}}));
+  w->SetMetadata("tool_state", "running");
   w->SetCounter(counters::kLaunchesSeen, 5);
   w->SetCounter(counters::kKernelRecords, 4);
   w->SetCounter(counters::kKernelInvalidTs, 1);

@@ -9,7 +9,8 @@ namespace twinscope::testing {
 
 // Primary trace: pid 4242, 3 API calls, 4 kernels (one with an invalid
 // timestamp, two from one graph launch), 1 memcpy, 1 memset, 3 NVTX records,
-// 4 launch records, counters with launches_seen 5 / kernel_records 4.
+// 4 launch records, counters with launches_seen 5 / kernel_records 4,
+// metadata devices [{ordinal 0, name "Fake GPU", sm_count 132}].
 // `extra_kernels` adds that many more valid kernels ("filler") for tests that
 // need several chunks.
 void WritePrimaryTrace(const std::string& path, uint64_t extra_kernels = 0);
