@@ -17,13 +17,13 @@
 
 #include "blocks_kernels.h"
 
-#define CHECK(x)                                                                              \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
+#define CHECK(x)                                                                               \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
       std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
+      std::exit(1);                                                                            \
+    }                                                                                          \
   } while (0)
 
 int main(int argc, char** argv) {
@@ -43,7 +43,9 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&slots, sizeof(int64_t) * tokens));
   CHECK(cudaMemcpy(slots, host.data(), sizeof(int64_t) * tokens, cudaMemcpyHostToDevice));
 
-  auto target = [&] { blocks_gpu::LaunchReshapeAndCache(key, value, kc, vc, slots, tokens, heads, head_size, block_size, 0); };
+  auto target = [&] {
+    blocks_gpu::LaunchReshapeAndCache(key, value, kc, vc, slots, tokens, heads, head_size, block_size, 0);
+  };
   auto other = [&] {
     blocks_gpu::LaunchGemmLike(a, a, a, gemm_n, 4096, 0);
     blocks_gpu::LaunchRmsNorm(a, 1 << 16, 0);
@@ -54,7 +56,10 @@ int main(int argc, char** argv) {
   struct Phase {
     const char* name;
     std::function<void()> body;
-  } phases[] = {{"other", other}, {"target", target}, {"mixed", [&] { target(); blocks_gpu::LaunchGemmLike(a, a, a, gemm_n, 4096, 0); }}};
+  } phases[] = {{"other", other}, {"target", target}, {"mixed", [&] {
+                                                         target();
+                                                         blocks_gpu::LaunchGemmLike(a, a, a, gemm_n, 4096, 0);
+                                                       }}};
   for (const Phase& p : phases) {
     std::vector<double> us;
     for (int r = 0; r < reps; ++r) {
@@ -67,8 +72,9 @@ int main(int argc, char** argv) {
       us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / iters);
     }
     std::sort(us.begin(), us.end());
-    std::printf("{\"phase\": \"%s\", \"us_per_iter\": %.2f, \"min\": %.2f, \"max\": %.2f, \"iters\": %d, \"reps\": %d}\n",
-                p.name, us[us.size() / 2], us.front(), us.back(), iters, reps);
+    std::printf(
+        "{\"phase\": \"%s\", \"us_per_iter\": %.2f, \"min\": %.2f, \"max\": %.2f, \"iters\": %d, \"reps\": %d}\n",
+        p.name, us[us.size() / 2], us.front(), us.back(), iters, reps);
   }
   CHECK(cudaGetLastError());
   return 0;

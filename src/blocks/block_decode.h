@@ -22,11 +22,11 @@ uint64_t BlockCount(Dim3 grid);
 
 struct DecodedLaunch {
   std::vector<BlockRecord> blocks;  // one per block that entered, by linear index
-  uint64_t expected = 0;    // grid size
-  uint64_t overflow = 0;    // blocks that found no slot (header.overflow)
-  uint64_t missing = 0;     // slots whose block never entered
-  uint64_t incomplete = 0;  // entered, but not all threads left (exit_ns == 0 in the record)
-  bool bad_header = false;  // magic/version/capacity wrong: nothing decoded
+  uint64_t expected = 0;            // grid size
+  uint64_t overflow = 0;            // blocks that found no slot (header.overflow)
+  uint64_t missing = 0;             // slots whose block never entered
+  uint64_t incomplete = 0;          // entered, but not all threads left (exit_ns == 0 in the record)
+  bool bad_header = false;          // magic/version/capacity wrong: nothing decoded
 };
 
 // `buffer` holds `bytes` bytes copied from the device. `threads_per_block` is

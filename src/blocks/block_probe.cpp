@@ -28,10 +28,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <map>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -124,8 +124,8 @@ class BlockProbe final : public NvtxListener {
   bool disabled_ = false;
   bool shut_down_ = false;
 
-  std::unordered_set<CUcontext> patch_loaded_;       // contexts with our patch image
-  std::unordered_map<CUmodule, bool> modules_;       // module -> patched
+  std::unordered_set<CUcontext> patch_loaded_;  // contexts with our patch image
+  std::unordered_map<CUmodule, bool> modules_;  // module -> patched
   std::unordered_map<Sanitizer_StreamHandle, uint32_t> stream_ids_;
   std::set<int> devices_;
   std::deque<InFlight> ring_;
@@ -193,8 +193,9 @@ int BlockProbe::Initialize() {
   config_ = std::move(*config);
   selector_ = std::make_unique<KernelSelector>(config_.patterns, config_.sampling);
   if (selector_->empty())
-    LogError("block probe: TWINSCOPE_KERNELS is empty, so no kernel is traced (give substrings or \"re:<regex>\", "
-             "';'-separated)");
+    LogError(
+        "block probe: TWINSCOPE_KERNELS is empty, so no kernel is traced (give substrings or \"re:<regex>\", "
+        "';'-separated)");
 
   nlohmann::json header = BaseHeader("shadow");
   header["collector"] = "blocks";
@@ -331,8 +332,8 @@ void BlockProbe::OnModuleLoaded(const Sanitizer_ResourceModuleData& m) {
     // Not an ELF cubin we can read: fall back to the names in its bytes, so a
     // target kernel is not missed (a false match only costs patching).
     ++counts_[kModulesUnparsed];
-    if (counts_[kModulesUnparsed] == 1) LogInfo("block probe: %s; using the strings of the image instead",
-                                                parsed.status().message().c_str());
+    if (counts_[kModulesUnparsed] == 1)
+      LogInfo("block probe: %s; using the strings of the image instead", parsed.status().message().c_str());
     names = PrintableNames(m.pCubin, m.cubinSize);
   }
   bool patched = false;
@@ -351,7 +352,8 @@ bool BlockProbe::PatchModuleLocked(const Sanitizer_ResourceModuleData& m) {
     }
     patch_loaded_.insert(m.context);
   }
-  SanitizerResult r = sanitizerPatchInstructions(SANITIZER_INSTRUCTION_BLOCK_ENTER, m.module, TWINSCOPE_BLOCK_ENTER_PATCH);
+  SanitizerResult r =
+      sanitizerPatchInstructions(SANITIZER_INSTRUCTION_BLOCK_ENTER, m.module, TWINSCOPE_BLOCK_ENTER_PATCH);
   if (r == SANITIZER_SUCCESS)
     r = sanitizerPatchInstructions(SANITIZER_INSTRUCTION_BLOCK_EXIT, m.module, TWINSCOPE_BLOCK_EXIT_PATCH);
   if (r == SANITIZER_SUCCESS) r = sanitizerPatchModule(m.module);
@@ -382,9 +384,10 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
   if (mod == modules_.end() || !mod->second) {
     // Loaded before we subscribed, or patching failed: say so, once.
     if (++counts_[kLaunchesSelectedUnpatched] == 1)
-      LogError("block probe: kernel %s matches but its module is not patched (see modules_patch_failed); its "
-               "launches are counted in %s, not traced",
-               name, kLaunchesSelectedUnpatched);
+      LogError(
+          "block probe: kernel %s matches but its module is not patched (see modules_patch_failed); its "
+          "launches are counted in %s, not traced",
+          name, kLaunchesSelectedUnpatched);
     return;
   }
   const Sanitizer_StreamHandle stream = graph_node ? d.hApiStream : d.hStream;

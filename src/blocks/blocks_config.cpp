@@ -36,7 +36,8 @@ StatusOr<BlocksConfig> ConfigFromEnv() {
   if (!slots.ok()) return slots.status();
   auto device_mb = Positive(env::kDeviceMb, static_cast<long long>(c.max_device_bytes >> 20), false);
   if (!device_mb.ok()) return device_mb.status();
-  auto buffered_mb = Positive(twinscope::env::kMaxBufferedMb, static_cast<long long>(c.max_buffered_bytes >> 20), false);
+  auto buffered_mb =
+      Positive(twinscope::env::kMaxBufferedMb, static_cast<long long>(c.max_buffered_bytes >> 20), false);
   if (!buffered_mb.ok()) return buffered_mb.status();
 
   c.sampling.every = *every;

@@ -13,9 +13,9 @@
 namespace twinscope::blocks {
 
 namespace env {
-inline constexpr char kRing[] = "TWINSCOPE_BLOCKS_RING";            // traced launches in flight before a forced drain
-inline constexpr char kMaxSlots[] = "TWINSCOPE_BLOCKS_MAX_SLOTS";   // blocks recorded per launch at most
-inline constexpr char kDeviceMb[] = "TWINSCOPE_BLOCKS_DEVICE_MB";   // device memory for buffers at most
+inline constexpr char kRing[] = "TWINSCOPE_BLOCKS_RING";           // traced launches in flight before a forced drain
+inline constexpr char kMaxSlots[] = "TWINSCOPE_BLOCKS_MAX_SLOTS";  // blocks recorded per launch at most
+inline constexpr char kDeviceMb[] = "TWINSCOPE_BLOCKS_DEVICE_MB";  // device memory for buffers at most
 // 1: the naive probe, as a benchmark baseline only: patch EVERY module and
 // copy each traced launch's buffer right after the launch (a sync per launch).
 inline constexpr char kNaive[] = "TWINSCOPE_BLOCKS_NAIVE";

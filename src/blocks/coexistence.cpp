@@ -21,8 +21,8 @@ std::string Basename(std::string_view path) {
 
 }  // namespace
 
-std::string LikelySeatHolder(std::string_view proc_maps, std::string_view injection_path,
-                             std::string_view ld_preload, bool nsight_env) {
+std::string LikelySeatHolder(std::string_view proc_maps, std::string_view injection_path, std::string_view ld_preload,
+                             bool nsight_env) {
   std::vector<std::string> reasons;
   // Libraries mapped in the process whose presence means a CUPTI user.
   static const char* const kHolders[] = {"libcupti", "libtwinscope_cupti", "libToolsInjection", "libnvperf_host",

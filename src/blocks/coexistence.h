@@ -14,8 +14,8 @@ namespace twinscope::blocks {
 // environment values (CUDA_INJECTION64_PATH, LD_PRELOAD, NSYS_* presence), e.g.
 // "libcupti.so.13 is loaded in the process; CUDA_INJECTION64_PATH names
 // libtwinscope_cupti.so". Empty if nothing points at a holder.
-std::string LikelySeatHolder(std::string_view proc_maps, std::string_view injection_path,
-                             std::string_view ld_preload, bool nsight_env);
+std::string LikelySeatHolder(std::string_view proc_maps, std::string_view injection_path, std::string_view ld_preload,
+                             bool nsight_env);
 
 // Same, reading this process's /proc/self/maps and environment.
 std::string LikelySeatHolderOfThisProcess();

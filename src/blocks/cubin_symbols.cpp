@@ -62,8 +62,8 @@ StatusOr<std::vector<std::string>> CubinKernelNames(const void* data, size_t siz
   };
 
   Elf64_Shdr shstr;
-  const bool have_shstr = section(eh.e_shstrndx, &shstr) && shstr.sh_type == SHT_STRTAB &&
-                          img.Has(shstr.sh_offset, shstr.sh_size);
+  const bool have_shstr =
+      section(eh.e_shstrndx, &shstr) && shstr.sh_type == SHT_STRTAB && img.Has(shstr.sh_offset, shstr.sh_size);
 
   std::vector<std::string> names;
   std::unordered_set<std::string> seen;
@@ -89,8 +89,7 @@ StatusOr<std::vector<std::string>> CubinKernelNames(const void* data, size_t siz
       if (!entry && have_shstr && sym.st_shndx != SHN_UNDEF && sym.st_shndx < SHN_LORESERVE) {
         Elf64_Shdr home;
         std::string_view home_name;
-        if (section(sym.st_shndx, &home) &&
-            img.String(shstr.sh_offset, shstr.sh_size, home.sh_name, &home_name) &&
+        if (section(sym.st_shndx, &home) && img.String(shstr.sh_offset, shstr.sh_size, home.sh_name, &home_name) &&
             home_name.size() == name.size() + 6 && home_name.substr(0, 6) == ".text." && home_name.substr(6) == name)
           entry = true;
       }
@@ -113,8 +112,8 @@ std::vector<std::string> PrintableNames(const void* data, size_t size, size_t mi
   };
   for (size_t i = 0; i < size; ++i) {
     const char c = p[i];
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                    c == '$' || c == '.';
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '$' || c == '.';
     if (ok) {
       cur.push_back(c);
     } else {

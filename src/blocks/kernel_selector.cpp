@@ -24,8 +24,8 @@ StatusOr<std::vector<KernelPattern>> ParsePatterns(std::string_view spec) {
       try {
         p.regex = std::regex(p.text, std::regex::ECMAScript | std::regex::optimize);
       } catch (const std::regex_error& e) {
-        return Status::Error("kernel pattern \"re:" + p.text + "\" is not a valid ECMAScript regular expression: " +
-                             e.what());
+        return Status::Error("kernel pattern \"re:" + p.text +
+                             "\" is not a valid ECMAScript regular expression: " + e.what());
       }
     } else {
       p.text = std::string(item);

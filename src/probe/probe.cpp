@@ -174,7 +174,7 @@ void Conclude(ProbeReport* report) {
 }
 
 StatusOr<ProbeReport> RunProbe(const ProbeOptions& options) {
-  struct stat st{};
+  struct stat st {};
   if (options.child_path.empty() || stat(options.child_path.c_str(), &st) != 0 || !(st.st_mode & S_IXUSR))
     return Status::Error("probe child program not found or not executable: '" + options.child_path +
                          "' (it is built with twinscope as twinscope_probe_child; pass --child PATH)");
@@ -238,9 +238,8 @@ std::string FormatTable(const ProbeReport& report) {
 }
 
 nlohmann::json ToJson(const ProbeReport& report) {
-  nlohmann::json j = {{"gpu", report.gpu},
-                      {"both_in_one_process", report.both_in_one_process},
-                      {"summary", report.summary}};
+  nlohmann::json j = {
+      {"gpu", report.gpu}, {"both_in_one_process", report.both_in_one_process}, {"summary", report.summary}};
   if (!report.gpu) j["no_gpu_reason"] = report.no_gpu_reason;
   nlohmann::json list = nlohmann::json::array();
   for (const ExperimentResult& r : report.results) {

@@ -6,10 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 
@@ -18,7 +17,7 @@ namespace twinscope::probe {
 struct ProbeOptions {
   std::string child_path;  // twinscope_probe_child
   int launches = 10;
-  int timeout_s = 60;  // per experiment
+  int timeout_s = 60;             // per experiment
   std::vector<std::string> only;  // experiment ids; empty = all
 };
 
@@ -33,8 +32,8 @@ struct ExperimentResult {
   std::string order;
   bool uses_sanitizer = false;
   bool uses_cupti = false;
-  bool ran = false;          // the child printed a result after its launches
-  std::string failure;       // why not (crash, timeout, bad output), or a launch error
+  bool ran = false;     // the child printed a result after its launches
+  std::string failure;  // why not (crash, timeout, bad output), or a launch error
   std::vector<StepResult> steps;
   int64_t cupti_kernel_records = -1;
   int64_t cupti_launch_callbacks = -1;

@@ -11,7 +11,7 @@ namespace twinscope::probe {
 
 struct Experiment {
   std::string id;
-  std::string order;     // human-readable order of calls
+  std::string order;             // human-readable order of calls
   std::vector<std::string> ops;  // san_subscribe, cupti_activity_register, ... (probe_child_main.cpp)
   bool uses_sanitizer;
   bool uses_cupti;

@@ -1,10 +1,10 @@
 // Decoding of one launch's buffer (patch/block_probe_abi.h) into BlockRecords.
+#include "blocks/block_decode.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
-
-#include "blocks/block_decode.h"
 
 namespace twinscope::blocks {
 namespace {
@@ -12,7 +12,9 @@ namespace {
 struct Buffer {
   std::vector<unsigned char> bytes;
   BlockProbeHeader* header() { return reinterpret_cast<BlockProbeHeader*>(bytes.data()); }
-  BlockProbeSlot* slot(uint32_t i) { return reinterpret_cast<BlockProbeSlot*>(bytes.data() + sizeof(BlockProbeHeader)) + i; }
+  BlockProbeSlot* slot(uint32_t i) {
+    return reinterpret_cast<BlockProbeSlot*>(bytes.data() + sizeof(BlockProbeHeader)) + i;
+  }
 };
 
 Buffer Fresh(uint32_t capacity) {
@@ -65,7 +67,7 @@ TEST(BlockDecode, CountsMissingIncompleteAndOverflow) {
   b.header()->overflow = 2;
   for (uint32_t i = 0; i < 8; ++i) Complete(b.slot(i), 10, 20, 0, i, 64);
   std::memset(b.slot(3), 0, sizeof(BlockProbeSlot));  // never entered
-  b.slot(5)->exited_threads = 32;                       // half the threads never left
+  b.slot(5)->exited_threads = 32;                     // half the threads never left
   b.slot(5)->exit_ns = 0;
   b.slot(6)->exit_ns = 0;  // counted but no time: also incomplete
   DecodedLaunch d = DecodeLaunchBuffer(b.bytes.data(), b.bytes.size(), 1, grid, 64);

@@ -177,7 +177,7 @@ launch target neighbour_kernel 8,1,1 32,1,1
 launch other rms_norm_kernel 16,1,1 128,1,1
 sync
 )"),
-                 {{"TWINSCOPE_KERNELS", "reshape_and_cache_flash"}});
+                    {{"TWINSCOPE_KERNELS", "reshape_and_cache_flash"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.header["role"], "shadow");
   EXPECT_EQ(r.status["tool_state"], "ok") << r.err;
@@ -205,7 +205,8 @@ sync
 
 TEST(BlocksE2E, SelectsByDemangledSubstringAndRegex) {
   const std::string script = Script(R"(@modules
-launch target )" + std::string(kTarget) + R"( 4,1,1 64,1,1
+launch target )" + std::string(kTarget) +
+                                    R"( 4,1,1 64,1,1
 launch target neighbour_kernel 2,1,1 32,1,1
 launch other )" + kGemm + R"( 3,1,1 32,1,1
 launch other rms_norm_kernel 5,1,1 32,1,1
@@ -216,7 +217,8 @@ sync
   EXPECT_EQ(demangled.Counter(counters::kModulesPatched), 0u);
   EXPECT_TRUE(demangled.rec.launches.empty());
 
-  AppRun d2 = RunApp("select_demangled2", script, {{"TWINSCOPE_KERNELS", "vllm::reshape_and_cache_flash_kernel<float"}});
+  AppRun d2 =
+      RunApp("select_demangled2", script, {{"TWINSCOPE_KERNELS", "vllm::reshape_and_cache_flash_kernel<float"}});
   ASSERT_EQ(d2.rec.launches.size(), 1u) << d2.err;
   EXPECT_EQ(d2.strings[d2.rec.launches[0].kernel], kTarget);
 
@@ -235,7 +237,7 @@ sync
 
 TEST(BlocksE2E, BadPatternDisablesWithClearMessageAndProgramRuns) {
   AppRun r = RunApp("bad_pattern", Script("@modules\nlaunch target neighbour_kernel 2,1,1 32,1,1\nsync\n"),
-                 {{"TWINSCOPE_KERNELS", "re:(unclosed"}});
+                    {{"TWINSCOPE_KERNELS", "re:(unclosed"}});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.err.find("TWINSCOPE_KERNELS"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("re:(unclosed"), std::string::npos) << r.err;
@@ -245,12 +247,14 @@ TEST(BlocksE2E, BadPatternDisablesWithClearMessageAndProgramRuns) {
 }
 
 TEST(BlocksE2E, SamplingEveryAndMaxLaunches) {
-  AppRun r = RunApp("sampling", Script(R"(@modules
-launch target )" + std::string(kTarget) + R"( 10,1,1 32,1,1 repeat=10
+  AppRun r = RunApp("sampling",
+                    Script(R"(@modules
+launch target )" + std::string(kTarget) +
+                           R"( 10,1,1 32,1,1 repeat=10
 launch target neighbour_kernel 1,1,1 32,1,1 repeat=3
 sync
 )"),
-                 {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "3"}, {"TWINSCOPE_MAX_LAUNCHES", "3"}});
+                    {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "3"}, {"TWINSCOPE_MAX_LAUNCHES", "3"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(r.rec.launches.size(), 3u);
   EXPECT_EQ(r.rec.launches[0].seq, 0u);
@@ -275,7 +279,7 @@ stream_sync a
 launch target )" + kTarget + R"( 100,1,1 64,1,1 stream=a repeat=2
 sync
 )"),
-                 {{"TWINSCOPE_KERNELS", "reshape"}});
+                    {{"TWINSCOPE_KERNELS", "reshape"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(r.rec.launches.size(), 10u);
   for (const auto& l : r.rec.launches) ExpectCompleteLaunch(r, l);
@@ -296,18 +300,18 @@ sync
 }
 
 TEST(BlocksE2E, DrainsEverythingAtExitWithoutAnySync) {
-  AppRun r = RunApp("drain_at_exit", Script("@modules\nlaunch target " + std::string(kTarget) +
-                                         " 50,2,1 64,1,1 repeat=6\n"),
-                 {{"TWINSCOPE_KERNELS", "reshape"}});
+  AppRun r =
+      RunApp("drain_at_exit", Script("@modules\nlaunch target " + std::string(kTarget) + " 50,2,1 64,1,1 repeat=6\n"),
+             {{"TWINSCOPE_KERNELS", "reshape"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(r.rec.launches.size(), 6u);
   for (const auto& l : r.rec.launches) ExpectCompleteLaunch(r, l);
 }
 
 TEST(BlocksE2E, FullRingForcesADrainOfTheOldestAndLosesNothing) {
-  AppRun r = RunApp("ring_full", Script("@modules\nlaunch target " + std::string(kTarget) +
-                                     " 64,1,1 128,1,1 repeat=20\nsync\n"),
-                 {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_BLOCKS_RING", "4"}});
+  AppRun r = RunApp("ring_full",
+                    Script("@modules\nlaunch target " + std::string(kTarget) + " 64,1,1 128,1,1 repeat=20\nsync\n"),
+                    {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_BLOCKS_RING", "4"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(r.rec.launches.size(), 20u);
   for (const auto& l : r.rec.launches) ExpectCompleteLaunch(r, l);
@@ -319,9 +323,9 @@ TEST(BlocksE2E, FullRingForcesADrainOfTheOldestAndLosesNothing) {
 }
 
 TEST(BlocksE2E, OverflowIsCountedNeverSilent) {
-  AppRun r = RunApp("overflow", Script("@modules\nlaunch target " + std::string(kTarget) +
-                                    " 1000,1,1 64,1,1 seed=3\nsync\n"),
-                 {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_BLOCKS_MAX_SLOTS", "100"}});
+  AppRun r =
+      RunApp("overflow", Script("@modules\nlaunch target " + std::string(kTarget) + " 1000,1,1 64,1,1 seed=3\nsync\n"),
+             {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_BLOCKS_MAX_SLOTS", "100"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(r.rec.launches.size(), 1u);
   EXPECT_EQ(r.rec.launches[0].blocks_recorded, 100u);
@@ -334,9 +338,10 @@ TEST(BlocksE2E, OverflowIsCountedNeverSilent) {
 
 TEST(BlocksE2E, DeviceMemoryCapLeavesLaunchesUntracedButCounted) {
   // 1 MiB cap; one 65536-block launch needs 2 MiB + 32 bytes.
-  AppRun r = RunApp("memcap", Script("@modules\nlaunch target " + std::string(kTarget) +
-                                  " 65536,1,1 32,1,1\nlaunch target " + kTarget + " 10,1,1 32,1,1\nsync\n"),
-                 {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_BLOCKS_DEVICE_MB", "1"}});
+  AppRun r = RunApp("memcap",
+                    Script("@modules\nlaunch target " + std::string(kTarget) + " 65536,1,1 32,1,1\nlaunch target " +
+                           kTarget + " 10,1,1 32,1,1\nsync\n"),
+                    {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_BLOCKS_DEVICE_MB", "1"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(r.rec.launches.size(), 2u);
   EXPECT_EQ(r.rec.launches[0].blocks_recorded, 0u);
@@ -346,10 +351,11 @@ TEST(BlocksE2E, DeviceMemoryCapLeavesLaunchesUntracedButCounted) {
 }
 
 TEST(BlocksE2E, DecodesCoordinatesTimesSmsAndIncompleteExits) {
-  AppRun r = RunApp("decode", Script("@modules\nlaunch target " + std::string(kTarget) +
-                                  " 7,5,3 96,2,1 seed=11 sms=13 start=5000 spacing=20 duration=300 split=1 drop=9\n"
-                                  "sync\n"),
-                 {{"TWINSCOPE_KERNELS", "reshape"}});
+  AppRun r = RunApp("decode",
+                    Script("@modules\nlaunch target " + std::string(kTarget) +
+                           " 7,5,3 96,2,1 seed=11 sms=13 start=5000 spacing=20 duration=300 split=1 drop=9\n"
+                           "sync\n"),
+                    {{"TWINSCOPE_KERNELS", "reshape"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(r.rec.launches.size(), 1u);
   const LaunchRecord& l = r.rec.launches[0];
@@ -381,22 +387,28 @@ TEST(BlocksE2E, DecodesCoordinatesTimesSmsAndIncompleteExits) {
 }
 
 TEST(BlocksE2E, LaunchKeysCountEveryLaunchAndFollowNvtx) {
-  AppRun r = RunApp("keys", Script(R"(@modules
+  AppRun r = RunApp("keys",
+                    Script(R"(@modules
 push step
-launch target )" + std::string(kTarget) + R"( 10,1,1 32,1,1
+launch target )" + std::string(kTarget) +
+                           R"( 10,1,1 32,1,1
 launch other rms_norm_kernel 4,1,1 32,1,1
-launch target )" + kTarget + R"( 10,1,1 32,1,1
-launch target )" + kTarget + R"( 12,1,1 32,1,1
+launch target )" + kTarget +
+                           R"( 10,1,1 32,1,1
+launch target )" + kTarget +
+                           R"( 12,1,1 32,1,1
 pop
 push step
 push attn
-launch target )" + kTarget + R"( 10,1,1 32,1,1
+launch target )" + kTarget +
+                           R"( 10,1,1 32,1,1
 pop
 pop
-launch target )" + kTarget + R"( 10,1,1 32,1,1
+launch target )" + kTarget +
+                           R"( 10,1,1 32,1,1
 sync
 )"),
-                 {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "2"}});
+                    {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "2"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // Target launches: #0 (step#0, ord 0) traced, #1 (ord 1) skipped, #2 (ord 2, grid 12) traced,
   // #3 (step#1/attn#0, ord 0) skipped, #4 (no range, ord 0) traced.
@@ -411,8 +423,8 @@ sync
     const std::string path = l.key.path ? r.strings[l.key.path] : "";
     EXPECT_EQ(path, want[i].path) << i;
     EXPECT_EQ(l.key.ordinal, want[i].ordinal) << i;
-    EXPECT_EQ(l.key.hash, LaunchKeyHash(want[i].path, kTarget, want[i].ordinal, Dim3{want[i].grid, 1, 1},
-                                        Dim3{32, 1, 1}))
+    EXPECT_EQ(l.key.hash,
+              LaunchKeyHash(want[i].path, kTarget, want[i].ordinal, Dim3{want[i].grid, 1, 1}, Dim3{32, 1, 1}))
         << i;
   }
   // NVTX ranges are in the shadow trace too.
@@ -421,15 +433,17 @@ sync
 }
 
 TEST(BlocksE2E, StreamAndModuleTeardownDrainFirst) {
-  AppRun r = RunApp("teardown", Script(R"(@modules
+  AppRun r = RunApp("teardown",
+                    Script(R"(@modules
 stream s
-launch target )" + std::string(kTarget) + R"( 20,1,1 32,1,1 stream=s repeat=2
+launch target )" + std::string(kTarget) +
+                           R"( 20,1,1 32,1,1 stream=s repeat=2
 destroy_stream s
 launch target neighbour_kernel 3,1,1 32,1,1
 unload target
 destroy_context
 )"),
-                 {{"TWINSCOPE_KERNELS", "reshape;neighbour"}});
+                    {{"TWINSCOPE_KERNELS", "reshape;neighbour"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(r.rec.launches.size(), 3u);
   for (const auto& l : r.rec.launches) ExpectCompleteLaunch(r, l);
@@ -445,16 +459,18 @@ destroy_context
 }
 
 TEST(BlocksE2E, GraphKernelNodesAreKeyedAndTraced) {
-  AppRun r = RunApp("graph", Script(R"(@modules
+  AppRun r = RunApp("graph",
+                    Script(R"(@modules
 stream g
 push step
-graph target )" + std::string(kTarget) + R"( 30,1,1 64,1,1 stream=g
+graph target )" + std::string(kTarget) +
+                           R"( 30,1,1 64,1,1 stream=g
 graph other rms_norm_kernel 2,1,1 32,1,1 stream=g
 graph target )" + kTarget + R"( 30,1,1 64,1,1 stream=g
 pop
 stream_sync g
 )"),
-                 {{"TWINSCOPE_KERNELS", "reshape"}});
+                    {{"TWINSCOPE_KERNELS", "reshape"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(r.rec.launches.size(), 2u);
   for (const auto& l : r.rec.launches) {
@@ -467,22 +483,24 @@ stream_sync g
 }
 
 TEST(BlocksE2E, NaiveBaselinePatchesEverythingAndCopiesAfterEachLaunch) {
-  AppRun r = RunApp("naive", Script("@modules\nlaunch other rms_norm_kernel 4,1,1 32,1,1\nlaunch target " +
-                                 std::string(kTarget) + " 20,1,1 64,1,1 repeat=3\nsync\n"),
-                 {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_BLOCKS_NAIVE", "1"}});
+  AppRun r = RunApp("naive",
+                    Script("@modules\nlaunch other rms_norm_kernel 4,1,1 32,1,1\nlaunch target " +
+                           std::string(kTarget) + " 20,1,1 64,1,1 repeat=3\nsync\n"),
+                    {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_BLOCKS_NAIVE", "1"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.Counter(counters::kModulesPatched), 2u);
   ASSERT_EQ(r.rec.launches.size(), 3u);
   for (const auto& l : r.rec.launches) ExpectCompleteLaunch(r, l);
   // Every copy comes right after its launch, before the program's sync.
   EXPECT_EQ(r.LogCount("d2h"), 3u);
-  EXPECT_LT(r.LogFind("d2h"), r.LogFind("launch " + std::string(kTarget), r.LogFind("launch " + std::string(kTarget)) + 1));
+  EXPECT_LT(r.LogFind("d2h"),
+            r.LogFind("launch " + std::string(kTarget), r.LogFind("launch " + std::string(kTarget)) + 1));
 }
 
 TEST(BlocksE2E, SilentSanitizerIsReportedWithTheLikelyHolder) {
-  AppRun r = RunApp("silent", Script("mode silent\n@modules\nlaunch target " + std::string(kTarget) +
-                                  " 10,1,1 32,1,1\nsync\n"),
-                 {{"TWINSCOPE_KERNELS", "reshape"}});
+  AppRun r = RunApp("silent",
+                    Script("mode silent\n@modules\nlaunch target " + std::string(kTarget) + " 10,1,1 32,1,1\nsync\n"),
+                    {{"TWINSCOPE_KERNELS", "reshape"}});
   EXPECT_EQ(r.exit_code, 0) << "the program must not be affected";
   EXPECT_EQ(r.status["tool_state"], "silent");
   EXPECT_NE(r.err.find("no callback"), std::string::npos) << r.err;
@@ -495,15 +513,15 @@ TEST(BlocksE2E, SilentSanitizerIsReportedWithTheLikelyHolder) {
 TEST(BlocksE2E, SilentWithCuptiLoadedNamesIt) {
   // A process that has libcupti mapped: LD_PRELOAD a library whose name says so.
   AppRun r = RunApp("silent_cupti", Script("mode silent\n@modules\n"),
-                 {{"TWINSCOPE_KERNELS", "reshape"}, {"LD_PRELOAD", "/nonexistent/libcupti.so.13"}});
+                    {{"TWINSCOPE_KERNELS", "reshape"}, {"LD_PRELOAD", "/nonexistent/libcupti.so.13"}});
   EXPECT_EQ(r.status["tool_state"], "silent");
   EXPECT_NE(r.err.find("libcupti"), std::string::npos) << r.err;
 }
 
 TEST(BlocksE2E, FailedSubscribeIsReported) {
-  AppRun r = RunApp("subscribe_fails", Script("mode fail\n@modules\nlaunch target " + std::string(kTarget) +
-                                           " 10,1,1 32,1,1\nsync\n"),
-                 {{"TWINSCOPE_KERNELS", "reshape"}});
+  AppRun r = RunApp("subscribe_fails",
+                    Script("mode fail\n@modules\nlaunch target " + std::string(kTarget) + " 10,1,1 32,1,1\nsync\n"),
+                    {{"TWINSCOPE_KERNELS", "reshape"}});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.status["tool_state"], "subscribe_failed");
   EXPECT_NE(r.err.find("could not subscribe"), std::string::npos) << r.err;

@@ -1,7 +1,7 @@
 // Naming the likely holder of the CUPTI/Sanitizer seat.
-#include <gtest/gtest.h>
-
 #include "blocks/coexistence.h"
+
+#include <gtest/gtest.h>
 
 namespace twinscope::blocks {
 namespace {

@@ -28,7 +28,8 @@ namespace {
 const char kTarget[] = "_ZN4vllm30reshape_and_cache_flash_kernelIffEEvPKT_PT0_PKlii";
 const char kGemm[] = "_Z16gemm_like_kernelPKfS0_Pfi";
 
-using Key = std::tuple<std::string, std::string, uint32_t, uint64_t, uint32_t, uint32_t>;  // kernel, path, ord, hash, gx, bx
+using Key =
+    std::tuple<std::string, std::string, uint32_t, uint64_t, uint32_t, uint32_t>;  // kernel, path, ord, hash, gx, bx
 
 struct Sink : RecordSink {
   std::vector<LaunchRecord> launches;
@@ -124,8 +125,8 @@ TEST(CrossKeys, SameProgramGivesIdenticalKeysUnderBothCollectors) {
   for (const Key& k : shadow) {
     paths.insert(std::get<1>(k));
     max_ordinal = std::max(max_ordinal, std::get<2>(k));
-    EXPECT_EQ(std::get<3>(k), LaunchKeyHash(std::get<1>(k), std::get<0>(k), std::get<2>(k),
-                                            Dim3{std::get<4>(k), 1, 1}, Dim3{std::get<5>(k), 1, 1}));
+    EXPECT_EQ(std::get<3>(k), LaunchKeyHash(std::get<1>(k), std::get<0>(k), std::get<2>(k), Dim3{std::get<4>(k), 1, 1},
+                                            Dim3{std::get<5>(k), 1, 1}));
   }
   EXPECT_TRUE(paths.count("prefill#0/attn#0"));
   EXPECT_TRUE(paths.count("decode#2/attn#0"));
@@ -136,7 +137,8 @@ TEST(CrossKeys, SameProgramGivesIdenticalKeysUnderBothCollectors) {
 TEST(CrossKeys, SampledShadowKeysAreAllFoundInThePrimary) {
   std::vector<Key> shadow = RunAndReadKeys("shadow_sampled", TWINSCOPE_TEST_FAKESAN_APP, TWINSCOPE_TEST_BLOCKS_LIB,
                                            {{"TWINSCOPE_KERNELS", "reshape_and_cache"}, {"TWINSCOPE_EVERY", "2"}});
-  std::vector<Key> primary = RunAndReadKeys("primary_for_sampled", TWINSCOPE_TEST_CUPTI_APP, TWINSCOPE_TEST_CUPTI_LIB, {});
+  std::vector<Key> primary =
+      RunAndReadKeys("primary_for_sampled", TWINSCOPE_TEST_CUPTI_APP, TWINSCOPE_TEST_CUPTI_LIB, {});
   // 15 target launches, every 2nd traced.
   ASSERT_EQ(shadow.size(), 8u);
   std::multiset<Key> all(primary.begin(), primary.end());

@@ -2,6 +2,8 @@
 // images, and under randomized mutation (a fuzz-style test: the reader parses
 // outside input, so no mutation may make it read out of bounds or invent a
 // name that is not in the image).
+#include "blocks/cubin_symbols.h"
+
 #include <elf.h>
 #include <gtest/gtest.h>
 
@@ -12,8 +14,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include "blocks/cubin_symbols.h"
 
 namespace twinscope::blocks {
 namespace {
@@ -77,7 +77,10 @@ TEST(CubinSymbols, FatbinPatchIsNotMistakenForCubin) {
 #endif
 
 TEST(CubinSymbols, PrintableNamesSplitsOnNonNameBytes) {
-  const char bytes[] = "\x01\x02" "abc\0_Z3foov\0\xff" "$x.y_z\0ab";
+  const char bytes[] =
+      "\x01\x02"
+      "abc\0_Z3foov\0\xff"
+      "$x.y_z\0ab";
   auto names = PrintableNames(bytes, sizeof bytes - 1, 3);
   EXPECT_EQ(names, (std::vector<std::string>{"abc", "_Z3foov", "$x.y_z"}));
 }

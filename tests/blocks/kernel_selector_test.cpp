@@ -1,8 +1,8 @@
 // Kernel selection (substring / regex on mangled and demangled names) and
 // launch sampling.
-#include <gtest/gtest.h>
-
 #include "blocks/kernel_selector.h"
+
+#include <gtest/gtest.h>
 
 namespace twinscope::blocks {
 namespace {
@@ -77,7 +77,7 @@ TEST(KernelSelector, EveryNthAndMaxLaunches) {
   for (int i = 0; i < 10; ++i) got.push_back(s.DecideLaunch(kMangled));
   using D = KernelSelector::Decision;
   // Matching launches 0, 3 traced; 6 and 9 would be, but max_launches = 2.
-  std::vector<D> want = {D::kTrace, D::kSkipSampling, D::kSkipSampling, D::kTrace, D::kSkipSampling,
+  std::vector<D> want = {D::kTrace,        D::kSkipSampling, D::kSkipSampling, D::kTrace,        D::kSkipSampling,
                          D::kSkipSampling, D::kSkipSampling, D::kSkipSampling, D::kSkipSampling, D::kSkipSampling};
   EXPECT_EQ(got, want);
   EXPECT_EQ(s.DecideLaunch("rms_norm_kernel"), D::kNotSelected);

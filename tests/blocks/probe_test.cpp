@@ -1,6 +1,8 @@
 // `twinscope probe`: parsing the children's results, the verdict on the
 // FACTS.md matrix, and the real child on this machine (which has no GPU: it
 // must say so and the CLI must exit non-zero).
+#include "probe/probe.h"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -8,7 +10,6 @@
 #include <cstdio>
 #include <string>
 
-#include "probe/probe.h"
 #include "probe/probe_experiments.h"
 
 namespace twinscope::probe {
@@ -37,18 +38,20 @@ const char k39[] =
     R"J({"call":"cuptiActivityEnable(CONCURRENT_KERNEL)","code":39,"name":"CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"})J";
 
 TEST(Probe, ExperimentsCoverSeed000) {
-  for (const char* id : {"sanitizer_then_cupti_activity", "cupti_activity_then_sanitizer",
-                         "cupti_subscribe_then_sanitizer", "sanitizer_unsubscribe_then_cupti",
-                         "cupti_unsubscribe_then_sanitizer", "cupti_finalize_then_sanitizer"})
+  for (const char* id :
+       {"sanitizer_then_cupti_activity", "cupti_activity_then_sanitizer", "cupti_subscribe_then_sanitizer",
+        "sanitizer_unsubscribe_then_cupti", "cupti_unsubscribe_then_sanitizer", "cupti_finalize_then_sanitizer"})
     EXPECT_NE(FindExperiment(id), nullptr) << id;
 }
 
 TEST(Probe, FactsMatrixMeansNo) {
   ProbeReport rep;
-  rep.results.push_back(Parse("sanitizer_then_cupti_activity", Line("sanitizer_then_cupti_activity",
-                                                                     std::string(kOk) + "," + k39 + "," + k39, 0, 0, 10)));
-  rep.results.push_back(Parse("cupti_activity_then_sanitizer",
-                              Line("cupti_activity_then_sanitizer", std::string(kOk) + "," + kOk + "," + kOk, 10, 0, 0)));
+  rep.results.push_back(
+      Parse("sanitizer_then_cupti_activity",
+            Line("sanitizer_then_cupti_activity", std::string(kOk) + "," + k39 + "," + k39, 0, 0, 10)));
+  rep.results.push_back(
+      Parse("cupti_activity_then_sanitizer",
+            Line("cupti_activity_then_sanitizer", std::string(kOk) + "," + kOk + "," + kOk, 10, 0, 0)));
   rep.results.push_back(Parse("sanitizer_alone", Line("sanitizer_alone", kOk, 0, 0, 10)));
   Conclude(&rep);
   EXPECT_TRUE(rep.gpu);
@@ -101,7 +104,8 @@ TEST(Probe, RealChildWithoutGpuSaysSo) {
   o.launches = 3;
   auto rep = RunProbe(o);
   ASSERT_TRUE(rep.ok()) << rep.status().message();
-  EXPECT_FALSE(rep->gpu) << "this test expects a machine without a GPU (CI); on a GPU machine use scripts/gpu_blocks.sh";
+  EXPECT_FALSE(rep->gpu)
+      << "this test expects a machine without a GPU (CI); on a GPU machine use scripts/gpu_blocks.sh";
   EXPECT_NE(rep->no_gpu_reason.find("cudaGetDeviceCount"), std::string::npos) << rep->no_gpu_reason;
   EXPECT_NE(rep->summary.find("no usable NVIDIA GPU"), std::string::npos) << rep->summary;
   EXPECT_EQ(rep->results.size(), 1u) << "stops after the first child reports no GPU";
@@ -120,8 +124,8 @@ TEST(Probe, MissingChildIsAClearError) {
 
 #ifdef TWINSCOPE_TEST_CLI
 TEST(Probe, CliWithoutGpuExitsNonZeroWithMessage) {
-  std::string cmd = std::string(TWINSCOPE_TEST_CLI) + " probe --child " + TWINSCOPE_TEST_PROBE_CHILD +
-                    " --json /dev/null 2>&1";
+  std::string cmd =
+      std::string(TWINSCOPE_TEST_CLI) + " probe --child " + TWINSCOPE_TEST_PROBE_CHILD + " --json /dev/null 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;

@@ -4,9 +4,9 @@
 // kernel; blocks_other_kernels.cu holds kernels that must never be patched.
 #pragma once
 
-#include <cstdint>
-
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 namespace blocks_gpu {
 

@@ -10,11 +10,10 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "twinscope/counters.h"
 #include "twinscope/trace_reader.h"
@@ -98,8 +97,9 @@ int main(int argc, char** argv) {
     blocks_checked += b.size();
     if (!ok) {
       if (++bad_launches <= 5)
-        failures.push_back("launch seq " + std::to_string(l.seq) + " of " + name + " (grid " +
-                           std::to_string(n) + "): " + std::to_string(b.size()) + " blocks, not exactly one complete "
+        failures.push_back("launch seq " + std::to_string(l.seq) + " of " + name + " (grid " + std::to_string(n) +
+                           "): " + std::to_string(b.size()) +
+                           " blocks, not exactly one complete "
                            "record per block with a permutation of orders and valid SMs");
     }
   }
@@ -111,10 +111,10 @@ int main(int argc, char** argv) {
   if (got_total != want_total)
     failures.push_back("target launches: " + std::to_string(got_total) + " traced, " + std::to_string(want_total) +
                        " expected (" + std::to_string(graph) + " as graph nodes)");
-  if (plain_grids.size() < want_grids.size() ||
-      !std::equal(want_grids.begin(), want_grids.end(), plain_grids.begin()))
+  if (plain_grids.size() < want_grids.size() || !std::equal(want_grids.begin(), want_grids.end(), plain_grids.begin()))
     failures.push_back("target launches: grids not as launched");
-  if (grid3d != expect["grid3d_launches"].get<size_t>()) failures.push_back("grid3d launches: " + std::to_string(grid3d));
+  if (grid3d != expect["grid3d_launches"].get<size_t>())
+    failures.push_back("grid3d launches: " + std::to_string(grid3d));
   if (unexpected) failures.push_back(std::to_string(unexpected) + " launch records of unselected kernels");
   for (const char* c : {counters::kBlocksOverflow, counters::kBlocksMissing, counters::kBlocksIncomplete,
                         counters::kBlocksLost, counters::kLaunchesNoBuffer, counters::kSanitizerErrors,
@@ -130,10 +130,10 @@ int main(int argc, char** argv) {
   out["blocks_checked"] = blocks_checked;
   out["bad_launches"] = bad_launches;
   out["graph_target_launches"] = graph;
-  out["graph_mode"] = replays == 0                           ? "none launched"
-                     : graph == replays                      ? "graph node callbacks"
-                     : plain_grids.size() == want_total ? "plain launch callbacks"
-                                                             : "missing";
+  out["graph_mode"] = replays == 0                       ? "none launched"
+                      : graph == replays                 ? "graph node callbacks"
+                      : plain_grids.size() == want_total ? "plain launch callbacks"
+                                                         : "missing";
   out["kernel_names"] = names;
   out["counters"] = counters;
 

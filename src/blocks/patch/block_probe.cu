@@ -6,9 +6,8 @@
 //
 // Built with `nvcc --fatbin --compile-as-tools-patch` for every architecture
 // in TWINSCOPE_CUDA_ARCHITECTURES and embedded in libtwinscope_blocks.so.
-#include <stdint.h>
-
 #include <sanitizer_patching.h>
+#include <stdint.h>
 
 #include "block_probe_abi.h"
 

@@ -22,7 +22,7 @@
 
 #include <stdint.h>
 
-#define TWINSCOPE_BLOCK_PROBE_MAGIC 0x50425354u  /* "TSBP" little-endian */
+#define TWINSCOPE_BLOCK_PROBE_MAGIC 0x50425354u /* "TSBP" little-endian */
 #define TWINSCOPE_BLOCK_PROBE_VERSION 1u
 
 /* Names of the device functions in the patch image (sanitizerPatchInstructions). */
@@ -30,19 +30,19 @@
 #define TWINSCOPE_BLOCK_EXIT_PATCH "twinscope_block_exit"
 
 typedef struct {
-  uint32_t magic;       /* TWINSCOPE_BLOCK_PROBE_MAGIC, set by the host */
-  uint32_t version;     /* TWINSCOPE_BLOCK_PROBE_VERSION, set by the host */
-  uint32_t capacity;    /* slots following the header, set by the host */
-  uint32_t next_order;  /* device: arrival counter */
-  uint32_t overflow;    /* device: blocks that found no slot */
+  uint32_t magic;      /* TWINSCOPE_BLOCK_PROBE_MAGIC, set by the host */
+  uint32_t version;    /* TWINSCOPE_BLOCK_PROBE_VERSION, set by the host */
+  uint32_t capacity;   /* slots following the header, set by the host */
+  uint32_t next_order; /* device: arrival counter */
+  uint32_t overflow;   /* device: blocks that found no slot */
   uint32_t reserved[3];
 } BlockProbeHeader;
 
 typedef struct {
-  uint64_t enter_ns;  /* %globaltimer when the first warp entered */
-  uint64_t exit_ns;   /* %globaltimer when the last thread left; 0 if not yet */
-  uint32_t sm;        /* %smid of the first warp to enter */
-  uint32_t order;     /* arrival order within the launch */
+  uint64_t enter_ns; /* %globaltimer when the first warp entered */
+  uint64_t exit_ns;  /* %globaltimer when the last thread left; 0 if not yet */
+  uint32_t sm;       /* %smid of the first warp to enter */
+  uint32_t order;    /* arrival order within the launch */
   uint32_t entered_threads;
   uint32_t exited_threads;
 } BlockProbeSlot;
@@ -57,4 +57,4 @@ static inline uint64_t BlockProbeBufferBytes(uint32_t capacity) {
   return (uint64_t)sizeof(BlockProbeHeader) + (uint64_t)capacity * sizeof(BlockProbeSlot);
 }
 
-#endif  /* TWINSCOPE_BLOCKS_PATCH_BLOCK_PROBE_ABI_H_ */
+#endif /* TWINSCOPE_BLOCKS_PATCH_BLOCK_PROBE_ABI_H_ */

@@ -5,10 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "probe/child/sides.h"
 #include "probe/probe_experiments.h"
@@ -27,7 +26,8 @@ Step MakeStep(const std::string& op) {
   if (op == "san_subscribe") return {"sanitizerSubscribe", SanSubscribe, true};
   if (op == "san_unsubscribe") return {"sanitizerUnsubscribe", SanUnsubscribe, true};
   if (op == "cupti_activity_register") return {"cuptiActivityRegisterCallbacks", CuptiActivityRegister, false};
-  if (op == "cupti_activity_enable") return {"cuptiActivityEnable(CONCURRENT_KERNEL)", CuptiActivityEnableKernel, false};
+  if (op == "cupti_activity_enable")
+    return {"cuptiActivityEnable(CONCURRENT_KERNEL)", CuptiActivityEnableKernel, false};
   if (op == "cupti_subscribe") return {"cuptiSubscribe", CuptiSubscribe, false};
   if (op == "cupti_unsubscribe") return {"cuptiUnsubscribe", CuptiUnsubscribe, false};
   if (op == "cupti_finalize") return {"cuptiFinalize", CuptiFinalize, false};
@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
   for (const std::string& op : exp->ops) {
     Step s = MakeStep(op);
     int code = s.run();
-    steps.push_back({{"call", s.call}, {"code", code}, {"name", s.sanitizer ? SanResultName(code) : CuptiResultName(code)}});
+    steps.push_back(
+        {{"call", s.call}, {"code", code}, {"name", s.sanitizer ? SanResultName(code) : CuptiResultName(code)}});
   }
   out["steps"] = steps;
   if (LaunchTestKernels(launches, &error) != 0) out["error"] = error;

@@ -13,8 +13,8 @@ namespace twinscope::probe_child {
 
 int CudaDeviceCount(int* count, std::string* error) {
   cudaError_t e = cudaGetDeviceCount(count);
-  if (e != cudaSuccess) *error = std::string("cudaGetDeviceCount returned ") + cudaGetErrorName(e) + ": " +
-                                 cudaGetErrorString(e);
+  if (e != cudaSuccess)
+    *error = std::string("cudaGetDeviceCount returned ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
   return static_cast<int>(e);
 }
 

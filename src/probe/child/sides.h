@@ -15,9 +15,9 @@ uint64_t SanLaunchCallbacks();
 std::string SanResultName(int code);
 
 // CUPTI (cupti_side.cpp).
-int CuptiActivityRegister();  // cuptiActivityRegisterCallbacks
+int CuptiActivityRegister();      // cuptiActivityRegisterCallbacks
 int CuptiActivityEnableKernel();  // cuptiActivityEnable(CONCURRENT_KERNEL)
-int CuptiSubscribe();  // cuptiSubscribe + RUNTIME_API domain; counts cudaLaunchKernel enters
+int CuptiSubscribe();             // cuptiSubscribe + RUNTIME_API domain; counts cudaLaunchKernel enters
 int CuptiUnsubscribe();
 int CuptiFinalize();
 void CuptiFlush();  // cuptiActivityFlushAll(1) if activity was registered
@@ -27,6 +27,6 @@ std::string CuptiResultName(int code);
 
 // CUDA (probe_kernel.cu).
 int CudaDeviceCount(int* count, std::string* error);  // cudaGetDeviceCount
-int LaunchTestKernels(int n, std::string* error);  // n launches + cudaDeviceSynchronize
+int LaunchTestKernels(int n, std::string* error);     // n launches + cudaDeviceSynchronize
 
 }  // namespace twinscope::probe_child

@@ -307,12 +307,24 @@ extern "C" {
 SanitizerResult sanitizerGetResultString(SanitizerResult result, const char** str) {
   if (!str) return SANITIZER_ERROR_INVALID_PARAMETER;
   switch (result) {
-    case SANITIZER_SUCCESS: *str = "SANITIZER_SUCCESS"; break;
-    case SANITIZER_ERROR_INVALID_PARAMETER: *str = "SANITIZER_ERROR_INVALID_PARAMETER"; break;
-    case SANITIZER_ERROR_INVALID_CONTEXT: *str = "SANITIZER_ERROR_INVALID_CONTEXT"; break;
-    case SANITIZER_ERROR_MAX_LIMIT_REACHED: *str = "SANITIZER_ERROR_MAX_LIMIT_REACHED"; break;
-    case SANITIZER_ERROR_OUT_OF_MEMORY: *str = "SANITIZER_ERROR_OUT_OF_MEMORY"; break;
-    default: *str = "SANITIZER_ERROR (fake)"; break;
+    case SANITIZER_SUCCESS:
+      *str = "SANITIZER_SUCCESS";
+      break;
+    case SANITIZER_ERROR_INVALID_PARAMETER:
+      *str = "SANITIZER_ERROR_INVALID_PARAMETER";
+      break;
+    case SANITIZER_ERROR_INVALID_CONTEXT:
+      *str = "SANITIZER_ERROR_INVALID_CONTEXT";
+      break;
+    case SANITIZER_ERROR_MAX_LIMIT_REACHED:
+      *str = "SANITIZER_ERROR_MAX_LIMIT_REACHED";
+      break;
+    case SANITIZER_ERROR_OUT_OF_MEMORY:
+      *str = "SANITIZER_ERROR_OUT_OF_MEMORY";
+      break;
+    default:
+      *str = "SANITIZER_ERROR (fake)";
+      break;
   }
   return SANITIZER_SUCCESS;
 }
@@ -629,13 +641,13 @@ void fakesan_destroy_stream(uintptr_t stream) {
   s.streams.erase(stream);
 }
 
-int fakesan_launch(uintptr_t module, const char* name, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx,
-                   uint32_t by, uint32_t bz, uintptr_t stream, const FakesanPlan* plan) {
+int fakesan_launch(uintptr_t module, const char* name, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by,
+                   uint32_t bz, uintptr_t stream, const FakesanPlan* plan) {
   return Launch(false, module, name, gx, gy, gz, bx, by, bz, stream, plan);
 }
 
-int fakesan_graph_node_launch(uintptr_t module, const char* name, uint32_t gx, uint32_t gy, uint32_t gz,
-                              uint32_t bx, uint32_t by, uint32_t bz, uintptr_t stream, const FakesanPlan* plan) {
+int fakesan_graph_node_launch(uintptr_t module, const char* name, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx,
+                              uint32_t by, uint32_t bz, uintptr_t stream, const FakesanPlan* plan) {
   return Launch(true, module, name, gx, gy, gz, bx, by, bz, stream, plan);
 }
 

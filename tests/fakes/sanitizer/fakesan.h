@@ -61,11 +61,11 @@ uintptr_t fakesan_create_stream(void);
 void fakesan_destroy_stream(uintptr_t stream);
 /* stream 0 = the NULL stream. `plan` may be null. Returns 0, or -1 if the
  * module does not hold `name` (checked against the cubin bytes). */
-int fakesan_launch(uintptr_t module, const char* name, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx,
-                   uint32_t by, uint32_t bz, uintptr_t stream, const FakesanPlan* plan);
+int fakesan_launch(uintptr_t module, const char* name, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by,
+                   uint32_t bz, uintptr_t stream, const FakesanPlan* plan);
 /* A kernel node of a CUDA graph launched on `stream` (GRAPHS NODE_LAUNCH_BEGIN). */
-int fakesan_graph_node_launch(uintptr_t module, const char* name, uint32_t gx, uint32_t gy, uint32_t gz,
-                              uint32_t bx, uint32_t by, uint32_t bz, uintptr_t stream, const FakesanPlan* plan);
+int fakesan_graph_node_launch(uintptr_t module, const char* name, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx,
+                              uint32_t by, uint32_t bz, uintptr_t stream, const FakesanPlan* plan);
 void fakesan_stream_sync(uintptr_t stream); /* like cudaStreamSynchronize */
 void fakesan_ctx_sync(void);                /* like cudaDeviceSynchronize */
 void fakesan_destroy_context(void);

@@ -98,24 +98,34 @@ int main(int argc, char** argv) {
         if (eq == std::string::npos) return Fail(lineno, "option without '=': " + w[i]);
         std::string k = w[i].substr(0, eq), v = w[i].substr(eq + 1);
         unsigned long long n = std::strtoull(v.c_str(), nullptr, 10);
-        if (k == "stream") stream = streams.at(v);
-        else if (k == "seed") plan.shuffle_seed = uint32_t(n);
-        else if (k == "sms") plan.num_sms = uint32_t(n);
-        else if (k == "split") plan.split_exit_warps = uint32_t(n);
-        else if (k == "drop") plan.drop_exit_every = uint32_t(n);
-        else if (k == "start") plan.start_ns = n;
-        else if (k == "spacing") plan.spacing_ns = n;
-        else if (k == "duration") plan.duration_ns = n;
-        else if (k == "repeat") repeat = long(n);
-        else return Fail(lineno, "unknown option " + k);
+        if (k == "stream")
+          stream = streams.at(v);
+        else if (k == "seed")
+          plan.shuffle_seed = uint32_t(n);
+        else if (k == "sms")
+          plan.num_sms = uint32_t(n);
+        else if (k == "split")
+          plan.split_exit_warps = uint32_t(n);
+        else if (k == "drop")
+          plan.drop_exit_every = uint32_t(n);
+        else if (k == "start")
+          plan.start_ns = n;
+        else if (k == "spacing")
+          plan.spacing_ns = n;
+        else if (k == "duration")
+          plan.duration_ns = n;
+        else if (k == "repeat")
+          repeat = long(n);
+        else
+          return Fail(lineno, "unknown option " + k);
       }
       auto mod = modules.find(w[1]);
       if (mod == modules.end()) return Fail(lineno, "unknown module " + w[1]);
       for (long r = 0; r < repeat; ++r) {
         int rc = cmd == "launch"
                      ? fakesan_launch(mod->second, w[2].c_str(), g[0], g[1], g[2], b[0], b[1], b[2], stream, &plan)
-                     : fakesan_graph_node_launch(mod->second, w[2].c_str(), g[0], g[1], g[2], b[0], b[1], b[2],
-                                                 stream, &plan);
+                     : fakesan_graph_node_launch(mod->second, w[2].c_str(), g[0], g[1], g[2], b[0], b[1], b[2], stream,
+                                                 &plan);
         if (rc != 0) return Fail(lineno, "the fake refused the launch of " + w[2]) + 1;
       }
     } else if (cmd == "sync") {
