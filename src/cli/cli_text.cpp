@@ -61,8 +61,8 @@ std::vector<std::string> SummaryLines(const stats::TraceStats& s) {
     for (const auto& l : s.shadow_launches) {
       (l.blocks.blocks_unique == l.blocks.blocks_expected && !l.blocks.duplicates ? complete : incomplete)++;
     }
-    std::string line = "launches with every block recorded: " + FormatCount(complete) + ", incomplete: " +
-                       FormatCount(incomplete);
+    std::string line =
+        "launches with every block recorded: " + FormatCount(complete) + ", incomplete: " + FormatCount(incomplete);
     if (!s.shadow_kernels.empty()) {
       const auto& k = s.shadow_kernels.front();
       line += "; " + k.name + ": tail p50 " + FormatNs(static_cast<double>(k.tail_p50_ns)) + ", max " +
@@ -95,8 +95,8 @@ std::vector<std::string> SummaryLines(const stats::TraceStats& s) {
 
 void ReportRun(const ChildResult& result, const std::string& trace_path, const std::string& tool) {
   if (result.term_signal) {
-    std::fprintf(stderr, "twinscope: the program was killed by %s after %.1fs\n", SignalName(result.term_signal).c_str(),
-                 result.elapsed_s);
+    std::fprintf(stderr, "twinscope: the program was killed by %s after %.1fs\n",
+                 SignalName(result.term_signal).c_str(), result.elapsed_s);
   } else {
     std::fprintf(stderr, "twinscope: the program exited with code %d after %.1fs\n", result.exit_code,
                  result.elapsed_s);

@@ -11,9 +11,9 @@
 
 namespace twinscope::cli {
 
-std::string FormatCount(uint64_t n);        // 1234567 -> "1,234,567"
-std::string FormatNs(double ns);            // "850 ns", "12.3 us", "4.56 ms", "1.23 s"
-std::string SignalName(int sig);            // "SIGKILL"
+std::string FormatCount(uint64_t n);  // 1234567 -> "1,234,567"
+std::string FormatNs(double ns);      // "850 ns", "12.3 us", "4.56 ms", "1.23 s"
+std::string SignalName(int sig);      // "SIGKILL"
 std::string AbsolutePath(const std::string& path);
 
 // Three lines that sum a trace up (counts, loss or probe counters, top kernel

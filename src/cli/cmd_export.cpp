@@ -35,7 +35,8 @@ CommandRegistration kExport(
                      f->output.c_str(), f->format.c_str(), FormatCount(result->written).c_str(),
                      f->format == "chrome" ? "events" : "rows");
         if (result->report.end == ReadEnd::kCorrupt) {
-          std::fprintf(stderr, "twinscope export: the input is corrupt: only the part before the damage was exported\n");
+          std::fprintf(stderr,
+                       "twinscope export: the input is corrupt: only the part before the damage was exported\n");
           return 1;
         }
         return 0;

@@ -30,7 +30,8 @@ void PrintHeader(const stats::TraceStats& s) {
     for (const auto& a : h["command_line"]) command += (command.empty() ? "" : " ") + JsonText(a);
   }
   std::printf("  role: %s   host: %s   pid: %s\n", s.role.empty() ? "?" : s.role.c_str(),
-              JsonText(h.value("host", nlohmann::json("?"))).c_str(), JsonText(h.value("pid", nlohmann::json("?"))).c_str());
+              JsonText(h.value("host", nlohmann::json("?"))).c_str(),
+              JsonText(h.value("pid", nlohmann::json("?"))).c_str());
   std::printf("  command: %s\n", command.empty() ? "?" : command.c_str());
   std::string versions;
   for (const auto& [key, value] : h.items()) {
@@ -40,8 +41,10 @@ void PrintHeader(const stats::TraceStats& s) {
   }
   if (!versions.empty()) std::printf("  versions: %s\n", versions.c_str());
   const nlohmann::json* devices = nullptr;
-  if (s.status.contains("devices")) devices = &s.status["devices"];
-  else if (h.contains("devices")) devices = &h["devices"];
+  if (s.status.contains("devices"))
+    devices = &s.status["devices"];
+  else if (h.contains("devices"))
+    devices = &h["devices"];
   if (devices && devices->is_array()) {
     for (const auto& d : *devices) {
       if (!d.is_object()) {
@@ -162,9 +165,9 @@ void PrintShadow(const stats::TraceStats& s, size_t top) {
                          std::to_string(b.blocks_per_sm_max);
     std::string key = l.key_path.empty() ? "" : " [" + l.key_path + " #" + std::to_string(l.key_ordinal) + "]";
     std::printf("  %8llu %13s %5u %12s %10s %7s %16s %16s %20s %10s  %s%s\n", static_cast<unsigned long long>(b.seq),
-                blocks.c_str(), b.sms_used, per_sm.c_str(), FormatCount(b.inversions).c_str(), Tau(b.kendall_tau).c_str(),
-                at(b.first).c_str(), at(b.last).c_str(), at(b.straggler).c_str(), Ns(b.tail_ns).c_str(),
-                l.kernel.c_str(), key.c_str());
+                blocks.c_str(), b.sms_used, per_sm.c_str(), FormatCount(b.inversions).c_str(),
+                Tau(b.kendall_tau).c_str(), at(b.first).c_str(), at(b.last).c_str(), at(b.straggler).c_str(),
+                Ns(b.tail_ns).c_str(), l.kernel.c_str(), key.c_str());
   }
 }
 
@@ -211,7 +214,8 @@ CommandRegistration kStats(
         }
         std::fflush(stdout);
         if (s.report.end == ReadEnd::kCorrupt || s.report.end == ReadEnd::kTruncated) {
-          std::fprintf(stderr, "twinscope stats: warning: %s: %s\n", ReadEndName(s.report.end), s.report.message.c_str());
+          std::fprintf(stderr, "twinscope stats: warning: %s: %s\n", ReadEndName(s.report.end),
+                       s.report.message.c_str());
         }
         if (f->strict && !problems.empty()) return 3;
         return s.report.end == ReadEnd::kCorrupt ? 1 : 0;

@@ -9,8 +9,8 @@
 namespace twinscope::cli {
 
 struct RecordRequest {
-  std::string library;  // collector file name, e.g. "libtwinscope_cupti.so"
-  std::string output;   // trace path as the user gave it
+  std::string library;                                   // collector file name, e.g. "libtwinscope_cupti.so"
+  std::string output;                                    // trace path as the user gave it
   std::vector<std::pair<std::string, std::string>> env;  // TWINSCOPE_* settings
   std::vector<std::string> command;
   std::string label;  // for the live status line

@@ -204,10 +204,9 @@ ChildResult RunChild(const ChildOptions& options) {
     g_child_pid = 0;
     for (int i = 0; i < 3; ++i) sigaction(kForwarded[i], &old_actions[i], nullptr);
     result.exit_code = (exec_errno == ENOENT || exec_errno == ENOTDIR) ? 127 : 126;
-    result.error = "cannot run '" + options.argv[0] + "': " + std::strerror(exec_errno) +
-                   (exec_errno == ENOENT && options.argv[0].find('/') == std::string::npos
-                        ? " (not found in PATH)"
-                        : "");
+    result.error =
+        "cannot run '" + options.argv[0] + "': " + std::strerror(exec_errno) +
+        (exec_errno == ENOENT && options.argv[0].find('/') == std::string::npos ? " (not found in PATH)" : "");
     return result;
   }
   result.started = true;

@@ -21,7 +21,7 @@ std::string ExecutableDir();
 StatusOr<std::string> FindCollectorLibrary(const std::string& file_name);
 
 struct ChildOptions {
-  std::vector<std::string> argv;  // argv[0] is looked up in PATH unless it contains '/'
+  std::vector<std::string> argv;                         // argv[0] is looked up in PATH unless it contains '/'
   std::vector<std::pair<std::string, std::string>> env;  // set (overriding) in the child
   // Live status on stderr (caller decides, typically isatty(2)): elapsed time
   // and the size and growth rate of `watch_file`.

@@ -69,9 +69,15 @@ class ScanSink : public RecordSink {
   void Time(uint64_t t) {
     if (t != 0 && t < base) base = t;
   }
-  void OnKernel(const KernelRecord& r) override { Activity(r.device, r.stream, r.correlation_id, r.start_ns, r.end_ns, r.flags); }
-  void OnMemcpy(const MemcpyRecord& r) override { Activity(r.device, r.stream, r.correlation_id, r.start_ns, r.end_ns, r.flags); }
-  void OnMemset(const MemsetRecord& r) override { Activity(r.device, r.stream, r.correlation_id, r.start_ns, r.end_ns, r.flags); }
+  void OnKernel(const KernelRecord& r) override {
+    Activity(r.device, r.stream, r.correlation_id, r.start_ns, r.end_ns, r.flags);
+  }
+  void OnMemcpy(const MemcpyRecord& r) override {
+    Activity(r.device, r.stream, r.correlation_id, r.start_ns, r.end_ns, r.flags);
+  }
+  void OnMemset(const MemsetRecord& r) override {
+    Activity(r.device, r.stream, r.correlation_id, r.start_ns, r.end_ns, r.flags);
+  }
   void OnApi(const ApiRecord& r) override {
     threads.insert(r.thread_id);
     if (!ValidSpan(r.start_ns, r.end_ns)) return;
@@ -210,7 +216,8 @@ class JsonOut {
 };
 
 const char* CopyKindName(uint8_t k) {
-  static const char* kNames[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"};
+  static const char* kNames[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
+                                 "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
   return k < sizeof kNames / sizeof kNames[0] ? kNames[k] : "Unknown";
 }
 
@@ -232,9 +239,13 @@ class ChromeSink : public RecordSink {
     out_.Raw(",\"grid\":[").Uint(r.grid.x).Raw(",").Uint(r.grid.y).Raw(",").Uint(r.grid.z);
     out_.Raw("],\"block\":[").Uint(r.block.x).Raw(",").Uint(r.block.y).Raw(",").Uint(r.block.z);
     out_.Raw("],\"registers\":").Uint(r.registers_per_thread);
-    out_.Raw(",\"static_shared\":").Uint(r.static_shared_bytes).Raw(",\"dynamic_shared\":").Uint(r.dynamic_shared_bytes);
+    out_.Raw(",\"static_shared\":")
+        .Uint(r.static_shared_bytes)
+        .Raw(",\"dynamic_shared\":")
+        .Uint(r.dynamic_shared_bytes);
     out_.Raw(",\"grid_id\":").Uint(r.grid_id);
-    if (r.flags & kFlagGraph) out_.Raw(",\"graph_id\":").Uint(r.graph_id).Raw(",\"graph_node_id\":").Uint(r.graph_node_id);
+    if (r.flags & kFlagGraph)
+      out_.Raw(",\"graph_id\":").Uint(r.graph_id).Raw(",\"graph_node_id\":").Uint(r.graph_node_id);
     Key(r.key);
     if (r.demangled && r.name) out_.Raw(",\"mangled\":").Str(Name(r.name, ""));
     out_.Raw(",\"flags\":").Uint(r.flags).Raw("}");
@@ -253,7 +264,8 @@ class ChromeSink : public RecordSink {
     Dur(r.end_ns - r.start_ns);
     out_.Raw(",\"args\":{\"correlation\":").Uint(r.correlation_id).Raw(",\"bytes\":").Uint(r.bytes);
     out_.Raw(",\"src_kind\":").Uint(r.src_kind).Raw(",\"dst_kind\":").Uint(r.dst_kind);
-    if (r.flags & kFlagGraph) out_.Raw(",\"graph_id\":").Uint(r.graph_id).Raw(",\"graph_node_id\":").Uint(r.graph_node_id);
+    if (r.flags & kFlagGraph)
+      out_.Raw(",\"graph_id\":").Uint(r.graph_id).Raw(",\"graph_node_id\":").Uint(r.graph_node_id);
     out_.Raw("}");
     out_.EndEvent();
     ++written;
@@ -269,7 +281,8 @@ class ChromeSink : public RecordSink {
     Dur(r.end_ns - r.start_ns);
     out_.Raw(",\"args\":{\"correlation\":").Uint(r.correlation_id).Raw(",\"bytes\":").Uint(r.bytes);
     out_.Raw(",\"value\":").Uint(r.value);
-    if (r.flags & kFlagGraph) out_.Raw(",\"graph_id\":").Uint(r.graph_id).Raw(",\"graph_node_id\":").Uint(r.graph_node_id);
+    if (r.flags & kFlagGraph)
+      out_.Raw(",\"graph_id\":").Uint(r.graph_id).Raw(",\"graph_node_id\":").Uint(r.graph_node_id);
     out_.Raw("}");
     out_.EndEvent();
     ++written;
@@ -288,7 +301,8 @@ class ChromeSink : public RecordSink {
     out_.EndEvent();
     ++written;
     // One flow per GPU activity of this correlation id (a graph launch has many).
-    uint32_t n = r.correlation_id ? std::min(scan_.activity_correlations.Get(r.correlation_id), kMaxFlowsPerCorrelation) : 0;
+    uint32_t n =
+        r.correlation_id ? std::min(scan_.activity_correlations.Get(r.correlation_id), kMaxFlowsPerCorrelation) : 0;
     if (n && flows_started_.Get(r.correlation_id) == 0) {
       flows_started_.Increment(r.correlation_id);
       const uint64_t mid = r.start_ns + (r.end_ns - r.start_ns) / 2;
@@ -429,7 +443,8 @@ class ChromeSink : public RecordSink {
     Meta("process_sort_index", pid_, 0, "sort_index", 0);
     for (uint64_t t : scan_.threads) {
       const int64_t tid = static_cast<int64_t>(t);
-      Meta("thread_name", pid_, tid, "name", tid == pid_ ? "main thread " + std::to_string(t) : "thread " + std::to_string(t));
+      Meta("thread_name", pid_, tid, "name",
+           tid == pid_ ? "main thread " + std::to_string(t) : "thread " + std::to_string(t));
     }
     std::set<uint32_t> devices;
     for (const auto& [device, stream] : scan_.streams) {

@@ -14,9 +14,9 @@
 namespace twinscope::exporters {
 
 struct ExportResult {
-  ReadReport report;      // how the read of the trace ended (damage included)
-  uint64_t records = 0;   // records read
-  uint64_t written = 0;   // chrome: trace events written; sqlite: rows inserted
+  ReadReport report;     // how the read of the trace ended (damage included)
+  uint64_t records = 0;  // records read
+  uint64_t written = 0;  // chrome: trace events written; sqlite: rows inserted
   // Records that could not be placed on a timeline (invalid timestamps,
   // unclosed NVTX ranges exported as instants are not counted here).
   uint64_t skipped_invalid = 0;

@@ -84,8 +84,8 @@ CREATE VIEW launches_named AS
 class Db {
  public:
   explicit Db(const std::string& path) {
-    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr) !=
-        SQLITE_OK) {
+    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                        nullptr) != SQLITE_OK) {
       std::string m = db_ ? sqlite3_errmsg(db_) : "out of memory";
       sqlite3_close(db_);
       db_ = nullptr;
@@ -153,7 +153,8 @@ bool Valid(uint64_t start, uint64_t end, uint32_t flags) {
 }
 
 const char* CopyKindName(uint8_t k) {
-  static const char* kNames[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"};
+  static const char* kNames[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
+                                 "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
   return k < sizeof kNames / sizeof kNames[0] ? kNames[k] : "Unknown";
 }
 
@@ -178,55 +179,146 @@ class SqliteSink : public RecordSink {
   void OnKernel(const KernelRecord& r) override {
     const bool v = Valid(r.start_ns, r.end_ns, r.flags);
     if (!v) ++invalid;
-    Row(kernel_).I(r.start_ns).I(r.end_ns).Opt(v, r.end_ns - r.start_ns).I(!v).I(r.device).I(r.context).I(r.stream)
-        .I(r.correlation_id).I(r.grid_id).I(r.graph_id).I(r.graph_node_id).I(r.flags)
-        .I(r.grid.x).I(r.grid.y).I(r.grid.z).I(r.block.x).I(r.block.y).I(r.block.z)
-        .I(r.static_shared_bytes).I(r.dynamic_shared_bytes).I(r.registers_per_thread)
-        .I(r.name).Opt(r.demangled != 0, r.demangled).I(r.key.hash).Opt(r.key.path != 0, r.key.path).I(r.key.ordinal);
+    Row(kernel_)
+        .I(r.start_ns)
+        .I(r.end_ns)
+        .Opt(v, r.end_ns - r.start_ns)
+        .I(!v)
+        .I(r.device)
+        .I(r.context)
+        .I(r.stream)
+        .I(r.correlation_id)
+        .I(r.grid_id)
+        .I(r.graph_id)
+        .I(r.graph_node_id)
+        .I(r.flags)
+        .I(r.grid.x)
+        .I(r.grid.y)
+        .I(r.grid.z)
+        .I(r.block.x)
+        .I(r.block.y)
+        .I(r.block.z)
+        .I(r.static_shared_bytes)
+        .I(r.dynamic_shared_bytes)
+        .I(r.registers_per_thread)
+        .I(r.name)
+        .Opt(r.demangled != 0, r.demangled)
+        .I(r.key.hash)
+        .Opt(r.key.path != 0, r.key.path)
+        .I(r.key.ordinal);
     db_.Step(kernel_);
   }
   void OnMemcpy(const MemcpyRecord& r) override {
     const bool v = Valid(r.start_ns, r.end_ns, r.flags);
     if (!v) ++invalid;
-    Row(memcpy_).I(r.start_ns).I(r.end_ns).Opt(v, r.end_ns - r.start_ns).I(!v).I(r.bytes)
-        .Text(CopyKindName(r.copy_kind)).I(r.src_kind).I(r.dst_kind).I(r.device).I(r.context).I(r.stream)
-        .I(r.correlation_id).I(r.graph_id).I(r.graph_node_id).I(r.flags);
+    Row(memcpy_)
+        .I(r.start_ns)
+        .I(r.end_ns)
+        .Opt(v, r.end_ns - r.start_ns)
+        .I(!v)
+        .I(r.bytes)
+        .Text(CopyKindName(r.copy_kind))
+        .I(r.src_kind)
+        .I(r.dst_kind)
+        .I(r.device)
+        .I(r.context)
+        .I(r.stream)
+        .I(r.correlation_id)
+        .I(r.graph_id)
+        .I(r.graph_node_id)
+        .I(r.flags);
     db_.Step(memcpy_);
   }
   void OnMemset(const MemsetRecord& r) override {
     const bool v = Valid(r.start_ns, r.end_ns, r.flags);
     if (!v) ++invalid;
-    Row(memset_).I(r.start_ns).I(r.end_ns).Opt(v, r.end_ns - r.start_ns).I(!v).I(r.bytes).I(r.value).I(r.device)
-        .I(r.context).I(r.stream).I(r.correlation_id).I(r.graph_id).I(r.graph_node_id).I(r.flags);
+    Row(memset_)
+        .I(r.start_ns)
+        .I(r.end_ns)
+        .Opt(v, r.end_ns - r.start_ns)
+        .I(!v)
+        .I(r.bytes)
+        .I(r.value)
+        .I(r.device)
+        .I(r.context)
+        .I(r.stream)
+        .I(r.correlation_id)
+        .I(r.graph_id)
+        .I(r.graph_node_id)
+        .I(r.flags);
     db_.Step(memset_);
   }
   void OnApi(const ApiRecord& r) override {
     const bool v = Valid(r.start_ns, r.end_ns, 0);
-    Row(api_).I(r.start_ns).I(r.end_ns).Opt(v, r.end_ns - r.start_ns).I(r.thread_id).I(r.correlation_id)
-        .Text(r.domain == static_cast<uint32_t>(ApiDomain::kDriver) ? "driver" : "runtime").I(r.cbid).I(r.name);
+    Row(api_)
+        .I(r.start_ns)
+        .I(r.end_ns)
+        .Opt(v, r.end_ns - r.start_ns)
+        .I(r.thread_id)
+        .I(r.correlation_id)
+        .Text(r.domain == static_cast<uint32_t>(ApiDomain::kDriver) ? "driver" : "runtime")
+        .I(r.cbid)
+        .I(r.name);
     db_.Step(api_);
   }
   void OnNvtx(const NvtxRecord& r) override {
     const char* kind = r.kind == static_cast<uint32_t>(NvtxKind::kMark)       ? "mark"
                        : r.kind == static_cast<uint32_t>(NvtxKind::kStartEnd) ? "start_end"
-                                                                               : "push_pop";
+                                                                              : "push_pop";
     const bool closed = r.end_ns != 0 && r.end_ns >= r.start_ns;
-    Row(nvtx_).I(r.start_ns).Opt(closed, r.end_ns).Opt(closed, r.end_ns - r.start_ns).I(r.thread_id).I(r.range_id)
-        .Text(kind).Opt(r.domain != 0, r.domain).I(r.name).I(r.depth);
+    Row(nvtx_)
+        .I(r.start_ns)
+        .Opt(closed, r.end_ns)
+        .Opt(closed, r.end_ns - r.start_ns)
+        .I(r.thread_id)
+        .I(r.range_id)
+        .Text(kind)
+        .Opt(r.domain != 0, r.domain)
+        .I(r.name)
+        .I(r.depth);
     db_.Step(nvtx_);
   }
   void OnLaunch(const LaunchRecord& r) override {
-    Row(launch_).I(r.seq).I(r.cpu_ns).I(r.thread_id).I(r.grid_id).I(r.graph_exec_id).I(r.key.hash)
-        .Opt(r.key.path != 0, r.key.path).I(r.key.ordinal).I(r.correlation_id).I(r.device).I(r.stream).I(r.kernel)
-        .I(r.grid.x).I(r.grid.y).I(r.grid.z).I(r.block.x).I(r.block.y).I(r.block.z)
-        .I(r.cluster.x).I(r.cluster.y).I(r.cluster.z).I(r.flags).I(r.blocks_recorded);
+    Row(launch_)
+        .I(r.seq)
+        .I(r.cpu_ns)
+        .I(r.thread_id)
+        .I(r.grid_id)
+        .I(r.graph_exec_id)
+        .I(r.key.hash)
+        .Opt(r.key.path != 0, r.key.path)
+        .I(r.key.ordinal)
+        .I(r.correlation_id)
+        .I(r.device)
+        .I(r.stream)
+        .I(r.kernel)
+        .I(r.grid.x)
+        .I(r.grid.y)
+        .I(r.grid.z)
+        .I(r.block.x)
+        .I(r.block.y)
+        .I(r.block.z)
+        .I(r.cluster.x)
+        .I(r.cluster.y)
+        .I(r.cluster.z)
+        .I(r.flags)
+        .I(r.blocks_recorded);
     db_.Step(launch_);
   }
   void OnBlock(const BlockRecord& r) override {
     const bool v = Valid(r.enter_ns, r.exit_ns, 0);
     if (!v) ++invalid;
-    Row(block_).I(r.launch_seq).I(r.enter_ns).I(r.exit_ns).Opt(v, r.exit_ns - r.enter_ns).I(r.block_linear)
-        .I(r.order).I(r.x).I(r.y).I(r.z).I(r.sm);
+    Row(block_)
+        .I(r.launch_seq)
+        .I(r.enter_ns)
+        .I(r.exit_ns)
+        .Opt(v, r.exit_ns - r.enter_ns)
+        .I(r.block_linear)
+        .I(r.order)
+        .I(r.x)
+        .I(r.y)
+        .I(r.z)
+        .I(r.sm);
     db_.Step(block_);
   }
   void OnStatus(const nlohmann::json& status, bool) override { last_status = status; }
@@ -254,7 +346,9 @@ StatusOr<ExportResult> ExportSqlite(const std::string& trace, const std::string&
   ExportResult result;
   try {
     Db db(out);
-    db.Exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA page_size=65536; PRAGMA locking_mode=EXCLUSIVE; PRAGMA temp_store=MEMORY; PRAGMA cache_size=-262144;");
+    db.Exec(
+        "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA page_size=65536; PRAGMA locking_mode=EXCLUSIVE; "
+        "PRAGMA temp_store=MEMORY; PRAGMA cache_size=-262144;");
     db.Exec(kSchema);
     db.Exec("BEGIN");
     SqliteSink sink(db);
@@ -272,8 +366,9 @@ StatusOr<ExportResult> ExportSqlite(const std::string& trace, const std::string&
       for (const auto& [name, value] : sink.last_status["counters"].items()) {
         if (!value.is_number_integer()) continue;
         sqlite3_bind_text(counter, 1, name.c_str(), -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int64(counter, 2, value.is_number_unsigned() ? static_cast<sqlite3_int64>(value.get<uint64_t>())
-                                                                   : value.get<int64_t>());
+        sqlite3_bind_int64(
+            counter, 2,
+            value.is_number_unsigned() ? static_cast<sqlite3_int64>(value.get<uint64_t>()) : value.get<int64_t>());
         db.Step(counter);
       }
     }

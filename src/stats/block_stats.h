@@ -52,9 +52,9 @@ struct LaunchBlockStats {
   // tau = 1 when blocks arrived strictly in index order, -1 when reversed.
   uint64_t inversions = 0;
   double kendall_tau = 0;
-  BlockRef first;      // lowest arrival order
-  BlockRef last;       // highest arrival order
-  BlockRef straggler;  // latest exit (valid times only)
+  BlockRef first;               // lowest arrival order
+  BlockRef last;                // highest arrival order
+  BlockRef straggler;           // latest exit (valid times only)
   uint64_t first_enter_ns = 0;  // earliest valid enter
   uint64_t last_exit_ns = 0;    // latest valid exit
   uint64_t median_exit_ns = 0;

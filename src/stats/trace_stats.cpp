@@ -115,8 +115,8 @@ void StatsBuilder::OnStatus(const nlohmann::json& status, bool is_summary) {
   if (is_summary) have_summary_ = true;
 }
 
-TraceStats StatsBuilder::Finish(const std::unordered_map<StringId, std::string>& strings,
-                                const nlohmann::json& header, const ReadReport& report) {
+TraceStats StatsBuilder::Finish(const std::unordered_map<StringId, std::string>& strings, const nlohmann::json& header,
+                                const ReadReport& report) {
   TraceStats s;
   s.header = header;
   s.report = report;
@@ -195,10 +195,10 @@ TraceStats StatsBuilder::Finish(const std::unordered_map<StringId, std::string>&
   // Shadow: per launch, then per kernel.
   s.shadow = s.role == "shadow" || !blocks_.empty();
   if (s.shadow) {
-    for (const char* name : {counters::kLaunchesSeen, counters::kLaunchesTraced, counters::kLaunchesSkipped,
-                             counters::kBlocksExpected, counters::kBlocksRecorded, counters::kBlocksOverflow,
-                             counters::kModulesLoaded, counters::kModulesPatched, counters::kSanitizerCallbacks,
-                             counters::kWriterDropped}) {
+    for (const char* name :
+         {counters::kLaunchesSeen, counters::kLaunchesTraced, counters::kLaunchesSkipped, counters::kBlocksExpected,
+          counters::kBlocksRecorded, counters::kBlocksOverflow, counters::kModulesLoaded, counters::kModulesPatched,
+          counters::kSanitizerCallbacks, counters::kWriterDropped}) {
       s.probe_counters[name] = CounterValue(status_, name);
     }
     std::vector<uint64_t> seqs;
@@ -268,8 +268,9 @@ TraceStats StatsBuilder::Finish(const std::unordered_map<StringId, std::string>&
       k.kendall_tau_mean = tau_n ? tau_sum / static_cast<double>(tau_n) : std::nan("");
       s.shadow_kernels.push_back(std::move(k));
     }
-    std::stable_sort(s.shadow_kernels.begin(), s.shadow_kernels.end(),
-                     [](const ShadowKernelSummary& a, const ShadowKernelSummary& b) { return a.launches > b.launches; });
+    std::stable_sort(
+        s.shadow_kernels.begin(), s.shadow_kernels.end(),
+        [](const ShadowKernelSummary& a, const ShadowKernelSummary& b) { return a.launches > b.launches; });
   }
   return s;
 }
@@ -316,7 +317,8 @@ std::vector<std::string> StrictProblems(const TraceStats& s) {
     if (incomplete) p.push_back(std::to_string(incomplete) + " traced launches without exactly one record per block");
     if (duplicates) p.push_back(std::to_string(duplicates) + " duplicate block records");
     if (invalid) p.push_back(std::to_string(invalid) + " block records with invalid times");
-    if (s.blocks_without_launch) p.push_back(std::to_string(s.blocks_without_launch) + " block records without their launch record");
+    if (s.blocks_without_launch)
+      p.push_back(std::to_string(s.blocks_without_launch) + " block records without their launch record");
   }
   return p;
 }
@@ -326,7 +328,8 @@ namespace {
 nlohmann::json Num(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
 
 nlohmann::json BlockRefJson(const BlockRef& b) {
-  return {{"block", b.block_linear}, {"sm", b.sm}, {"order", b.order}, {"enter_ns", b.enter_ns}, {"exit_ns", b.exit_ns}};
+  return {
+      {"block", b.block_linear}, {"sm", b.sm}, {"order", b.order}, {"enter_ns", b.enter_ns}, {"exit_ns", b.exit_ns}};
 }
 
 }  // namespace
@@ -337,7 +340,7 @@ nlohmann::json StatsToJson(const TraceStats& s, size_t top) {
   j["path"] = s.path;
   j["header"] = s.header;
   j["role"] = s.role;
-  j["read"] = {{"end", ReadEndName(s.report.end)}, {"ok", s.report.ok()},  {"message", s.report.message},
+  j["read"] = {{"end", ReadEndName(s.report.end)}, {"ok", s.report.ok()},         {"message", s.report.message},
                {"chunks", s.report.chunks},        {"records", s.report.records}, {"bytes", s.report.bytes}};
   j["have_summary"] = s.have_summary;
   j["status"] = s.status;
@@ -358,25 +361,41 @@ nlohmann::json StatsToJson(const TraceStats& s, size_t top) {
   json kernels = json::array();
   for (size_t i = 0; i < s.kernels.size() && (top == 0 || i < top); ++i) {
     const auto& k = s.kernels[i];
-    kernels.push_back({{"name", k.name},     {"count", k.count},   {"invalid", k.invalid}, {"total_ns", k.total_ns},
-                       {"mean_ns", k.mean_ns}, {"min_ns", k.min_ns}, {"p50_ns", k.p50_ns},  {"p99_ns", k.p99_ns},
+    kernels.push_back({{"name", k.name},
+                       {"count", k.count},
+                       {"invalid", k.invalid},
+                       {"total_ns", k.total_ns},
+                       {"mean_ns", k.mean_ns},
+                       {"min_ns", k.min_ns},
+                       {"p50_ns", k.p50_ns},
+                       {"p99_ns", k.p99_ns},
                        {"max_ns", k.max_ns}});
   }
   j["kernels"] = kernels;
   j["kernel_names"] = s.kernels.size();
   json devices = json::array();
   for (const auto& d : s.devices) {
-    devices.push_back({{"device", d.device},         {"kernels", d.kernels},       {"memcpys", d.memcpys},
-                       {"memsets", d.memsets},       {"kernel_ns", d.kernel_ns},   {"memcpy_bytes", d.memcpy_bytes},
-                       {"memset_bytes", d.memset_bytes}, {"first_ns", d.first_ns}, {"last_ns", d.last_ns},
+    devices.push_back({{"device", d.device},
+                       {"kernels", d.kernels},
+                       {"memcpys", d.memcpys},
+                       {"memsets", d.memsets},
+                       {"kernel_ns", d.kernel_ns},
+                       {"memcpy_bytes", d.memcpy_bytes},
+                       {"memset_bytes", d.memset_bytes},
+                       {"first_ns", d.first_ns},
+                       {"last_ns", d.last_ns},
                        {"streams", d.streams}});
   }
   j["devices"] = devices;
   json nvtx = json::array();
   for (size_t i = 0; i < s.nvtx.size() && (top == 0 || i < top); ++i) {
     const auto& n = s.nvtx[i];
-    nvtx.push_back({{"name", n.name},         {"kind", n.kind},         {"count", n.count},
-                    {"unclosed", n.unclosed}, {"total_ns", n.total_ns}, {"max_ns", n.max_ns}});
+    nvtx.push_back({{"name", n.name},
+                    {"kind", n.kind},
+                    {"count", n.count},
+                    {"unclosed", n.unclosed},
+                    {"total_ns", n.total_ns},
+                    {"max_ns", n.max_ns}});
   }
   j["nvtx"] = nvtx;
   j["shadow"] = s.shadow;
@@ -401,31 +420,33 @@ nlohmann::json StatsToJson(const TraceStats& s, size_t top) {
     json launches = json::array();
     for (const auto& sl : s.shadow_launches) {
       const auto& b = sl.blocks;
-      launches.push_back({{"seq", b.seq},
-                          {"kernel", sl.kernel},
-                          {"have_launch_record", sl.have_launch_record},
-                          {"key_path", sl.key_path},
-                          {"key_ordinal", sl.key_ordinal},
-                          {"key_hash", sl.key_hash},
-                          {"grid", {sl.grid.x, sl.grid.y, sl.grid.z}},
-                          {"blocks_expected", b.blocks_expected},
-                          {"blocks_seen", b.blocks_seen},
-                          {"blocks_unique", b.blocks_unique},
-                          {"duplicates", b.duplicates},
-                          {"out_of_grid", b.out_of_grid},
-                          {"invalid_times", b.invalid_times},
-                          {"sms_used", b.sms_used},
-                          {"blocks_per_sm", {{"min", b.blocks_per_sm_min}, {"median", b.blocks_per_sm_median}, {"max", b.blocks_per_sm_max}}},
-                          {"inversions", b.inversions},
-                          {"kendall_tau", Num(b.kendall_tau)},
-                          {"first", BlockRefJson(b.first)},
-                          {"last", BlockRefJson(b.last)},
-                          {"straggler", BlockRefJson(b.straggler)},
-                          {"span_ns", b.span_ns},
-                          {"tail_ns", b.tail_ns},
-                          {"median_exit_ns", b.median_exit_ns},
-                          {"block_duration_p50_ns", b.block_duration_p50_ns},
-                          {"block_duration_max_ns", b.block_duration_max_ns}});
+      launches.push_back(
+          {{"seq", b.seq},
+           {"kernel", sl.kernel},
+           {"have_launch_record", sl.have_launch_record},
+           {"key_path", sl.key_path},
+           {"key_ordinal", sl.key_ordinal},
+           {"key_hash", sl.key_hash},
+           {"grid", {sl.grid.x, sl.grid.y, sl.grid.z}},
+           {"blocks_expected", b.blocks_expected},
+           {"blocks_seen", b.blocks_seen},
+           {"blocks_unique", b.blocks_unique},
+           {"duplicates", b.duplicates},
+           {"out_of_grid", b.out_of_grid},
+           {"invalid_times", b.invalid_times},
+           {"sms_used", b.sms_used},
+           {"blocks_per_sm",
+            {{"min", b.blocks_per_sm_min}, {"median", b.blocks_per_sm_median}, {"max", b.blocks_per_sm_max}}},
+           {"inversions", b.inversions},
+           {"kendall_tau", Num(b.kendall_tau)},
+           {"first", BlockRefJson(b.first)},
+           {"last", BlockRefJson(b.last)},
+           {"straggler", BlockRefJson(b.straggler)},
+           {"span_ns", b.span_ns},
+           {"tail_ns", b.tail_ns},
+           {"median_exit_ns", b.median_exit_ns},
+           {"block_duration_p50_ns", b.block_duration_p50_ns},
+           {"block_duration_max_ns", b.block_duration_max_ns}});
     }
     j["shadow_launches"] = launches;
     j["blocks_without_launch"] = s.blocks_without_launch;

@@ -10,21 +10,20 @@
 
 #include <cstdint>
 #include <map>
-#include <tuple>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "base/status.h"
 #include "stats/block_stats.h"
 #include "twinscope/trace_reader.h"
-#include "base/status.h"
 
 namespace twinscope::stats {
 
 struct KernelSummary {
-  std::string name;  // demangled where the trace has it
+  std::string name;      // demangled where the trace has it
   uint64_t count = 0;    // records, invalid timestamps included
   uint64_t invalid = 0;  // records with kFlagInvalidTimestamp (excluded from times)
   uint64_t total_ns = 0, min_ns = 0, max_ns = 0, p50_ns = 0, p99_ns = 0;
@@ -41,7 +40,7 @@ struct DeviceSummary {
 };
 
 struct NvtxSummary {
-  std::string name;  // "domain::name" for non-default domains
+  std::string name;   // "domain::name" for non-default domains
   uint32_t kind = 0;  // NvtxKind
   uint64_t count = 0;
   uint64_t unclosed = 0;  // ranges that never ended (no duration)
@@ -56,8 +55,8 @@ struct LossAccounting {
   uint64_t launches_seen = 0;
   uint64_t kernel_records = 0;  // delivered by CUPTI (counter)
   uint64_t kernel_records_in_file = 0;
-  int64_t missing = 0;  // launches_seen - kernel_records; negative = more records than launches
-  uint64_t invalid_timestamps = 0;  // counter (kernels)
+  int64_t missing = 0;                      // launches_seen - kernel_records; negative = more records than launches
+  uint64_t invalid_timestamps = 0;          // counter (kernels)
   uint64_t invalid_timestamps_in_file = 0;  // kernels, copies and memsets flagged invalid
   uint64_t copy_invalid_timestamps = 0;     // counter (memcpy/memset)
   uint64_t cupti_dropped = 0;
@@ -103,7 +102,7 @@ struct TraceStats {
   bool shadow = false;
   std::vector<ShadowKernelSummary> shadow_kernels;  // by launches, descending
   std::vector<ShadowLaunch> shadow_launches;        // by seq
-  uint64_t blocks_without_launch = 0;  // block records whose launch record is missing
+  uint64_t blocks_without_launch = 0;               // block records whose launch record is missing
   nlohmann::json probe_counters = nlohmann::json::object();
 };
 

@@ -1,18 +1,16 @@
 // `twinscope record` + `twinscope stats` end to end: the real
 // libtwinscope_cupti.so (found next to the binary, build/lib) loaded by the
 // fake-CUPTI stand-in application tests/cupti/cupti_driver.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace {
 

@@ -1,23 +1,21 @@
 // Runs the built `twinscope` binary as a user would and checks exit codes,
 // messages and outputs of record, blocks, stats and export.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "format/trace_writer.h"
 #include "sample_trace.h"
@@ -263,8 +261,8 @@ TEST_F(CliTest, RecordSetsInjectionEnvironmentAndSummarises) {
   // A stale trace at the output path must not pass for this run's.
   std::ofstream(P("t.tsc")) << "stale";
   Outcome r = Twinscope({"record", "-o", P("t.tsc"), "--kinds", "kernel,api", "--buffer-size", "64",
-                     "--device-buffer-pool-limit", "8", "--flush-ms", "250", "--kernels-only", "--", FAKE_APP_BIN,
-                     "write-trace", "3"});
+                         "--device-buffer-pool-limit", "8", "--flush-ms", "250", "--kernels-only", "--", FAKE_APP_BIN,
+                         "write-trace", "3"});
   EXPECT_EQ(r.code, 3) << r.err;
   const std::string lib = fs::canonical(dir_ / "lib" / "libtwinscope_cupti.so").string();
   EXPECT_NE(r.out.find("CUDA_INJECTION64_PATH=" + lib + "\n"), std::string::npos) << r.out;
@@ -295,7 +293,7 @@ TEST_F(CliTest, RecordSetsInjectionEnvironmentAndSummarises) {
 
 TEST_F(CliTest, BlocksSetsProbeEnvironment) {
   Outcome r = Twinscope({"blocks", "--kernel", "reshape_and_cache", "--kernel", "re:gemm.*", "--every", "2",
-                     "--max-launches", "3", "-o", P("s.tsc"), "--", FAKE_APP_BIN, "print-env", "0"});
+                         "--max-launches", "3", "-o", P("s.tsc"), "--", FAKE_APP_BIN, "print-env", "0"});
   EXPECT_EQ(r.code, 0) << r.err;
   const std::string lib = fs::canonical(dir_ / "lib" / "libtwinscope_blocks.so").string();
   EXPECT_NE(r.out.find("CUDA_INJECTION64_PATH=" + lib + "\n"), std::string::npos) << r.out;
@@ -327,8 +325,8 @@ bool WaitForFile(const std::string& path) {
 
 TEST_F(CliTest, ForwardsSignalsToTheProgram) {
   // SIGTERM to twinscope reaches the program, which exits 42 from its handler.
-  std::vector<std::string> args = {TWINSCOPE_BIN, "record", "-o", P("t.tsc"), "--", FAKE_APP_BIN, "wait-signal",
-                                   P("ready1")};
+  std::vector<std::string> args = {TWINSCOPE_BIN, "record",     "-o",          P("t.tsc"),
+                                   "--",          FAKE_APP_BIN, "wait-signal", P("ready1")};
   pid_t pid = Start(args, {lib_env_}, P("stdout"), P("stderr"));
   ASSERT_TRUE(WaitForFile(P("ready1")));
   kill(pid, SIGTERM);

@@ -3,9 +3,8 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "export/export.h"
 #include "format/trace_writer.h"
@@ -135,7 +134,8 @@ TEST_F(ChromeExportTest, PrimaryTraceStructureAndValues) {
     double ts = s["ts"];
     bool inside = false;
     for (const auto& a : apis)
-      inside |= a["tid"] == s["tid"] && a["ts"].get<double>() <= ts && ts <= a["ts"].get<double>() + a["dur"].get<double>();
+      inside |=
+          a["tid"] == s["tid"] && a["ts"].get<double>() <= ts && ts <= a["ts"].get<double>() + a["dur"].get<double>();
     EXPECT_TRUE(inside) << s.dump();
   }
 }

@@ -89,8 +89,8 @@ void WritePrimaryTrace(const std::string& path, uint64_t extra_kernels) {
     }
     w->Append(k);
   };
-  kernel(1, gemm, gemm_d, 5000, 6000, 0);              // 1.000 us, 4.100 us after the base (900)
-  kernel(3, node, 0, 7000, 7500, kFlagGraph);          // graph launch: 2 kernel nodes, one API call
+  kernel(1, gemm, gemm_d, 5000, 6000, 0);      // 1.000 us, 4.100 us after the base (900)
+  kernel(3, node, 0, 7000, 7500, kFlagGraph);  // graph launch: 2 kernel nodes, one API call
   kernel(3, node, 0, 7600, 8000, kFlagGraph);
   kernel(4, gemm, gemm_d, 0, 0, kFlagInvalidTimestamp);  // never placed on a timeline
   for (uint64_t i = 0; i < extra_kernels; ++i) kernel(0, filler, 0, 10000 + i * 100, 10050 + i * 100, 0);

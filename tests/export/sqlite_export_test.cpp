@@ -2,10 +2,9 @@
 #include <sqlite3.h>
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "export/export.h"
 #include "sample_trace.h"
@@ -16,7 +15,9 @@ namespace {
 // Runs a query and returns its rows as strings ("NULL" for null).
 class Query {
  public:
-  explicit Query(const std::string& path) { EXPECT_EQ(sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK); }
+  explicit Query(const std::string& path) {
+    EXPECT_EQ(sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  }
   ~Query() { sqlite3_close(db_); }
   std::vector<std::vector<std::string>> Rows(const std::string& sql) {
     std::vector<std::vector<std::string>> rows;
@@ -67,9 +68,10 @@ TEST_F(SqliteExportTest, PrimaryTraceTablesAndValues) {
   Query q(out_);
   EXPECT_EQ(q.One("SELECT count(*) FROM kernels"), "4");
   EXPECT_EQ(q.One("SELECT count(*) FROM kernels WHERE invalid_timestamp = 1 AND duration_ns IS NULL"), "1");
-  EXPECT_EQ(q.Rows("SELECT name, mangled_name, duration_ns, grid_x, grid_y, key_path, correlation_id FROM kernels_named "
-                   "WHERE correlation_id = 1")[0],
-            (std::vector<std::string>{"gemm()", "_Z4gemmv", "1000", "128", "2", "step#0", "1"}));
+  EXPECT_EQ(
+      q.Rows("SELECT name, mangled_name, duration_ns, grid_x, grid_y, key_path, correlation_id FROM kernels_named "
+             "WHERE correlation_id = 1")[0],
+      (std::vector<std::string>{"gemm()", "_Z4gemmv", "1000", "128", "2", "step#0", "1"}));
   EXPECT_EQ(q.One("SELECT printf('%x', key_hash) FROM kernels WHERE correlation_id = 1"), "1234abcd");
   EXPECT_EQ(q.One("SELECT count(*) FROM kernels WHERE graph_id = 9"), "2");
   EXPECT_EQ(q.Rows("SELECT copy_kind, bytes, duration_ns FROM memcpys")[0],
@@ -105,11 +107,13 @@ TEST_F(SqliteExportTest, ShadowBlocks) {
   ASSERT_TRUE(r.ok()) << r.status().message();
   Query q(out_);
   EXPECT_EQ(q.One("SELECT count(*) FROM blocks"), "5");
-  EXPECT_EQ(q.Rows("SELECT block_linear, sm, duration_ns FROM blocks WHERE launch_seq = 1 ORDER BY exit_ns DESC LIMIT 1")[0],
-            (std::vector<std::string>{"3", "1", "1970"}));
-  EXPECT_EQ(q.One("SELECT group_concat(block_linear) FROM (SELECT block_linear FROM blocks WHERE launch_seq = 1 ORDER BY "
-                  "block_order)"),
-            "0,2,1,3");
+  EXPECT_EQ(
+      q.Rows("SELECT block_linear, sm, duration_ns FROM blocks WHERE launch_seq = 1 ORDER BY exit_ns DESC LIMIT 1")[0],
+      (std::vector<std::string>{"3", "1", "1970"}));
+  EXPECT_EQ(
+      q.One("SELECT group_concat(block_linear) FROM (SELECT block_linear FROM blocks WHERE launch_seq = 1 ORDER BY "
+            "block_order)"),
+      "0,2,1,3");
   EXPECT_EQ(q.One("SELECT count(*) FROM launches l WHERE grid_x * grid_y * grid_z > (SELECT count(*) FROM blocks b "
                   "WHERE b.launch_seq = l.seq)"),
             "1");

@@ -32,9 +32,12 @@ double BruteTau(const std::vector<uint64_t>& v, uint64_t* discordant) {
   int64_t c = 0, d = 0, ties = 0;
   for (size_t i = 0; i < v.size(); ++i)
     for (size_t j = i + 1; j < v.size(); ++j) {
-      if (v[i] < v[j]) ++c;
-      else if (v[i] > v[j]) ++d;
-      else ++ties;
+      if (v[i] < v[j])
+        ++c;
+      else if (v[i] > v[j])
+        ++d;
+      else
+        ++ties;
     }
   *discordant = d;
   double n0 = static_cast<double>(v.size()) * (v.size() - 1) / 2;
@@ -139,10 +142,9 @@ TEST(ComputeLaunchBlockStats, FullLaunch) {
 
 TEST(ComputeLaunchBlockStats, MissingDuplicateOutOfGridAndInvalid) {
   std::vector<BlockRecord> blocks = {
-      Block(0, 0, 1, 100, 200),
-      Block(0, 1, 1, 100, 200),  // duplicate of block 0
-      Block(2, 2, 2, 110, 0),    // never exited: invalid time
-      Block(9, 3, 2, 120, 130),  // outside a 4-block grid
+      Block(0, 0, 1, 100, 200), Block(0, 1, 1, 100, 200),  // duplicate of block 0
+      Block(2, 2, 2, 110, 0),                              // never exited: invalid time
+      Block(9, 3, 2, 120, 130),                            // outside a 4-block grid
   };
   LaunchBlockStats s = ComputeLaunchBlockStats(1, Dim3{4, 1, 1}, blocks);
   EXPECT_EQ(s.blocks_expected, 4u);

@@ -33,8 +33,8 @@ nlohmann::json Counters(std::initializer_list<std::pair<const char*, uint64_t>> 
 }
 
 const std::unordered_map<StringId, std::string> kStrings = {
-    {1, "gemm"}, {2, "_Z4gemmv"}, {3, "copy_kernel"}, {4, "step"}, {5, "decode"}, {6, "cudaLaunchKernel"},
-    {7, "probe_kernel"}, {8, "step#0"}};
+    {1, "gemm"},   {2, "_Z4gemmv"},         {3, "copy_kernel"},  {4, "step"},
+    {5, "decode"}, {6, "cudaLaunchKernel"}, {7, "probe_kernel"}, {8, "step#0"}};
 
 TEST(StatsBuilder, CountsKernelsPercentilesAndLoss) {
   StatsBuilder b;
