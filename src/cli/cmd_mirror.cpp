@@ -2,13 +2,17 @@
 // a shadow server and answers with the primary's reply (src/mirror,
 // docs/mirror.md).
 #include <chrono>
+#include <cstdio>
 
 #include "cli/command.h"
+#if defined(TWINSCOPE_HAVE_MIRROR)
 #include "mirror/mirror.h"
+#endif
 
 namespace twinscope::cli {
 namespace {
 
+#if defined(TWINSCOPE_HAVE_MIRROR)
 std::chrono::milliseconds Ms(double seconds) {
   return std::chrono::milliseconds(static_cast<long long>(seconds * 1000.0 + 0.5));
 }
@@ -74,6 +78,18 @@ CommandRegistration kMirror(
         return mirror::RunMirror(o);
       };
     });
+#else
+CommandRegistration kMirror("mirror", "HTTP mirror (not built: TWINSCOPE_WITH_MIRROR=OFF or no coroutine support)",
+                            [](CLI::App* sub) -> CommandRun {
+                              sub->allow_extras();
+                              return [] {
+                                std::fprintf(stderr,
+                                             "twinscope mirror: this build has no mirror; rebuild with "
+                                             "-DTWINSCOPE_WITH_MIRROR=ON (Boost.Beast headers, g++ or Boost >= 1.77)\n");
+                                return 1;
+                              };
+                            });
+#endif
 
 }  // namespace
 }  // namespace twinscope::cli
