@@ -34,7 +34,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help/--version exit 0; every usage error exits 2 (CLI11's own codes vary).
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
   }
   for (auto& [sub, run] : runs) {
     if (sub->parsed()) {

@@ -27,6 +27,13 @@ struct GraphExecInfo {
   // CUPTI graph node id (of the executable graph's clone and of the original
   // node) -> index into `kernels`.
   std::unordered_map<uint64_t, uint32_t> index_by_node_id;
+  // Low 32 bits of the original top-level node's id -> index into `kernels`.
+  // CUPTI 13 numbers nodes (graph id << 32 | node index) and, measured on the
+  // H200 (bench/RESULTS.md), reports an executable graph's kernels as
+  // (exec id << 32 | index of the original node) without a GRAPHNODE_CLONED
+  // callback; Resolve() uses this only when the exec id and the kernel name
+  // both agree.
+  std::unordered_map<uint32_t, uint32_t> index_by_node_index;
 };
 
 }  // namespace twinscope::cupti

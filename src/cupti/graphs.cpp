@@ -74,6 +74,7 @@ bool GraphRegistry::Walk(CUgraph graph, int depth, GraphExecInfo* info) {
     uint64_t id = 0;
     if (CUPTI_CHECK(Cupti().GetGraphNodeId(node, &id))) {
       info->index_by_node_id[id] = index;
+      if (depth == 0) info->index_by_node_index[static_cast<uint32_t>(id)] = index;
       if (auto c = t_clones.clone_of.find(id); c != t_clones.clone_of.end()) info->index_by_node_id[c->second] = index;
     }
   }

@@ -100,6 +100,17 @@ PendingLaunches::Match PendingLaunches::Resolve(uint32_t correlation_id, uint64_
       return Match::kExact;
     }
   }
+  if (e->exec->exec_id != 0 && (graph_node_id >> 32) == e->exec->exec_id) {
+    auto n = e->exec->index_by_node_index.find(static_cast<uint32_t>(graph_node_id));
+    if (n != e->exec->index_by_node_index.end()) {
+      size_t i = n->second;
+      if (i < e->keys.size() && !e->used[i] && kernels[i].name_id == kernel) {
+        *key = e->keys[i];
+        TakeKeyLocked(e, i);
+        return Match::kExact;
+      }
+    }
+  }
   // Unknown node id (or one seen twice): the first unused node of that kernel.
   for (size_t i = 0; i < e->keys.size() && i < kernels.size(); ++i) {
     if (!e->used[i] && kernels[i].name_id == kernel) {

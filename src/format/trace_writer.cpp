@@ -91,7 +91,9 @@ bool TraceWriter::AppendRaw(RecordType type, const void* data, size_t size, size
   }
   if (buf.capacity() == 0) {
     // A recycled buffer from the writer thread: no fresh pages to fault in.
-    std::lock_guard<std::mutex> lock(mu_);
+    // (free_mu_, not mu_: CollectAllLocked() holds mu_ while it takes staging
+    // locks, so taking mu_ here, under a staging lock, could deadlock.)
+    std::lock_guard<std::mutex> lock(free_mu_);
     if (!free_buffers_.empty()) {
       buf = std::move(free_buffers_.back());
       free_buffers_.pop_back();
@@ -254,10 +256,9 @@ void TraceWriter::WriterLoop() {
     if (job.kind == ChunkKind::kRecords) {
       queued_bytes_.fetch_sub(job.payload.size(), std::memory_order_relaxed);
       if (!ok) dropped_.fetch_add(job.count, std::memory_order_relaxed);
-      if (free_buffers_.size() < kMaxFreeBuffers) {
-        job.payload.clear();
-        free_buffers_.push_back(std::move(job.payload));
-      }
+      job.payload.clear();
+      std::lock_guard<std::mutex> free_lock(free_mu_);
+      if (free_buffers_.size() < kMaxFreeBuffers) free_buffers_.push_back(std::move(job.payload));
     }
   }
 }

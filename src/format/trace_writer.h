@@ -129,12 +129,15 @@ class TraceWriter {
   std::atomic<bool> closing_{false};
   std::atomic<uint64_t> queued_bytes_{0};  // bytes in jobs not yet written
 
+  // Lock order: mu_ -> a ThreadStaging's lock -> free_mu_.
+  std::mutex free_mu_;
+  static constexpr size_t kMaxFreeBuffers = 16;
+  std::vector<std::vector<uint8_t>> free_buffers_;  // written chunks' buffers, for reuse
+
   mutable std::mutex mu_;  // guards everything below up to the thread
   std::condition_variable cv_;  // wakes the writer thread
   std::vector<std::shared_ptr<ThreadStaging>> stagings_;
   std::deque<Job> queue_;
-  static constexpr size_t kMaxFreeBuffers = 16;
-  std::vector<std::vector<uint8_t>> free_buffers_;  // written chunks' buffers, for reuse
   bool closed_ = false;
   std::string io_error_;
   std::unordered_map<std::string, StringId> string_ids_;

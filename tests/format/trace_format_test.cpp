@@ -93,6 +93,36 @@ TEST(TraceFormat, ManyRecordsFromManyThreadsAllArriveInPerThreadOrder) {
   for (auto& k : sink.kernels) EXPECT_EQ(k.correlation_id, uint32_t(next[k.device]++));
 }
 
+// Appends that hand off full chunks and reuse written buffers, racing with
+// Flush() and the periodic collection: must neither deadlock nor lose records.
+TEST(TraceFormat, AppendsRacingFlushesNeitherDeadlockNorLoseRecords) {
+  WriterOptions o;
+  o.path = test::TempPath("race");
+  o.chunk_bytes = 4096;
+  o.status_interval = std::chrono::milliseconds(1);
+  std::string err;
+  auto w = TraceWriter::Open(o, BaseHeader("primary"), &err);
+  ASSERT_TRUE(w) << err;
+  std::atomic<bool> done{false};
+  std::thread flusher([&] {
+    while (!done.load()) w->Flush();
+  });
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 3; ++t)
+    ts.emplace_back([&] {
+      for (int i = 0; i < 100000; ++i) w->Append(KernelRecord{});
+    });
+  for (auto& t : ts) t.join();
+  done = true;
+  flusher.join();
+  ASSERT_TRUE(w->Close(&err)) << err;
+  auto r = TraceReader::Open(o.path, &err);
+  CollectSink sink;
+  EXPECT_EQ(r->Read(sink).end, ReadEnd::kComplete);
+  EXPECT_EQ(sink.kernels.size() + w->dropped(), 300000u);
+  EXPECT_EQ(r->last_status()["counters"][counters::kWriterDropped], w->dropped());
+}
+
 TEST(TraceFormat, MemoryCapDropsAndCountsInsteadOfGrowing) {
   WriterOptions o;
   o.path = test::TempPath("cap");
