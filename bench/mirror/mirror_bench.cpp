@@ -41,8 +41,7 @@ struct Load {
 // every `interval`, and latency counts from when one was due, so a stall
 // is not hidden by the requests it delayed.
 asio::awaitable<void> Connection(uint16_t port, std::string target, Clock::time_point measure_from,
-                                 Clock::time_point end, Clock::duration interval, Clock::duration phase,
-                                 Load* out) {
+                                 Clock::time_point end, Clock::duration interval, Clock::duration phase, Load* out) {
   auto ex = co_await asio::this_coro::executor;
   const std::string body =
       R"({"model":"demo","messages":[{"role":"user","content":"How long is a piece of string?"}],"max_tokens":8})";
@@ -90,8 +89,7 @@ asio::awaitable<void> Connection(uint16_t port, std::string target, Clock::time_
   }
 }
 
-Load RunLoad(uint16_t port, const std::string& target, int conns, double seconds, int client_threads,
-             double rate) {
+Load RunLoad(uint16_t port, const std::string& target, int conns, double seconds, int client_threads, double rate) {
   asio::io_context ioc;
   std::vector<Load> per(conns);
   auto start = Clock::now();
@@ -152,16 +150,25 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--seconds") seconds = std::atof(next());
-    else if (a == "--conns") conns = ParseList(next());
-    else if (a == "--mirror-threads") mirror_threads = std::atoi(next());
-    else if (a == "--upstream-threads") upstream_threads = std::atoi(next());
-    else if (a == "--client-threads") client_threads = std::atoi(next());
-    else if (a == "--no-shadow") shadow_on = false;
-    else if (a == "--rate") rate = std::atof(next());
+    if (a == "--seconds")
+      seconds = std::atof(next());
+    else if (a == "--conns")
+      conns = ParseList(next());
+    else if (a == "--mirror-threads")
+      mirror_threads = std::atoi(next());
+    else if (a == "--upstream-threads")
+      upstream_threads = std::atoi(next());
+    else if (a == "--client-threads")
+      client_threads = std::atoi(next());
+    else if (a == "--no-shadow")
+      shadow_on = false;
+    else if (a == "--rate")
+      rate = std::atof(next());
     else {
-      std::fprintf(stderr, "usage: %s [--seconds S] [--conns 1,64,256] [--mirror-threads N] [--upstream-threads N] "
-                           "[--client-threads N] [--no-shadow] [--rate REQ_PER_S]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--seconds S] [--conns 1,64,256] [--mirror-threads N] [--upstream-threads N] "
+                   "[--client-threads N] [--no-shadow] [--rate REQ_PER_S]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -181,14 +188,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mirror_bench: %s\n", s.message().c_str());
     return 1;
   }
-  std::printf("mirror_bench: %u cores, mirror threads %d, upstream threads %d, client threads %d, shadow %s, "
-              "%.1f s per measurement (after 0.5 s warm-up), %s\n",
-              std::thread::hardware_concurrency(), mirror_threads, upstream_threads, client_threads,
-              shadow_on ? "on" : "off", seconds,
-              rate > 0 ? ("paced at " + std::to_string(static_cast<int>(rate)) + " req/s in all").c_str()
-                       : "closed loop (each connection sends its next request when the reply is in)");
-  std::printf("%-7s %5s | %10s %10s %9s | %10s %10s %9s | %9s %9s %7s\n", "kind", "conns", "direct p50", "p99",
-              "req/s", "mirror p50", "p99", "req/s", "added p50", "p99", "errors");
+  std::printf(
+      "mirror_bench: %u cores, mirror threads %d, upstream threads %d, client threads %d, shadow %s, "
+      "%.1f s per measurement (after 0.5 s warm-up), %s\n",
+      std::thread::hardware_concurrency(), mirror_threads, upstream_threads, client_threads, shadow_on ? "on" : "off",
+      seconds,
+      rate > 0 ? ("paced at " + std::to_string(static_cast<int>(rate)) + " req/s in all").c_str()
+               : "closed loop (each connection sends its next request when the reply is in)");
+  std::printf("%-7s %5s | %10s %10s %9s | %10s %10s %9s | %9s %9s %7s\n", "kind", "conns", "direct p50", "p99", "req/s",
+              "mirror p50", "p99", "req/s", "added p50", "p99", "errors");
   struct Kind {
     const char* name;
     const char* target;
@@ -198,8 +206,8 @@ int main(int argc, char** argv) {
       Load d = RunLoad(primary.port(), k.target, c, seconds, client_threads, rate);
       Load m = RunLoad(mirror.port(), k.target, c, seconds, client_threads, rate);
       double dp50 = Pct(d.lat_us, 50), dp99 = Pct(d.lat_us, 99), mp50 = Pct(m.lat_us, 50), mp99 = Pct(m.lat_us, 99);
-      std::printf("%-7s %5d | %8.0fus %8.0fus %9.0f | %8.0fus %8.0fus %9.0f | %7.0fus %7.0fus %7zu\n", k.name, c,
-                  dp50, dp99, d.requests / d.seconds, mp50, mp99, m.requests / m.seconds, mp50 - dp50, mp99 - dp99,
+      std::printf("%-7s %5d | %8.0fus %8.0fus %9.0f | %8.0fus %8.0fus %9.0f | %7.0fus %7.0fus %7zu\n", k.name, c, dp50,
+                  dp99, d.requests / d.seconds, mp50, mp99, m.requests / m.seconds, mp50 - dp50, mp99 - dp99,
                   d.errors + m.errors);
       std::fflush(stdout);
     }
@@ -207,9 +215,10 @@ int main(int argc, char** argv) {
   // Let the last shadow copies finish, then report the mirror's counters.
   testing::TestUpstream::WaitFor([&] { return mirror.counters().shadow_inflight == 0; }, std::chrono::seconds(10));
   auto c = mirror.counters();
-  std::printf("mirror counters: requests %llu, primary ok %llu, shadow ok %llu, shadow skipped %llu, shadow failed %llu\n",
-              (unsigned long long)c.requests, (unsigned long long)c.primary_ok, (unsigned long long)c.shadow_ok,
-              (unsigned long long)c.shadow_skipped, (unsigned long long)(c.shadow_failed + c.shadow_timeouts));
+  std::printf(
+      "mirror counters: requests %llu, primary ok %llu, shadow ok %llu, shadow skipped %llu, shadow failed %llu\n",
+      (unsigned long long)c.requests, (unsigned long long)c.primary_ok, (unsigned long long)c.shadow_ok,
+      (unsigned long long)c.shadow_skipped, (unsigned long long)(c.shadow_failed + c.shadow_timeouts));
   mirror.Shutdown();
   mirror.Wait();
   return 0;

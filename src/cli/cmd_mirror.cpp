@@ -43,8 +43,7 @@ CommandRegistration kMirror(
       sub->add_option("--shadow-max-inflight", o.shadow_max_inflight,
                       "shadow copies in flight at most; past it copies are skipped and counted")
           ->capture_default_str();
-      sub->add_option("--max-connections", o.max_connections, "client connections open at most")
-          ->capture_default_str();
+      sub->add_option("--max-connections", o.max_connections, "client connections open at most")->capture_default_str();
       sub->add_option("--pool-size", o.pool_size, "idle keep-alive connections kept per upstream and thread")
           ->capture_default_str();
       sub->add_option("--connect-timeout", f->connect_timeout, "seconds to connect to an upstream")
@@ -83,9 +82,10 @@ CommandRegistration kMirror("mirror", "HTTP mirror (not built: TWINSCOPE_WITH_MI
                             [](CLI::App* sub) -> CommandRun {
                               sub->allow_extras();
                               return [] {
-                                std::fprintf(stderr,
-                                             "twinscope mirror: this build has no mirror; rebuild with "
-                                             "-DTWINSCOPE_WITH_MIRROR=ON (Boost.Beast headers, g++ or Boost >= 1.77)\n");
+                                std::fprintf(
+                                    stderr,
+                                    "twinscope mirror: this build has no mirror; rebuild with "
+                                    "-DTWINSCOPE_WITH_MIRROR=ON (Boost.Beast headers, g++ or Boost >= 1.77)\n");
                                 return 1;
                               };
                             });

@@ -26,9 +26,9 @@ StatusOr<ListenAddress> ParseListenAddress(std::string_view text);
 // slash) is put in front of every forwarded request target. https is refused
 // with a message (put a TLS-terminating proxy in front instead).
 struct UpstreamUrl {
-  std::string host;      // name or numeric address, IPv6 without brackets
+  std::string host;  // name or numeric address, IPv6 without brackets
   uint16_t port = 80;
-  std::string base_path; // "" or "/something" without trailing slash
+  std::string base_path;           // "" or "/something" without trailing slash
   std::string HostHeader() const;  // value of the Host header to send
   std::string ToString() const;    // normalised "http://host:port/base"
 };

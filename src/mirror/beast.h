@@ -3,11 +3,10 @@
 // without including it, which g++ 12's libstdc++ no longer pulls in.
 #pragma once
 
-#include <utility>
-
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <utility>
 
 namespace twinscope::mirror {
 namespace asio = boost::asio;

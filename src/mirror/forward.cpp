@@ -1,8 +1,7 @@
 #include "mirror/forward.h"
 
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 namespace twinscope::mirror {
 namespace {
@@ -49,9 +48,9 @@ void StripHopByHop(http::fields& fields) {
     if (IEquals(name, "host") || IEquals(name, "content-length")) continue;
     fields.erase(name);
   }
-  for (http::field f : {http::field::connection, http::field::keep_alive, http::field::proxy_connection,
-                        http::field::te, http::field::trailer, http::field::upgrade, http::field::transfer_encoding,
-                        http::field::expect}) {
+  for (http::field f :
+       {http::field::connection, http::field::keep_alive, http::field::proxy_connection, http::field::te,
+        http::field::trailer, http::field::upgrade, http::field::transfer_encoding, http::field::expect}) {
     fields.erase(f);
   }
 }
@@ -86,15 +85,15 @@ http::request<http::string_body> MakeUpstreamRequest(const http::request<http::s
   out.set(kRoleField, role);
   if (!client_ip.empty()) {
     auto it = out.find("X-Forwarded-For");
-    std::string xff = it == out.end() ? std::string(client_ip)
-                                      : std::string(it->value()) + ", " + std::string(client_ip);
+    std::string xff =
+        it == out.end() ? std::string(client_ip) : std::string(it->value()) + ", " + std::string(client_ip);
     if (xff.size() > 1024) xff = std::string(client_ip);
     out.set("X-Forwarded-For", xff);
   }
   out.keep_alive(true);
   // Content-Length only when there is a body or the method normally has one.
-  bool has_body = !out.body().empty() || client.method() == http::verb::post ||
-                  client.method() == http::verb::put || client.method() == http::verb::patch;
+  bool has_body = !out.body().empty() || client.method() == http::verb::post || client.method() == http::verb::put ||
+                  client.method() == http::verb::patch;
   if (has_body) {
     out.content_length(out.body().size());
   } else {
@@ -104,12 +103,9 @@ http::request<http::string_body> MakeUpstreamRequest(const http::request<http::s
 }
 
 http::response<http::string_body> MakeErrorResponse(http::status status, std::string_view message,
-                                                    std::string_view request_id, unsigned version,
-                                                    bool keep_alive) {
-  nlohmann::json body = {{"error",
-                          {{"message", std::string(message)},
-                           {"type", "mirror_error"},
-                           {"code", static_cast<int>(status)}}}};
+                                                    std::string_view request_id, unsigned version, bool keep_alive) {
+  nlohmann::json body = {
+      {"error", {{"message", std::string(message)}, {"type", "mirror_error"}, {"code", static_cast<int>(status)}}}};
   http::response<http::string_body> res{status, version == 10 ? 10u : 11u};
   res.set(http::field::server, "twinscope-mirror");
   res.set(http::field::content_type, "application/json");

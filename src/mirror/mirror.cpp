@@ -22,17 +22,16 @@
 
 #include <algorithm>
 #include <array>
-#include <limits>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <limits>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 #include <unordered_set>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "mirror/address.h"
 #include "mirror/beast.h"
@@ -47,8 +46,8 @@ using asio::awaitable;
 using asio::use_awaitable;
 using Json = nlohmann::json;
 
-constexpr size_t kRelayChunk = 64 * 1024;   // body bytes held per relayed reply
-constexpr size_t kShadowSink = 16 * 1024;   // shadow bodies are read into this and dropped
+constexpr size_t kRelayChunk = 64 * 1024;  // body bytes held per relayed reply
+constexpr size_t kShadowSink = 16 * 1024;  // shadow bodies are read into this and dropped
 
 int64_t MicrosBetween(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration_cast<std::chrono::microseconds>(to - from).count();
@@ -60,8 +59,8 @@ std::string IsoTime(std::chrono::system_clock::time_point t) {
   struct tm tm;
   gmtime_r(&secs, &tm);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(us % 1000000));
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(us % 1000000));
   return buf;
 }
 
@@ -150,8 +149,7 @@ struct RequestTrace {
   ~RequestTrace() {
     if (!log || !log->is_open()) return;
     try {
-      auto wall_us =
-          std::chrono::duration_cast<std::chrono::microseconds>(arrival_wall.time_since_epoch()).count();
+      auto wall_us = std::chrono::duration_cast<std::chrono::microseconds>(arrival_wall.time_since_epoch()).count();
       Json j = {{"id", id},
                 {"id_generated", id_generated},
                 {"method", method},
@@ -233,10 +231,10 @@ struct Worker {
 // The client-side watcher of one request (see the file comment).
 struct Watch {
   explicit Watch(asio::any_io_executor ex) : timer(ex) { timer.expires_at(asio::steady_timer::time_point::max()); }
-  bool done = false;         // the watcher's read has completed
-  bool client_gone = false;  // ... because the client closed or reset
+  bool done = false;                      // the watcher's read has completed
+  bool client_gone = false;               // ... because the client closed or reset
   beast::tcp_stream* upstream = nullptr;  // the primary connection in use, closed when the client goes
-  size_t got = 0;            // bytes the client sent early (a pipelined request), kept in `early`
+  size_t got = 0;                         // bytes the client sent early (a pipelined request), kept in `early`
   std::array<char, 4096> early;
   asio::steady_timer timer;  // cancelled when `done` becomes true
 };
@@ -301,8 +299,7 @@ class Mirror::Impl {
   awaitable<void> Session(Worker& w, tcp::socket socket);
   awaitable<bool> Forward(Worker& w, beast::tcp_stream& client, beast::flat_buffer& client_buf, char* chunk,
                           http::request<http::string_body>& req, std::shared_ptr<RequestTrace> trace);
-  awaitable<bool> RelayPrimary(Worker& w, beast::tcp_stream& client, char* chunk,
-                               http::request<http::string_body>& req,
+  awaitable<bool> RelayPrimary(Worker& w, beast::tcp_stream& client, char* chunk, http::request<http::string_body>& req,
                                http::request<http::string_body> upstream_req, std::shared_ptr<Watch> watch,
                                std::shared_ptr<RequestTrace> trace, bool keep_alive);
   awaitable<void> ShadowCopy(Worker& w, std::shared_ptr<http::request<http::string_body>> req,
@@ -597,16 +594,15 @@ awaitable<void> Mirror::Impl::Session(Worker& w, tcp::socket socket) {
       if (ec) {
         if (ec == http::error::header_limit) {
           Bump(c_.rejected_header_too_large);
-          co_await SendError(client, http::status::request_header_fields_too_large,
-                             "request header larger than --max-header (" + std::to_string(opt_.max_header_bytes) +
-                                 " bytes)",
-                             "", 11, false);
+          co_await SendError(
+              client, http::status::request_header_fields_too_large,
+              "request header larger than --max-header (" + std::to_string(opt_.max_header_bytes) + " bytes)", "", 11,
+              false);
           linger = true;
         } else if (ec == http::error::body_limit) {
           Bump(c_.rejected_too_large);
           co_await SendError(client, http::status::payload_too_large,
-                             "request body larger than --max-body (" + std::to_string(opt_.max_body_bytes) +
-                                 " bytes)",
+                             "request body larger than --max-body (" + std::to_string(opt_.max_body_bytes) + " bytes)",
                              "", 11, false);
           linger = true;
         } else if (IsMalformedRequest(ec)) {
@@ -633,10 +629,10 @@ awaitable<void> Mirror::Impl::Session(Worker& w, tcp::socket socket) {
         if (ec) {
           if (ec == http::error::body_limit) {
             Bump(c_.rejected_too_large);
-            co_await SendError(client, http::status::payload_too_large,
-                               "request body larger than --max-body (" + std::to_string(opt_.max_body_bytes) +
-                                   " bytes)",
-                               "", 11, false);
+            co_await SendError(
+                client, http::status::payload_too_large,
+                "request body larger than --max-body (" + std::to_string(opt_.max_body_bytes) + " bytes)", "", 11,
+                false);
             linger = true;
           } else if (IsMalformedRequest(ec)) {
             Bump(c_.rejected_bad_request);
@@ -686,9 +682,8 @@ awaitable<void> Mirror::Impl::Session(Worker& w, tcp::socket socket) {
 
 // ---- One request -------------------------------------------------------------------
 
-awaitable<bool> Mirror::Impl::Forward(Worker& w, beast::tcp_stream& client, beast::flat_buffer& client_buf,
-                                      char* chunk, http::request<http::string_body>& req,
-                                      std::shared_ptr<RequestTrace> trace) {
+awaitable<bool> Mirror::Impl::Forward(Worker& w, beast::tcp_stream& client, beast::flat_buffer& client_buf, char* chunk,
+                                      http::request<http::string_body>& req, std::shared_ptr<RequestTrace> trace) {
   bool keep_alive = req.keep_alive() && !draining();
 
   // The shadow's copy is started first so that both leave together; it runs
@@ -1060,8 +1055,8 @@ awaitable<bool> Mirror::Impl::Health(beast::tcp_stream& client, const http::requ
                {"primary", side(primary_.ToString(), join->primary)},
                {"shadow", has_shadow_ ? side(shadow_.ToString(), join->shadow) : Json(nullptr)},
                {"counters", Snapshot().ToJson()}};
-  http::response<http::string_body> res{
-      join->primary.reachable ? http::status::ok : http::status::service_unavailable, req.version() == 10 ? 10u : 11u};
+  http::response<http::string_body> res{join->primary.reachable ? http::status::ok : http::status::service_unavailable,
+                                        req.version() == 10 ? 10u : 11u};
   res.set(http::field::server, "twinscope-mirror");
   res.set(http::field::content_type, "application/json");
   res.set(http::field::cache_control, "no-store");

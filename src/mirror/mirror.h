@@ -16,9 +16,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json_fwd.hpp>
+#include <string>
 
 #include "base/status.h"
 
@@ -31,20 +30,20 @@ struct MirrorOptions {
   std::string log_path;                   // JSON-lines request log; empty = none
   int threads = 0;                        // I/O threads; 0 = min(cores, 4)
 
-  size_t max_body_bytes = 16u << 20;      // client request body cap -> 413
-  size_t max_header_bytes = 64u << 10;    // request/response header cap -> 431 / 502
-  size_t shadow_max_inflight = 256;       // shadow copies in flight, all threads; past it: skipped
-  size_t max_connections = 10000;         // client connections open; past it: closed at once
-  size_t pool_size = 256;                 // idle keep-alive connections kept per upstream per thread
+  size_t max_body_bytes = 16u << 20;    // client request body cap -> 413
+  size_t max_header_bytes = 64u << 10;  // request/response header cap -> 431 / 502
+  size_t shadow_max_inflight = 256;     // shadow copies in flight, all threads; past it: skipped
+  size_t max_connections = 10000;       // client connections open; past it: closed at once
+  size_t pool_size = 256;               // idle keep-alive connections kept per upstream per thread
 
-  std::chrono::milliseconds connect_timeout{5000};      // TCP connect to an upstream
-  std::chrono::milliseconds primary_timeout{300000};    // longest the primary may stay silent
-  std::chrono::milliseconds shadow_timeout{300000};     // whole shadow exchange, connect to last byte
-  std::chrono::milliseconds client_timeout{60000};      // reading one request / writing one piece to the client
-  std::chrono::milliseconds keepalive_timeout{60000};   // idle client connection between requests
-  std::chrono::milliseconds upstream_idle{4000};        // pooled upstream connection unused longer: closed
-  std::chrono::milliseconds drain_timeout{30000};       // shutdown: longest wait for requests in flight
-  std::chrono::milliseconds health_timeout{1000};       // /health's connect probe of each upstream
+  std::chrono::milliseconds connect_timeout{5000};     // TCP connect to an upstream
+  std::chrono::milliseconds primary_timeout{300000};   // longest the primary may stay silent
+  std::chrono::milliseconds shadow_timeout{300000};    // whole shadow exchange, connect to last byte
+  std::chrono::milliseconds client_timeout{60000};     // reading one request / writing one piece to the client
+  std::chrono::milliseconds keepalive_timeout{60000};  // idle client connection between requests
+  std::chrono::milliseconds upstream_idle{4000};       // pooled upstream connection unused longer: closed
+  std::chrono::milliseconds drain_timeout{30000};      // shutdown: longest wait for requests in flight
+  std::chrono::milliseconds health_timeout{1000};      // /health's connect probe of each upstream
 
   std::string health_path = "/health";  // GET here is answered by the mirror itself
 };
@@ -52,7 +51,7 @@ struct MirrorOptions {
 // A snapshot of the mirror's counters (also in /health).
 struct MirrorCounters {
   uint64_t connections_accepted = 0, connections_open = 0, connections_refused = 0;
-  uint64_t requests = 0;         // forwarded client requests
+  uint64_t requests = 0;  // forwarded client requests
   uint64_t health_requests = 0;
   uint64_t rejected_bad_request = 0, rejected_too_large = 0, rejected_header_too_large = 0;
   uint64_t primary_inflight = 0;
@@ -66,7 +65,7 @@ struct MirrorCounters {
   uint64_t shadow_sent = 0, shadow_ok = 0, shadow_failed = 0, shadow_timeouts = 0, shadow_skipped = 0;
   uint64_t shadow_inflight = 0;
   uint64_t log_written = 0, log_dropped = 0;
-  uint64_t drain_cut = 0;            // connections/shadow copies cut by drain_timeout at shutdown
+  uint64_t drain_cut = 0;  // connections/shadow copies cut by drain_timeout at shutdown
   nlohmann::json ToJson() const;
 };
 

@@ -34,10 +34,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto again = ParseUpstreamUrl(url->ToString());
     Check(again.ok() && again->host == url->host && again->port == url->port && again->base_path == url->base_path);
   }
-  Check(IsValidRequestId(text) == (!text.empty() && text.size() <= kMaxRequestIdLength &&
-                                   text.find_first_not_of("!\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                          "[\\]^_`abcdefghijklmnopqrstuvwxyz{|}~") ==
-                                       std::string_view::npos));
+  Check(IsValidRequestId(text) ==
+        (!text.empty() && text.size() <= kMaxRequestIdLength &&
+         text.find_first_not_of("!\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                "[\\]^_`abcdefghijklmnopqrstuvwxyz{|}~") == std::string_view::npos));
 
   // Whatever Beast accepts as a request must come out as two well-formed
   // upstream requests with exactly one valid X-Request-Id.
@@ -65,7 +65,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     http::serializer<true, http::string_body> sr{out};
     do {
       sr.next(ec, [&](beast::error_code&, auto const& buffers) {
-        for (auto b : beast::buffers_range_ref(buffers)) serialized.append(static_cast<const char*>(b.data()), b.size());
+        for (auto b : beast::buffers_range_ref(buffers))
+          serialized.append(static_cast<const char*>(b.data()), b.size());
         sr.consume(beast::buffer_bytes(buffers));
       });
     } while (!ec && !sr.is_done());

@@ -1,9 +1,10 @@
 // Unit tests of the mirror's own parsing and header rewriting (no sockets).
+#include "mirror/address.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "mirror/address.h"
 #include "mirror/forward.h"
 
 namespace twinscope::mirror {

@@ -36,9 +36,25 @@ TEST(MirrorFuzzReplay, Corpus) {
 TEST(MirrorFuzzReplay, RandomInputs) {
   auto corpus = Corpus();
   std::mt19937_64 rng(20261129);
-  const std::string kDict[] = {"\r\n", ":", "[", "]", "http://", "https://", "X-Request-Id: ", "Connection: ",
-                               "Transfer-Encoding: chunked\r\n", "Content-Length: ", "/", "?", "%", "\0", "\xff",
-                               "::1", "65535", "65536", "0"};
+  const std::string kDict[] = {"\r\n",
+                               ":",
+                               "[",
+                               "]",
+                               "http://",
+                               "https://",
+                               "X-Request-Id: ",
+                               "Connection: ",
+                               "Transfer-Encoding: chunked\r\n",
+                               "Content-Length: ",
+                               "/",
+                               "?",
+                               "%",
+                               "\0",
+                               "\xff",
+                               "::1",
+                               "65535",
+                               "65536",
+                               "0"};
   for (int i = 0; i < 20000; ++i) {
     std::string s = corpus[rng() % corpus.size()];
     int edits = 1 + static_cast<int>(rng() % 8);

@@ -9,9 +9,8 @@
 #include <cstdio>
 #include <fstream>
 #include <future>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "upstream_server.h"
 
@@ -41,8 +40,7 @@ std::unique_ptr<Mirror> StartMirror(const std::string& primary, const std::strin
 }
 
 std::string ChatBody(int i = 0) {
-  return Json{{"model", "demo"}, {"messages", {{{"role", "user"}, {"content", "hello " + std::to_string(i)}}}}}
-      .dump();
+  return Json{{"model", "demo"}, {"messages", {{{"role", "user"}, {"content", "hello " + std::to_string(i)}}}}}.dump();
 }
 
 // Waits until both sides of every request sent so far have ended (the
@@ -399,8 +397,7 @@ TEST(Mirror, OversizedRequestsGet413And431) {
   }
   {  // Expect: 100-continue with a too large body: 413 at once.
     TestClient c(m->port());
-    ClientResponse r =
-        c.Raw("POST /x HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5000000\r\n\r\n");
+    ClientResponse r = c.Raw("POST /x HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5000000\r\n\r\n");
     EXPECT_EQ(r.status, 413) << r.error;
   }
   {  // Header over the cap.
@@ -554,9 +551,8 @@ TEST(Mirror, SigtermDrainsAndRunMirrorReturnsZero) {
   o.shadow = shadow.url();
   o.threads = 1;
   std::promise<uint16_t> port;
-  auto run = std::async(std::launch::async, [&] {
-    return RunMirror(o, [&](const Mirror& m) { port.set_value(m.port()); });
-  });
+  auto run =
+      std::async(std::launch::async, [&] { return RunMirror(o, [&](const Mirror& m) { port.set_value(m.port()); }); });
   uint16_t p = port.get_future().get();
   auto pending = std::async(std::launch::async, [p] {
     TestClient c(p);

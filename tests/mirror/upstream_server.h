@@ -15,12 +15,11 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "mirror/beast.h"
 
@@ -137,8 +136,11 @@ class TestUpstream {
       if (ec) co_return;
       auto req = parser.release();
       ++requests_;
-      SeenRequest seen{std::string(req[kRequestId]), std::string(req["X-Twinscope-Mirror"]),
-                       std::string(req.method_string()), std::string(req.target()), req.body().size(),
+      SeenRequest seen{std::string(req[kRequestId]),
+                       std::string(req["X-Twinscope-Mirror"]),
+                       std::string(req.method_string()),
+                       std::string(req.target()),
+                       req.body().size(),
                        Fnv1a(req.body())};
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -167,9 +169,12 @@ class TestUpstream {
         ok = !ec;
       } else {
         if (path == "/sleep") co_await Sleep(std::stoi("0" + QueryParam(req.target(), "ms")));
-        nlohmann::json j = {{"role", seen.role},           {"id", seen.id},
-                            {"method", seen.method},       {"target", seen.target},
-                            {"body_bytes", seen.body_bytes}, {"body_hash", seen.body_hash}};
+        nlohmann::json j = {{"role", seen.role},
+                            {"id", seen.id},
+                            {"method", seen.method},
+                            {"target", seen.target},
+                            {"body_bytes", seen.body_bytes},
+                            {"body_hash", seen.body_hash}};
         http::response<http::string_body> res{http::status::ok, 11};
         res.set(http::field::content_type, "application/json");
         res.set("X-Upstream-Port", std::to_string(port_));
@@ -240,7 +245,7 @@ struct ClientResponse {
   std::string body;
   http::fields headers;
   std::string error;
-  double ms = 0;   // from sending to the last byte
+  double ms = 0;  // from sending to the last byte
 };
 
 // A blocking keep-alive HTTP client on one connection.
