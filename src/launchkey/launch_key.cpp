@@ -1,6 +1,5 @@
 #include "launchkey/launch_key.h"
 
-#include <cstdio>
 
 namespace twinscope {
 
@@ -15,13 +14,15 @@ uint64_t Fnv(uint64_t h, std::string_view s) {
 }  // namespace
 
 uint64_t LaunchKeyHash(std::string_view path, std::string_view kernel, uint32_t ordinal, Dim3 grid, Dim3 block) {
-  char tail[128];
-  std::snprintf(tail, sizeof tail, "|%u|%u,%u,%u|%u,%u,%u", ordinal, grid.x, grid.y, grid.z, block.x, block.y,
-                block.z);
   uint64_t h = Fnv(kFnvOffset, path);
   h = Fnv(h, "|");
   h = Fnv(h, kernel);
-  return Fnv(h, tail);
+  h = Fnv(h, "|");
+  const uint32_t tail[7] = {ordinal, grid.x, grid.y, grid.z, block.x, block.y, block.z};
+  unsigned char bytes[sizeof tail];
+  for (size_t i = 0; i < 7; ++i)
+    for (size_t b = 0; b < 4; ++b) bytes[i * 4 + b] = static_cast<unsigned char>(tail[i] >> (8 * b));
+  return Fnv(h, std::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
 }
 
 RangeStack::RangeStack() { frames_.push_back(Frame{}); }
@@ -62,7 +63,9 @@ LaunchKeyParts RangeStack::NextLaunch(std::string_view kernel, Dim3 grid, Dim3 b
   Frame& f = frames_.back();
   LaunchKeyParts k;
   k.path = f.path;
-  k.ordinal = f.kernel_counts[std::string(kernel)]++;
+  auto it = f.kernel_counts.find(kernel);
+  if (it == f.kernel_counts.end()) it = f.kernel_counts.emplace(std::string(kernel), 0).first;
+  k.ordinal = it->second++;
   k.hash = LaunchKeyHash(k.path, kernel, k.ordinal, grid, block);
   return k;
 }

@@ -24,12 +24,14 @@
 namespace twinscope {
 
 struct LaunchKeyParts {
-  std::string path;
+  std::string_view path;  // valid until the next Push/Pop on this thread
   uint32_t ordinal = 0;
   uint64_t hash = 0;
 };
 
-// 64-bit FNV-1a over the canonical form "path|kernel|ordinal|gx,gy,gz|bx,by,bz".
+// 64-bit FNV-1a over path, '|', kernel, '|', then ordinal and the six
+// dimensions as little-endian u32s. Runs on every launch: no formatting, no
+// allocation.
 uint64_t LaunchKeyHash(std::string_view path, std::string_view kernel, uint32_t ordinal, Dim3 grid, Dim3 block);
 
 // The push/pop ranges open on one thread, with the counters that make keys.
@@ -55,12 +57,17 @@ class RangeStack {
   LaunchKeyParts NextLaunch(std::string_view kernel, Dim3 grid, Dim3 block);
 
  private:
+  // Lets kernel_counts be searched with a string_view (no allocation per launch).
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
   struct Frame {
     std::string domain;
     std::string name;
     std::string path;
     std::unordered_map<std::string, uint32_t> child_counts;   // range name -> times opened here
-    std::unordered_map<std::string, uint32_t> kernel_counts;  // kernel name -> launches here
+    std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> kernel_counts;  // kernel -> launches here
   };
   std::vector<Frame> frames_;  // frames_[0] is the thread's root (no range)
 };
