@@ -23,6 +23,9 @@ if command -v clang++ >/dev/null && [[ $FUZZ_SECONDS -gt 0 ]]; then
   for t in $targets; do
     cmake --build "$BUILD-fuzz" -j "$JOBS" --target "$t"
     mkdir -p "$BUILD-fuzz/corpus-$t"
+    if [[ $t == mirror_input_fuzzer && -d tests/fuzz/mirror_corpus ]]; then
+      cp tests/fuzz/mirror_corpus/* "$BUILD-fuzz/corpus-$t/"
+    fi
     if [[ $t == reader_fuzzer ]]; then
       cmake --build "$BUILD-fuzz" -j "$JOBS" --target write_sample_trace
       "$BUILD-fuzz/bin/write_sample_trace" "$BUILD-fuzz/corpus-$t/seed.tsc"
