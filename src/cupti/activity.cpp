@@ -54,8 +54,11 @@ KernelRecord ConvertKernel(const KernelActivity& a, NameCache& names) {
   return r;
 }
 
-MemcpyRecord ConvertMemcpy(const MemcpyActivity& a) {
-  MemcpyRecord r{};
+namespace {
+// The fields MemcpyRecord and MemsetRecord share, from either activity.
+template <typename Record, typename Activity>
+Record ConvertCopyCommon(const Activity& a) {
+  Record r{};
   r.start_ns = a.start;
   r.end_ns = a.end;
   r.bytes = a.bytes;
@@ -67,6 +70,12 @@ MemcpyRecord ConvertMemcpy(const MemcpyActivity& a) {
   r.graph_id = a.graphId;
   if (a.graphNodeId != 0) r.flags |= kFlagGraph;
   if (InvalidTimestamps(a.start, a.end)) r.flags |= kFlagInvalidTimestamp;
+  return r;
+}
+}  // namespace
+
+MemcpyRecord ConvertMemcpy(const MemcpyActivity& a) {
+  auto r = ConvertCopyCommon<MemcpyRecord>(a);
   r.copy_kind = a.copyKind <= static_cast<uint8_t>(CopyKind::kPtoP) ? a.copyKind : 0;
   r.src_kind = a.srcKind;
   r.dst_kind = a.dstKind;
@@ -74,19 +83,8 @@ MemcpyRecord ConvertMemcpy(const MemcpyActivity& a) {
 }
 
 MemsetRecord ConvertMemset(const MemsetActivity& a) {
-  MemsetRecord r{};
-  r.start_ns = a.start;
-  r.end_ns = a.end;
-  r.bytes = a.bytes;
-  r.graph_node_id = a.graphNodeId;
-  r.correlation_id = a.correlationId;
-  r.device = a.deviceId;
-  r.context = a.contextId;
-  r.stream = a.streamId;
-  r.graph_id = a.graphId;
+  auto r = ConvertCopyCommon<MemsetRecord>(a);
   r.value = a.value;
-  if (a.graphNodeId != 0) r.flags |= kFlagGraph;
-  if (InvalidTimestamps(a.start, a.end)) r.flags |= kFlagInvalidTimestamp;
   return r;
 }
 

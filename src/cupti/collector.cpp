@@ -522,16 +522,7 @@ void Collector::OnBufferCompleted(CUcontext ctx, uint32_t stream_id, uint8_t* bu
 
 void Collector::OnNvtx(const NvtxEvent& e) {
   if (!writer_ || finalized_.load(std::memory_order_relaxed)) return;
-  NvtxRecord r{};
-  r.start_ns = e.start_ns;
-  r.end_ns = e.end_ns;
-  r.thread_id = e.thread_id;
-  r.range_id = e.range_id;
-  r.kind = static_cast<uint32_t>(e.kind);
-  r.domain = e.domain.empty() ? 0 : writer_->Intern(e.domain);
-  r.name = writer_->Intern(e.name);
-  r.depth = e.depth;
-  writer_->Append(r);
+  writer_->Append(ToNvtxRecord(e, [this](std::string_view s) { return writer_->Intern(s); }));
   loss_.nvtx_records.fetch_add(1, std::memory_order_relaxed);
 }
 

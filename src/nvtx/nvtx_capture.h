@@ -28,6 +28,22 @@ struct NvtxEvent {
   uint32_t depth;     // push/pop depth (0 = outermost)
 };
 
+// The on-disk record of an event; `intern` maps a string to its StringId
+// (TraceWriter::Intern). Used by both collectors' listeners.
+template <typename Intern>
+NvtxRecord ToNvtxRecord(const NvtxEvent& e, Intern&& intern) {
+  NvtxRecord r{};
+  r.start_ns = e.start_ns;
+  r.end_ns = e.end_ns;
+  r.thread_id = e.thread_id;
+  r.range_id = e.range_id;
+  r.kind = static_cast<uint32_t>(e.kind);
+  r.domain = e.domain.empty() ? 0 : intern(e.domain);
+  r.name = intern(e.name);
+  r.depth = e.depth;
+  return r;
+}
+
 class NvtxListener {
  public:
   virtual ~NvtxListener() = default;
