@@ -1,4 +1,5 @@
 #include "cli/run_child.h"
+#include "format/trace_tail.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -100,19 +101,20 @@ class StatusLine {
  private:
   void Loop() {
     std::unique_lock<std::mutex> lock(mu_);
-    double last_size = 0;
+    TraceTail tail(options_.watch_file);
+    uint64_t last_records = 0;
     auto last_t = start_;
     while (!cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) {
       auto now = std::chrono::steady_clock::now();
       double elapsed = std::chrono::duration<double>(now - start_).count();
-      struct stat st {};
-      double size = stat(options_.watch_file.c_str(), &st) == 0 ? static_cast<double>(st.st_size) : 0;
+      uint64_t records = tail.Poll();
       double dt = std::chrono::duration<double>(now - last_t).count();
-      double rate = dt > 0 ? (size - last_size) / dt : 0;
-      last_size = size;
+      double rate = dt > 0 ? static_cast<double>(records - last_records) / dt : 0;
+      last_records = records;
       last_t = now;
-      std::fprintf(stderr, "\r\033[Ktwinscope: %s %.0fs, trace %s (+%s/s)", options_.status_label.c_str(), elapsed,
-                   HumanBytes(size).c_str(), HumanBytes(rate < 0 ? 0 : rate).c_str());
+      std::fprintf(stderr, "\r\033[Ktwinscope: %s %.0fs, %llu records on disk (%.0f records/s), %s",
+                   options_.status_label.c_str(), elapsed, static_cast<unsigned long long>(records), rate,
+                   HumanBytes(static_cast<double>(tail.bytes())).c_str());
       std::fflush(stderr);
     }
   }

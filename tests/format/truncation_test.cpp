@@ -8,6 +8,7 @@
 #include <random>
 
 #include "format/chunk.h"
+#include "format/trace_tail.h"
 #include "test_util.h"
 
 namespace twinscope {
@@ -83,6 +84,31 @@ TEST(TraceTruncation, EveryCutReadsTheWholeChunksBeforeItAndSaysSo) {
   auto r = TraceReader::Open(src, nullptr);
   EXPECT_EQ(r->Read(full).end, ReadEnd::kComplete);
   EXPECT_EQ(full.kernels.size(), 600u);
+}
+
+// A file growing byte by byte, as `twinscope record` sees it while the
+// program runs: the tail counts exactly the records of whole chunks.
+TEST(TraceTail, CountsRecordsOfWholeChunksAsTheFileGrows) {
+  std::string src = test::WriteSampleTrace("tail_src", 600, 4096);
+  std::string bytes = ReadAll(src);
+  uint64_t first = 0;
+  auto chunks = Chunks(bytes, &first);
+  std::string path = test::TempPath("tail_grow");
+  std::remove(path.c_str());
+  TraceTail tail(path);
+  EXPECT_EQ(tail.Poll(), 0u);  // no file yet
+  for (uint64_t cut = 0; cut <= bytes.size(); cut += 37) {
+    WriteAll(path, bytes.substr(0, cut));
+    uint64_t records = 0;
+    for (auto& c : chunks)
+      if (c.end <= cut) records += c.records;
+    EXPECT_EQ(tail.Poll(), records) << "at " << cut;
+  }
+  WriteAll(path, bytes);
+  EXPECT_EQ(tail.Poll(), 600u);
+  TraceTail other(test::TempPath("tail_not_trace"));
+  std::ofstream(test::TempPath("tail_not_trace")) << "not a trace file at all, just text";
+  EXPECT_EQ(other.Poll(), 0u);
 }
 
 TEST(TraceTruncation, RandomByteDamageNeverCrashesAndKeepsEarlierChunks) {
