@@ -12,14 +12,25 @@
 // - Buffers are drained without a sync per launch: at the application's own
 //   synchronisations (SYNCHRONIZE callbacks), before a stream/context/module
 //   goes away, when the ring of in-flight launches or the device memory cap is
-//   full (then the oldest quarter is drained, which waits for those launches
-//   only), and at exit.
+//   full (then, at the LAUNCH_END of the launch that filled it, the oldest
+//   quarter is drained, which waits for those launches only), and at exit.
+// - Never blocks in LAUNCH_BEGIN: a synchronous copy (or free) there, while the
+//   driver is in the middle of submitting a launch, hung the H200 (the 65th
+//   traced launch of blocks_bench, the first one to find the ring full). A
+//   launch that finds the ring over twice its size (graph nodes, which have no
+//   LAUNCH_END) or no buffer within the memory cap is left untraced, counted in
+//   launches_untraced_no_buffer and blocks_overflow.
+// - Never holds mu_ across a blocking Sanitizer call (copy, free): launches
+//   are taken out of the ring under mu_, copied without it, and recorded under
+//   it again, so a callback the driver delivers on another thread while our
+//   copy waits cannot deadlock on mu_.
 // - Writes a "shadow" trace: LaunchRecords, BlockRecords, NVTX records,
 //   counters, and "tool_state" (ok / silent / subscribe_failed / disabled).
 //
 // Threads: Sanitizer callbacks arrive on application threads; all state is
 // under one mutex. A callback that arrives while this thread is already inside
-// one of ours (the Sanitizer calls we make may launch work) is ignored.
+// one of ours (the Sanitizer calls we make may launch work or report syncs) is
+// ignored.
 // Every entry point is a firewall: on an internal error collection stops and
 // the program continues; kernels of patched modules then get null userdata
 // and their patch returns at once.
@@ -28,6 +39,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -101,14 +114,21 @@ class BlockProbe final : public NvtxListener {
   void OnModuleLoaded(const Sanitizer_ResourceModuleData& m);
   void OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node);
   void OnLaunchEnd(const Sanitizer_LaunchData& d);
+  // After a launch was submitted (LAUNCH_END, graph LAUNCH_END): the drains
+  // that LAUNCH_BEGIN may not do (ring full, memory cap, naive mode).
+  void AfterLaunch(uint64_t traced_seq, uint64_t grid_id);
   bool PatchModuleLocked(const Sanitizer_ResourceModuleData& m);
-  // A device buffer of at least `bytes` (pooled or new; *allocated = its size), or null.
+  // A device buffer of at least `bytes` (pooled or new; *allocated = its size),
+  // or null. Never blocks: a full cap asks AfterLaunch to make room.
   void* AcquireBufferLocked(CUcontext ctx, uint64_t bytes, uint64_t* allocated);
   // Drains the in-flight launches for which `pick` is true, oldest first.
+  // Called with `lock` held; releases it around each copy.
   template <typename Pick>
-  void DrainLocked(Pick pick);
-  void DrainOneLocked(InFlight& f);
-  void ReleaseContextLocked(CUcontext ctx);
+  void Drain(std::unique_lock<std::mutex>& lock, Pick pick);
+  void RecordDrainedLocked(InFlight& f, const std::vector<unsigned char>& host, SanitizerResult r);
+  // Frees pooled buffers (of `ctx`, or all if null) without holding mu_.
+  void FreePool(std::unique_lock<std::mutex>& lock, CUcontext ctx);
+  void ReleaseContext(std::unique_lock<std::mutex>& lock, CUcontext ctx);
   uint32_t StreamIdLocked(Sanitizer_StreamHandle h);
   void PublishCountersLocked();
   void SanitizerError(const char* what, SanitizerResult r);
@@ -129,10 +149,14 @@ class BlockProbe final : public NvtxListener {
   std::unordered_map<Sanitizer_StreamHandle, uint32_t> stream_ids_;
   std::set<int> devices_;
   std::deque<InFlight> ring_;
+  uint64_t in_transit_ = 0;         // launches taken out of ring_, being copied without mu_
+  uint64_t in_transit_blocks_ = 0;  // their blocks
+  std::condition_variable transit_cv_;
   std::vector<FreeBuffer> pool_;
   uint64_t device_bytes_ = 0;
   uint64_t next_seq_ = 0;
-  std::vector<unsigned char> host_;  // drain staging
+  std::atomic<bool> drain_wanted_{false};  // ring or memory cap full: AfterLaunch drains
+  bool memory_pressure_ = false;           // under mu_: AfterLaunch also frees the pool
 
   std::atomic<uint64_t> callbacks_{0};
   std::atomic<uint64_t> launches_seen_{0};
@@ -140,6 +164,17 @@ class BlockProbe final : public NvtxListener {
 };
 
 thread_local bool tl_in_callback = false;
+
+// Marks this thread as inside our own Sanitizer calls for a scope, so callbacks
+// they trigger on this thread are ignored.
+class OwnCalls {
+ public:
+  OwnCalls() : saved_(tl_in_callback) { tl_in_callback = true; }
+  ~OwnCalls() { tl_in_callback = saved_; }
+
+ private:
+  bool saved_;
+};
 thread_local uint64_t tl_open_launch_seq = UINT64_MAX;  // traced launch between BEGIN and END on this thread
 
 using counters::kBlocksBadBuffer;
@@ -238,6 +273,7 @@ int BlockProbe::Initialize() {
         {SANITIZER_CB_DOMAIN_SYNCHRONIZE, SANITIZER_CBID_SYNCHRONIZE_STREAM_SYNCHRONIZED},
         {SANITIZER_CB_DOMAIN_SYNCHRONIZE, SANITIZER_CBID_SYNCHRONIZE_CONTEXT_SYNCHRONIZED},
         {SANITIZER_CB_DOMAIN_GRAPHS, SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN},
+        {SANITIZER_CB_DOMAIN_GRAPHS, SANITIZER_CBID_GRAPHS_LAUNCH_END},
     };
     for (const auto& w : wanted) {
       SanitizerResult e = sanitizerEnableCallback(1, subscriber_, w.domain, w.cbid);
@@ -279,40 +315,45 @@ void BlockProbe::OnCallback(Sanitizer_CallbackDomain domain, Sanitizer_CallbackI
       return;
     }
     case SANITIZER_CB_DOMAIN_GRAPHS: {
+      if (cbid == SANITIZER_CBID_GRAPHS_LAUNCH_END) {
+        AfterLaunch(UINT64_MAX, 0);
+        return;
+      }
       if (cbid != SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN) return;
       const auto& g = *static_cast<const Sanitizer_GraphNodeLaunchData*>(data);
       if (g.nodeType == CU_GRAPH_NODE_TYPE_KERNEL && !g.isGraphUpload) OnLaunchBegin(g.launchData, true);
       return;
     }
     case SANITIZER_CB_DOMAIN_RESOURCE: {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
       if (shut_down_) return;
       if (cbid == SANITIZER_CBID_RESOURCE_MODULE_LOADED) {
         OnModuleLoaded(*static_cast<const Sanitizer_ResourceModuleData*>(data));
       } else if (cbid == SANITIZER_CBID_RESOURCE_MODULE_UNLOAD_STARTING) {
         CUmodule m = static_cast<const Sanitizer_ResourceModuleData*>(data)->module;
-        DrainLocked([m](const InFlight& f) { return f.module == m; });
+        Drain(lock, [m](const InFlight& f) { return f.module == m; });
         modules_.erase(m);
       } else if (cbid == SANITIZER_CBID_RESOURCE_CONTEXT_CREATION_FINISHED) {
         const auto& c = *static_cast<const Sanitizer_ResourceContextData*>(data);
         if (devices_.insert(int(c.device)).second) writer_->SetMetadata("devices", devices_);
       } else if (cbid == SANITIZER_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
-        ReleaseContextLocked(static_cast<const Sanitizer_ResourceContextData*>(data)->context);
+        ReleaseContext(lock, static_cast<const Sanitizer_ResourceContextData*>(data)->context);
       } else if (cbid == SANITIZER_CBID_RESOURCE_STREAM_DESTROY_STARTING) {
         Sanitizer_StreamHandle h = static_cast<const Sanitizer_ResourceStreamData*>(data)->hStream;
-        DrainLocked([h](const InFlight& f) { return f.stream == h; });
+        Drain(lock, [h](const InFlight& f) { return f.stream == h; });
       }
       return;
     }
     case SANITIZER_CB_DOMAIN_SYNCHRONIZE: {
-      const auto& s = *static_cast<const Sanitizer_SynchronizeData*>(data);
-      std::lock_guard<std::mutex> lock(mu_);
+      const CUcontext ctx = static_cast<const Sanitizer_SynchronizeData*>(data)->context;
+      const Sanitizer_StreamHandle stream = static_cast<const Sanitizer_SynchronizeData*>(data)->hStream;
+      std::unique_lock<std::mutex> lock(mu_);
       if (shut_down_ || ring_.empty()) return;
       ++counts_[counters::kBlocksSyncDrains];
       if (cbid == SANITIZER_CBID_SYNCHRONIZE_CONTEXT_SYNCHRONIZED) {
-        DrainLocked([&](const InFlight& f) { return f.context == s.context; });
+        Drain(lock, [ctx](const InFlight& f) { return f.context == ctx; });
       } else if (cbid == SANITIZER_CBID_SYNCHRONIZE_STREAM_SYNCHRONIZED) {
-        DrainLocked([&](const InFlight& f) { return f.stream == s.hStream; });
+        Drain(lock, [stream](const InFlight& f) { return f.stream == stream; });
       }
       PublishCountersLocked();
       return;
@@ -399,6 +440,7 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
   }
   const uint64_t blocks = BlockCount(grid);
   counts_[counters::kBlocksExpected] += blocks;
+  const bool ring_over = ring_.size() + in_transit_ >= 2 * uint64_t{config_.ring};
   InFlight f;
   f.context = d.context;
   f.module = d.module;
@@ -422,8 +464,11 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
   rec.flags = graph_node ? uint32_t{kFlagGraph} : 0u;
 
   const uint64_t bytes = BlockProbeBufferBytes(f.capacity);
-  f.device = AcquireBufferLocked(d.context, bytes, &f.device_bytes);
+  f.device = ring_over ? nullptr : AcquireBufferLocked(d.context, bytes, &f.device_bytes);
   if (f.device == nullptr) {
+    if (ring_over) drain_wanted_.store(true, std::memory_order_relaxed);
+    SanitizerResult r = sanitizerSetLaunchCallbackData(d.hLaunch, d.function, stream, nullptr);
+    if (r != SANITIZER_SUCCESS) SanitizerError("sanitizerSetLaunchCallbackData(null)", r);
     ++counts_[kLaunchesNoBuffer];
     counts_[counters::kBlocksOverflow] += blocks;
     writer_->Append(rec);  // the launch is still on record, with blocks_recorded = 0
@@ -443,31 +488,47 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
   }
   ++counts_[counters::kLaunchesTraced];
   ring_.push_back(std::move(f));
+  if (ring_.size() >= config_.ring) drain_wanted_.store(true, std::memory_order_relaxed);
   tl_open_launch_seq = seq;
 }
 
 void BlockProbe::OnLaunchEnd(const Sanitizer_LaunchData& d) {
-  if (tl_open_launch_seq == UINT64_MAX) return;
   const uint64_t seq = tl_open_launch_seq;
   tl_open_launch_seq = UINT64_MAX;
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = ring_.rbegin(); it != ring_.rend(); ++it) {
-    if (it->record.seq == seq) {
-      if (it->record.grid_id == 0) it->record.grid_id = d.gridId;
-      break;
+  AfterLaunch(seq, d.gridId);
+}
+
+void BlockProbe::AfterLaunch(uint64_t traced_seq, uint64_t grid_id) {
+  const bool naive = config_.naive && traced_seq != UINT64_MAX;
+  if (traced_seq == UINT64_MAX && !drain_wanted_.load(std::memory_order_relaxed)) return;  // the common case
+  std::unique_lock<std::mutex> lock(mu_);
+  if (shut_down_) return;
+  if (traced_seq != UINT64_MAX) {
+    for (auto it = ring_.rbegin(); it != ring_.rend(); ++it) {
+      if (it->record.seq == traced_seq) {
+        if (it->record.grid_id == 0) it->record.grid_id = grid_id;
+        break;
+      }
     }
   }
-  if (config_.naive) DrainLocked([seq](const InFlight& f) { return f.record.seq == seq; });
+  if (naive) Drain(lock, [traced_seq](const InFlight& f) { return f.record.seq == traced_seq; });
+  if (!drain_wanted_.exchange(false, std::memory_order_relaxed)) return;
+  if (memory_pressure_) {
+    // Over the memory cap: drain everything in flight and free the pool.
+    memory_pressure_ = false;
+    ++counts_[counters::kBlocksForcedDrains];
+    Drain(lock, [](const InFlight&) { return true; });
+    FreePool(lock, nullptr);
+  } else if (ring_.size() >= config_.ring) {
+    // Ring full: drain the oldest quarter (waits for those launches only).
+    ++counts_[counters::kBlocksForcedDrains];
+    const size_t n = std::max<size_t>(1, ring_.size() / 4);
+    const uint64_t last = ring_[n - 1].record.seq;
+    Drain(lock, [last](const InFlight& f) { return f.record.seq <= last; });
+  }
 }
 
 void* BlockProbe::AcquireBufferLocked(CUcontext ctx, uint64_t bytes, uint64_t* allocated) {
-  // Ring full: drain the oldest quarter (waits for those launches only).
-  if (ring_.size() >= config_.ring) {
-    ++counts_[counters::kBlocksForcedDrains];
-    size_t n = std::max<size_t>(1, ring_.size() / 4);
-    uint64_t last = ring_[n - 1].record.seq;
-    DrainLocked([last](const InFlight& f) { return f.record.seq <= last; });
-  }
   // Smallest pooled buffer of this context that fits.
   auto best = pool_.end();
   for (auto it = pool_.begin(); it != pool_.end(); ++it)
@@ -478,19 +539,15 @@ void* BlockProbe::AcquireBufferLocked(CUcontext ctx, uint64_t bytes, uint64_t* a
     pool_.erase(best);
     return p;
   }
-  // Over the memory cap: drain in-flight launches and free pooled buffers until it fits.
-  while (device_bytes_ + bytes > config_.max_device_bytes && (!ring_.empty() || !pool_.empty())) {
-    if (!pool_.empty()) {
-      FreeBuffer b = pool_.back();
-      pool_.pop_back();
-      if (sanitizerFree(b.context, b.device) == SANITIZER_SUCCESS) device_bytes_ -= b.bytes;
-      continue;
+  // Over the memory cap: this launch goes untraced; after it, in-flight
+  // launches are drained and the pool freed to make room for the next ones.
+  if (device_bytes_ + bytes > config_.max_device_bytes) {
+    if (!ring_.empty() || !pool_.empty() || in_transit_ > 0) {
+      memory_pressure_ = true;
+      drain_wanted_.store(true, std::memory_order_relaxed);
     }
-    ++counts_[counters::kBlocksForcedDrains];
-    uint64_t first = ring_.front().record.seq;
-    DrainLocked([first](const InFlight& f) { return f.record.seq == first; });
+    return nullptr;
   }
-  if (device_bytes_ + bytes > config_.max_device_bytes) return nullptr;
   void* p = nullptr;
   SanitizerResult r = sanitizerAlloc(ctx, &p, bytes);
   if (r != SANITIZER_SUCCESS || p == nullptr) {
@@ -503,32 +560,47 @@ void* BlockProbe::AcquireBufferLocked(CUcontext ctx, uint64_t bytes, uint64_t* a
 }
 
 template <typename Pick>
-void BlockProbe::DrainLocked(Pick pick) {
-  std::deque<InFlight> keep;
-  while (!ring_.empty()) {
-    InFlight f = std::move(ring_.front());
-    ring_.pop_front();
-    if (pick(f)) {
-      DrainOneLocked(f);
+void BlockProbe::Drain(std::unique_lock<std::mutex>& lock, Pick pick) {
+  std::vector<InFlight> taken;
+  for (auto it = ring_.begin(); it != ring_.end();) {
+    if (pick(*it)) {
+      taken.push_back(std::move(*it));
+      it = ring_.erase(it);
     } else {
-      keep.push_back(std::move(f));
+      ++it;
     }
   }
-  ring_.swap(keep);
+  if (taken.empty()) return;
+  in_transit_ += taken.size();
+  for (const InFlight& f : taken) in_transit_blocks_ += BlockCount(f.record.grid);
+  std::vector<unsigned char> host;
+  for (InFlight& f : taken) {
+    const uint64_t bytes = BlockProbeBufferBytes(f.capacity);
+    lock.unlock();
+    SanitizerResult r = SANITIZER_ERROR_INVALID_PARAMETER;
+    {
+      OwnCalls own;
+      host.resize(bytes);
+      // A stream-ordered copy: returns once the launch and the copy are done.
+      r = sanitizerMemcpyDeviceToHost(host.data(), f.device, bytes, f.stream);
+    }
+    lock.lock();
+    --in_transit_;
+    in_transit_blocks_ -= BlockCount(f.record.grid);
+    RecordDrainedLocked(f, host, r);
+  }
+  transit_cv_.notify_all();
 }
 
-void BlockProbe::DrainOneLocked(InFlight& f) {
-  const uint64_t bytes = BlockProbeBufferBytes(f.capacity);
-  host_.resize(bytes);
-  // A stream-ordered copy: returns once the launch and the copy are done.
-  SanitizerResult r = sanitizerMemcpyDeviceToHost(host_.data(), f.device, bytes, f.stream);
+void BlockProbe::RecordDrainedLocked(InFlight& f, const std::vector<unsigned char>& host, SanitizerResult r) {
   const uint64_t expected = BlockCount(f.record.grid);
+  if (shut_down_) return;  // the trace is closed: counted in blocks_lost_copy_failed by Shutdown
   if (r != SANITIZER_SUCCESS) {
     SanitizerError("sanitizerMemcpyDeviceToHost (block buffer)", r);
     counts_[kBlocksLost] += expected;
     writer_->Append(f.record);
   } else {
-    DecodedLaunch d = DecodeLaunchBuffer(host_.data(), bytes, f.record.seq, f.record.grid, f.threads_per_block);
+    DecodedLaunch d = DecodeLaunchBuffer(host.data(), host.size(), f.record.seq, f.record.grid, f.threads_per_block);
     if (d.bad_header) {
       ++counts_[kBlocksBadBuffer];
       counts_[kBlocksLost] += expected;
@@ -544,16 +616,31 @@ void BlockProbe::DrainOneLocked(InFlight& f) {
   pool_.push_back({f.context, f.device, f.device_bytes});
 }
 
-void BlockProbe::ReleaseContextLocked(CUcontext ctx) {
-  DrainLocked([ctx](const InFlight& f) { return f.context == ctx; });
+void BlockProbe::FreePool(std::unique_lock<std::mutex>& lock, CUcontext ctx) {
+  std::vector<FreeBuffer> freeing;
   for (auto it = pool_.begin(); it != pool_.end();) {
-    if (it->context == ctx) {
-      if (sanitizerFree(ctx, it->device) == SANITIZER_SUCCESS) device_bytes_ -= it->bytes;
+    if (ctx == nullptr || it->context == ctx) {
+      freeing.push_back(*it);
       it = pool_.erase(it);
     } else {
       ++it;
     }
   }
+  if (freeing.empty()) return;
+  uint64_t freed = 0;
+  lock.unlock();
+  {
+    OwnCalls own;  // like cuMemFree, sanitizerFree may wait for the device
+    for (const FreeBuffer& b : freeing)
+      if (sanitizerFree(b.context, b.device) == SANITIZER_SUCCESS) freed += b.bytes;
+  }
+  lock.lock();
+  device_bytes_ -= freed;
+}
+
+void BlockProbe::ReleaseContext(std::unique_lock<std::mutex>& lock, CUcontext ctx) {
+  Drain(lock, [ctx](const InFlight& f) { return f.context == ctx; });
+  FreePool(lock, ctx);
   patch_loaded_.erase(ctx);
   PublishCountersLocked();
 }
@@ -589,11 +676,13 @@ void BlockProbe::OnNvtx(const NvtxEvent& e) {
 
 void BlockProbe::Shutdown() {
   FlushOpenNvtxRanges();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (shut_down_ || !writer_) return;
-  tl_in_callback = true;  // our copies must not re-enter
-  DrainLocked([](const InFlight&) { return true; });
-  tl_in_callback = false;
+  Drain(lock, [](const InFlight&) { return true; });
+  // Drains of other threads still copying: wait for them a little, then count what they hold as lost.
+  if (!transit_cv_.wait_for(lock, std::chrono::seconds(2), [this] { return in_transit_ == 0; }))
+    counts_[kBlocksLost] += in_transit_blocks_;
+  Drain(lock, [](const InFlight&) { return true; });
   shut_down_ = true;
   PublishCountersLocked();
   const uint64_t callbacks = callbacks_.load();

@@ -11,12 +11,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "launchkey/launch_key.h"
@@ -42,7 +45,8 @@ struct Collected : RecordSink {
 
 struct AppRun {
   int exit_code = -1;
-  std::string err;  // the program's stderr
+  bool timed_out = false;  // killed after the timeout: a hang (deadlock)
+  std::string err;         // the program's stderr
   bool trace_ok = false;
   nlohmann::json header;
   nlohmann::json status;  // summary object: counters, tool_state, ...
@@ -86,7 +90,9 @@ std::string Script(std::string body) {
   return body;
 }
 
-AppRun RunApp(const std::string& name, const std::string& script, std::map<std::string, std::string> env) {
+// Runs the script; a program still running after `timeout_s` is killed (timed_out).
+AppRun RunApp(const std::string& name, const std::string& script, std::map<std::string, std::string> env,
+              int timeout_s = 60) {
   const std::string dir = std::string(TWINSCOPE_TEST_WORKDIR) + "/" + name;
   mkdir(TWINSCOPE_TEST_WORKDIR, 0755);
   mkdir(dir.c_str(), 0755);
@@ -124,9 +130,22 @@ AppRun RunApp(const std::string& name, const std::string& script, std::map<std::
   }
   posix_spawn_file_actions_destroy(&fa);
   int status = 0;
-  waitpid(pid, &status, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      r.timed_out = true;
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r.err = ReadText(err);
+  if (r.timed_out) {
+    ADD_FAILURE() << name << ": the program hung (killed after " << timeout_s << " s)\nstderr:\n" << r.err;
+    return r;
+  }
   std::istringstream ls(ReadText(log));
   for (std::string l; std::getline(ls, l);) r.log.push_back(l);
   std::istringstream ss(ReadText(stats));
@@ -320,6 +339,67 @@ TEST(BlocksE2E, FullRingForcesADrainOfTheOldestAndLosesNothing) {
   EXPECT_LT(r.LogFind("d2h"), r.LogFind("app_ctx_sync"));
   // At most ring-many buffers (+1 for the launch being prepared) ever existed.
   EXPECT_LE(r.fake_stats["allocs"], 5u);
+}
+
+// The H200 hang of blocks_bench (ring 64, the 65th traced launch): the forced
+// drain of a full ring must not copy (or free) inside LAUNCH_BEGIN, where a
+// driver may wait forever for the launch it is preparing. The fake hangs there.
+TEST(BlocksE2E, FullRingNeverBlocksInsideLaunchBegin) {
+  AppRun r = RunApp("ring_full_strict",
+                    Script("@modules\nlaunch target " + std::string(kTarget) + " 64,1,1 128,1,1 repeat=70\nsync\n"),
+                    {{"TWINSCOPE_KERNELS", "reshape"}, {"FAKESAN_STRICT_LAUNCH", "hang"}}, 20);
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.LogCount("error"), 0u);
+  ASSERT_EQ(r.rec.launches.size(), 70u);
+  for (const auto& l : r.rec.launches) ExpectCompleteLaunch(r, l);
+  EXPECT_GT(r.Counter(counters::kBlocksForcedDrains), 0u);
+  EXPECT_EQ(r.Counter(counters::kLaunchesNoBuffer), 0u);
+  EXPECT_LT(r.LogFind("d2h"), r.LogFind("app_ctx_sync"));
+  EXPECT_LE(r.fake_stats["allocs"], 64u);
+}
+
+// A driver may report a stream as synchronised from inside our own blocking
+// copy, on another thread that the copy waits for: the probe must not hold its
+// lock across the copy. Old code: deadlock at the first drain.
+TEST(BlocksE2E, SyncCallbackOnAnotherThreadDuringOurCopyDoesNotDeadlock) {
+  AppRun r = RunApp("sync_cb_in_copy_thread", Script(R"(@modules
+stream a
+launch target )" + std::string(kTarget) + R"( 64,1,1 128,1,1 stream=a repeat=12
+stream_sync a
+launch target )" + std::string(kTarget) + R"( 64,1,1 128,1,1 stream=a repeat=3
+sync
+)"),
+                    {{"TWINSCOPE_KERNELS", "reshape"},
+                     {"TWINSCOPE_BLOCKS_RING", "4"},
+                     {"FAKESAN_SYNC_CALLBACK_IN_COPY", "thread"}},
+                    20);
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(r.LogCount("sync_callback_from_copy thread"), 0u);
+  EXPECT_EQ(r.LogCount("error"), 0u);
+  ASSERT_EQ(r.rec.launches.size(), 15u);
+  for (const auto& l : r.rec.launches) ExpectCompleteLaunch(r, l);
+  EXPECT_EQ(r.Counter(counters::kBlocksLost), 0u);
+}
+
+// The same report on the calling thread is ignored (our own call), not a re-entry.
+TEST(BlocksE2E, SyncCallbackOnTheSameThreadDuringOurCopyIsIgnored) {
+  AppRun r =
+      RunApp(
+          "sync_cb_in_copy_same", Script(R"(@modules
+launch target )" + std::string(kTarget) + R"( 64,1,1 128,1,1 repeat=9
+sync
+)"),
+          {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_BLOCKS_RING", "4"}, {"FAKESAN_SYNC_CALLBACK_IN_COPY", "same"}},
+          20);
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(r.LogCount("sync_callback_from_copy same"), 0u);
+  ASSERT_EQ(r.rec.launches.size(), 9u);
+  for (const auto& l : r.rec.launches) ExpectCompleteLaunch(r, l);
+  // Only the program's own sync counts as a sync drain.
+  EXPECT_EQ(r.Counter(counters::kBlocksSyncDrains), 1u);
 }
 
 TEST(BlocksE2E, OverflowIsCountedNeverSilent) {

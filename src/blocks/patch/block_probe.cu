@@ -49,10 +49,11 @@ extern "C" __device__ __noinline__ SanitizerPatchResult twinscope_block_enter(vo
     if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) atomicAdd(&h->overflow, 1u);
     return SANITIZER_PATCH_SUCCESS;
   }
-  const uint64_t now = GlobalTimer();
-  // One atomic per group of converged threads: its lowest lane speaks for it.
+  // One atomic per group of converged threads: its lowest lane speaks for it
+  // (and alone reads the clock: %globaltimer is not free).
   const uint32_t mask = __activemask();
   if (LaneId() == static_cast<uint32_t>(__ffs(mask) - 1)) {
+    const uint64_t now = GlobalTimer();
     BlockProbeSlot* s = SlotOf(h, linear);
     if (atomicAdd(&s->entered_threads, static_cast<uint32_t>(__popc(mask))) == 0) {
       s->enter_ns = now;

@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 #include <sanitizer.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdarg>
@@ -21,6 +22,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "blocks/patch/block_probe_abi.h"
@@ -149,6 +151,29 @@ bool CubinHas(const Module& m, const std::string& name) {
   needle.push_back('\0');
   return std::search(m.cubin.begin(), m.cubin.end(), needle.begin(), needle.end()) != m.cubin.end();
 }
+
+thread_local bool tl_fake_helper = false;  // this thread is the fake's own callback thread
+
+// A blocking call (copy to host, stream sync, free) made while a launch is
+// being prepared (inside its LAUNCH_BEGIN / graph NODE_LAUNCH_BEGIN callback).
+// The real driver may never return from it: the copy is ordered after a launch
+// that is only submitted once the callback returns. Always logged as an error;
+// with FAKESAN_STRICT_LAUNCH=hang the fake hangs as such a driver would.
+void CheckNotInsideLaunchBegin(const char* what) {
+  if (!S().open_launch) return;
+  Log("error blocking_call_in_launch_begin %s", what);
+  const char* strict = std::getenv("FAKESAN_STRICT_LAUNCH");
+  if (strict && std::strcmp(strict, "hang") == 0) {
+    std::fprintf(stderr, "fakesan: %s inside LAUNCH_BEGIN: hanging like a deadlocked driver\n", what);
+    for (;;) pause();
+  }
+}
+
+// FAKESAN_SYNC_CALLBACK_IN_COPY=same|thread: a blocking call also reports the
+// stream as synchronised (SYNCHRONIZE_STREAM_SYNCHRONIZED), as a driver may,
+// on the calling thread ("same") or on another thread that the call waits for
+// ("thread"). Not nested: the callback's own blocking calls report nothing.
+void ReportSyncFromBlockingCall(Stream* st);
 
 // Emulates patch/block_probe.cu for every block of one launch.
 void RunPatchedBlocks(const Op& op) {
@@ -299,6 +324,31 @@ int Launch(bool graph, uintptr_t module, const char* name, uint32_t gx, uint32_t
   return 0;
 }
 
+}  // namespace
+
+namespace {
+void ReportSyncFromBlockingCall(Stream* st) {
+  const char* how = std::getenv("FAKESAN_SYNC_CALLBACK_IN_COPY");
+  if (!how || !*how || tl_fake_helper) return;
+  Sanitizer_SynchronizeData d{};
+  d.context = S().context;
+  d.stream = CuStream(st);
+  d.hStream = Handle(st);
+  if (std::strcmp(how, "thread") == 0) {
+    Log("sync_callback_from_copy thread");
+    // The calling thread waits; the fake's state is touched by one thread at a time.
+    std::thread helper([&] {
+      tl_fake_helper = true;
+      Fire(SANITIZER_CB_DOMAIN_SYNCHRONIZE, SANITIZER_CBID_SYNCHRONIZE_STREAM_SYNCHRONIZED, &d);
+    });
+    helper.join();
+  } else {
+    Log("sync_callback_from_copy same");
+    tl_fake_helper = true;
+    Fire(SANITIZER_CB_DOMAIN_SYNCHRONIZE, SANITIZER_CBID_SYNCHRONIZE_STREAM_SYNCHRONIZED, &d);
+    tl_fake_helper = false;
+  }
+}
 }  // namespace
 
 // ---- Sanitizer API ---------------------------------------------------------
@@ -474,6 +524,7 @@ SanitizerResult sanitizerFree(CUcontext ctx, void* devPtr) {
   State& s = S();
   auto it = s.allocations.find(reinterpret_cast<uintptr_t>(devPtr));
   if (it == s.allocations.end()) return SANITIZER_ERROR_INVALID_PARAMETER;
+  CheckNotInsideLaunchBegin("sanitizerFree");
   FlushAll();  // like cuMemFree: waits for the device
   std::free(devPtr);
   s.allocations.erase(it);
@@ -513,19 +564,23 @@ SanitizerResult sanitizerMemcpyDeviceToHost(void* dst, void* src, size_t count, 
     Log("error d2h_bad_args");
     return SANITIZER_ERROR_INVALID_PARAMETER;
   }
+  CheckNotInsideLaunchBegin("sanitizerMemcpyDeviceToHost");
   Flush(s);  // stream-ordered, returns when done
   std::memcpy(dst, src, count);
   ++S().stats.d2h_copies;
   Log("d2h %zu stream=%llu", count, static_cast<unsigned long long>(s->id));
+  ReportSyncFromBlockingCall(s);
   return SANITIZER_SUCCESS;
 }
 
 SanitizerResult sanitizerStreamSynchronize(Sanitizer_StreamHandle stream) {
   Stream* s = StreamOf(stream);
   if (!s) return SANITIZER_ERROR_INVALID_PARAMETER;
+  CheckNotInsideLaunchBegin("sanitizerStreamSynchronize");
   Flush(s);
   ++S().stats.stream_syncs;
   Log("sanitizer_stream_sync %llu", static_cast<unsigned long long>(s->id));
+  ReportSyncFromBlockingCall(s);
   return SANITIZER_SUCCESS;
 }
 

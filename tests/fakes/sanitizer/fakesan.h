@@ -12,7 +12,13 @@
  *
  * Every Sanitizer call and control action is appended to the file named by
  * FAKESAN_LOG (one line each), so tests can check the order of events.
- * Single-threaded use only. */
+ * A blocking call (copy to host, stream sync, free) inside a LAUNCH_BEGIN
+ * callback logs "error blocking_call_in_launch_begin" (FAKESAN_STRICT_LAUNCH=hang:
+ * it hangs, like a driver that deadlocks there); FAKESAN_SYNC_CALLBACK_IN_COPY=
+ * same|thread makes blocking calls fire a STREAM_SYNCHRONIZED callback on the
+ * calling thread or on another thread they wait for.
+ * Single-threaded use only (the fake's own callback thread runs while the
+ * caller waits). */
 #ifndef TWINSCOPE_TESTS_FAKES_SANITIZER_FAKESAN_H_
 #define TWINSCOPE_TESTS_FAKES_SANITIZER_FAKESAN_H_
 
