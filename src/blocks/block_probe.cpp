@@ -32,8 +32,21 @@
 // one of ours (the Sanitizer calls we make may launch work or report syncs) is
 // ignored.
 // Every entry point is a firewall: on an internal error collection stops and
-// the program continues; kernels of patched modules then get null userdata
-// and their patch returns at once.
+// the program continues; kernels of patched modules then get the context's
+// "off" buffer (or, failing that, null userdata) and their patch returns at once.
+//
+// Exit (the H200 crashed at exit after ~1900 launches of a patched kernel were
+// given null launch data and Shutdown had unsubscribed; see Shutdown):
+// - A selected launch that is not traced (sampled out, no buffer) is never
+//   handed null: it gets the context's "off" buffer, a zeroed header
+//   (capacity 0) on which the patch returns at once, so the Sanitizer sees the
+//   same kind of launch data as for traced launches.
+// - Shutdown (atexit) does not unsubscribe and frees nothing handed to the
+//   Sanitizer; the patch image is a static array. Callbacks that come later
+//   (module unloads, context teardown, launches from static destructors)
+//   return at once on an atomic flag, before touching any thread_local or
+//   other object that exit may have destroyed; a late launch of a patched
+//   module still gets the off buffer.
 #include <sanitizer.h>
 #include <unistd.h>
 
@@ -98,6 +111,19 @@ struct FreeBuffer {
   uint64_t bytes;
 };
 
+// A context's "off" buffer: a zeroed BlockProbeHeader (capacity 0). Zeroed by
+// a memset on the stream of every launch that uses it until one memset is
+// known complete (a stream sync after a launch), then `ready` for all streams.
+struct OffBuffer {
+  void* device = nullptr;
+  bool ready = false;
+  Sanitizer_StreamHandle pending_stream = nullptr;  // a stream whose memset makes it ready
+};
+
+// Set by Shutdown; read first by every callback. Trivially destructible, so
+// valid during all of exit.
+std::atomic<bool> g_shut_down{false};
+
 class BlockProbe final : public NvtxListener {
  public:
   static BlockProbe& Get() {
@@ -109,11 +135,20 @@ class BlockProbe final : public NvtxListener {
   void OnCallback(Sanitizer_CallbackDomain domain, Sanitizer_CallbackId cbid, const void* data);
   void Shutdown();
   void OnNvtx(const NvtxEvent& e) override;
+  // After Shutdown: a launch only keeps a patched module's patch off.
+  void OnLaunchAfterShutdown(const Sanitizer_LaunchData& d, bool graph_node);
+  void OnContextDestroyAfterShutdown(CUcontext ctx);
 
  private:
   void OnModuleLoaded(const Sanitizer_ResourceModuleData& m);
   void OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node);
   void OnLaunchEnd(const Sanitizer_LaunchData& d);
+  // The off buffer for a launch on `stream` of `ctx`, or null (counted).
+  void* OffBufferLocked(CUcontext ctx, Sanitizer_StreamHandle stream);
+  // Hands an untraced launch of a patched module the off buffer (null if none).
+  void SetUntracedLocked(const Sanitizer_LaunchData& d, Sanitizer_StreamHandle stream);
+  // Waits for the memsets of new off buffers (LAUNCH_END only), then marks them ready.
+  void MakeOffBuffersReady(std::unique_lock<std::mutex>& lock);
   // After a launch was submitted (LAUNCH_END, graph LAUNCH_END): the drains
   // that LAUNCH_BEGIN may not do (ring full, memory cap, naive mode).
   void AfterLaunch(uint64_t traced_seq, uint64_t grid_id);
@@ -153,6 +188,8 @@ class BlockProbe final : public NvtxListener {
   uint64_t in_transit_blocks_ = 0;  // their blocks
   std::condition_variable transit_cv_;
   std::vector<FreeBuffer> pool_;
+  std::unordered_map<CUcontext, OffBuffer> off_;  // never freed: launches may use it until exit
+  std::atomic<bool> off_sync_wanted_{false};
   uint64_t device_bytes_ = 0;
   uint64_t next_seq_ = 0;
   std::atomic<bool> drain_wanted_{false};  // ring or memory cap full: AfterLaunch drains
@@ -190,6 +227,23 @@ using counters::kSanitizerErrors;
 
 void SANITIZERAPI Callback(void* userdata, Sanitizer_CallbackDomain domain, Sanitizer_CallbackId cbid,
                            const void* data) {
+  if (g_shut_down.load(std::memory_order_acquire)) {
+    // After Shutdown (during exit): nothing but keeping patches off.
+    if (data == nullptr) return;
+    Firewall("block probe Sanitizer callback after exit", [&] {
+      if (domain == SANITIZER_CB_DOMAIN_LAUNCH && cbid == SANITIZER_CBID_LAUNCH_BEGIN) {
+        BlockProbe::Get().OnLaunchAfterShutdown(*static_cast<const Sanitizer_LaunchData*>(data), false);
+      } else if (domain == SANITIZER_CB_DOMAIN_GRAPHS && cbid == SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN) {
+        const auto& g = *static_cast<const Sanitizer_GraphNodeLaunchData*>(data);
+        if (g.nodeType == CU_GRAPH_NODE_TYPE_KERNEL && !g.isGraphUpload)
+          BlockProbe::Get().OnLaunchAfterShutdown(g.launchData, true);
+      } else if (domain == SANITIZER_CB_DOMAIN_RESOURCE && cbid == SANITIZER_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
+        BlockProbe::Get().OnContextDestroyAfterShutdown(
+            static_cast<const Sanitizer_ResourceContextData*>(data)->context);
+      }
+    });
+    return;
+  }
   if (tl_in_callback) {
     // Work we started ourselves (memset, copies): not the application's.
     return;
@@ -434,8 +488,7 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
   const Sanitizer_StreamHandle stream = graph_node ? d.hApiStream : d.hStream;
   if (selector_->DecideLaunch(name) != KernelSelector::Decision::kTrace) {
     ++counts_[counters::kLaunchesSkipped];
-    SanitizerResult r = sanitizerSetLaunchCallbackData(d.hLaunch, d.function, stream, nullptr);
-    if (r != SANITIZER_SUCCESS) SanitizerError("sanitizerSetLaunchCallbackData(null)", r);
+    SetUntracedLocked(d, stream);
     return;
   }
   const uint64_t blocks = BlockCount(grid);
@@ -467,8 +520,7 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
   f.device = ring_over ? nullptr : AcquireBufferLocked(d.context, bytes, &f.device_bytes);
   if (f.device == nullptr) {
     if (ring_over) drain_wanted_.store(true, std::memory_order_relaxed);
-    SanitizerResult r = sanitizerSetLaunchCallbackData(d.hLaunch, d.function, stream, nullptr);
-    if (r != SANITIZER_SUCCESS) SanitizerError("sanitizerSetLaunchCallbackData(null)", r);
+    SetUntracedLocked(d, stream);
     ++counts_[kLaunchesNoBuffer];
     counts_[counters::kBlocksOverflow] += blocks;
     writer_->Append(rec);  // the launch is still on record, with blocks_recorded = 0
@@ -483,6 +535,7 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
     ++counts_[kLaunchesNoBuffer];
     counts_[counters::kBlocksOverflow] += blocks;
     pool_.push_back({d.context, f.device, f.device_bytes});
+    SetUntracedLocked(d, stream);
     writer_->Append(rec);
     return;
   }
@@ -500,9 +553,12 @@ void BlockProbe::OnLaunchEnd(const Sanitizer_LaunchData& d) {
 
 void BlockProbe::AfterLaunch(uint64_t traced_seq, uint64_t grid_id) {
   const bool naive = config_.naive && traced_seq != UINT64_MAX;
-  if (traced_seq == UINT64_MAX && !drain_wanted_.load(std::memory_order_relaxed)) return;  // the common case
+  if (traced_seq == UINT64_MAX && !drain_wanted_.load(std::memory_order_relaxed) &&
+      !off_sync_wanted_.load(std::memory_order_relaxed))
+    return;  // the common case
   std::unique_lock<std::mutex> lock(mu_);
   if (shut_down_) return;
+  if (off_sync_wanted_.exchange(false, std::memory_order_relaxed)) MakeOffBuffersReady(lock);
   if (traced_seq != UINT64_MAX) {
     for (auto it = ring_.rbegin(); it != ring_.rend(); ++it) {
       if (it->record.seq == traced_seq) {
@@ -526,6 +582,75 @@ void BlockProbe::AfterLaunch(uint64_t traced_seq, uint64_t grid_id) {
     const uint64_t last = ring_[n - 1].record.seq;
     Drain(lock, [last](const InFlight& f) { return f.record.seq <= last; });
   }
+}
+
+void BlockProbe::SetUntracedLocked(const Sanitizer_LaunchData& d, Sanitizer_StreamHandle stream) {
+  void* off = OffBufferLocked(d.context, stream);
+  SanitizerResult r = sanitizerSetLaunchCallbackData(d.hLaunch, d.function, stream, off);
+  if (r != SANITIZER_SUCCESS) SanitizerError("sanitizerSetLaunchCallbackData (untraced launch)", r);
+}
+
+void* BlockProbe::OffBufferLocked(CUcontext ctx, Sanitizer_StreamHandle stream) {
+  auto it = off_.find(ctx);
+  if (it != off_.end() && it->second.ready) return it->second.device;
+  if (it == off_.end()) {
+    void* p = nullptr;
+    SanitizerResult r = sanitizerAlloc(ctx, &p, sizeof(BlockProbeHeader));
+    if (r != SANITIZER_SUCCESS || p == nullptr) {
+      SanitizerError("sanitizerAlloc (off buffer)", r);
+      return nullptr;
+    }
+    device_bytes_ += sizeof(BlockProbeHeader);
+    it = off_.emplace(ctx, OffBuffer{p, false, stream}).first;
+  }
+  // Not known zeroed yet: zero it ahead of this launch on its own stream (all
+  // such memsets write the same zeros, so they cannot disturb each other).
+  SanitizerResult r = sanitizerMemset(it->second.device, 0, sizeof(BlockProbeHeader), stream);
+  if (r != SANITIZER_SUCCESS) {
+    SanitizerError("sanitizerMemset (off buffer)", r);
+    return nullptr;
+  }
+  it->second.pending_stream = stream;
+  off_sync_wanted_.store(true, std::memory_order_relaxed);
+  return it->second.device;
+}
+
+void BlockProbe::MakeOffBuffersReady(std::unique_lock<std::mutex>& lock) {
+  std::vector<std::pair<CUcontext, Sanitizer_StreamHandle>> pending;
+  for (const auto& [ctx, off] : off_)
+    if (!off.ready) pending.emplace_back(ctx, off.pending_stream);
+  for (const auto& [ctx, stream] : pending) {
+    lock.unlock();
+    SanitizerResult r;
+    {
+      OwnCalls own;
+      r = sanitizerStreamSynchronize(stream);
+    }
+    lock.lock();
+    auto it = off_.find(ctx);
+    if (it == off_.end()) continue;
+    if (r == SANITIZER_SUCCESS && it->second.pending_stream == stream) {
+      it->second.ready = true;
+    } else if (r != SANITIZER_SUCCESS) {
+      SanitizerError("sanitizerStreamSynchronize (off buffer)", r);  // stays per-launch zeroed
+    } else {
+      off_sync_wanted_.store(true, std::memory_order_relaxed);  // zeroed on another stream meanwhile: wait for that
+    }
+  }
+}
+
+void BlockProbe::OnLaunchAfterShutdown(const Sanitizer_LaunchData& d, bool graph_node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto mod = modules_.find(d.module);
+  if (mod == modules_.end() || !mod->second) return;
+  auto off = off_.find(d.context);
+  if (off == off_.end() || !off->second.ready) return;  // no stream-ordered zeroing at exit: leave the default
+  sanitizerSetLaunchCallbackData(d.hLaunch, d.function, graph_node ? d.hApiStream : d.hStream, off->second.device);
+}
+
+void BlockProbe::OnContextDestroyAfterShutdown(CUcontext ctx) {
+  std::lock_guard<std::mutex> lock(mu_);
+  off_.erase(ctx);  // the driver frees its memory with the context
 }
 
 void* BlockProbe::AcquireBufferLocked(CUcontext ctx, uint64_t bytes, uint64_t* allocated) {
@@ -641,6 +766,19 @@ void BlockProbe::FreePool(std::unique_lock<std::mutex>& lock, CUcontext ctx) {
 void BlockProbe::ReleaseContext(std::unique_lock<std::mutex>& lock, CUcontext ctx) {
   Drain(lock, [ctx](const InFlight& f) { return f.context == ctx; });
   FreePool(lock, ctx);
+  auto off = off_.find(ctx);
+  if (off != off_.end()) {
+    void* device = off->second.device;
+    off_.erase(off);
+    lock.unlock();
+    bool freed = false;
+    {
+      OwnCalls own;
+      freed = sanitizerFree(ctx, device) == SANITIZER_SUCCESS;
+    }
+    lock.lock();
+    if (freed) device_bytes_ -= sizeof(BlockProbeHeader);
+  }
   patch_loaded_.erase(ctx);
   PublishCountersLocked();
 }
@@ -698,7 +836,10 @@ void BlockProbe::Shutdown() {
     writer_->SetMetadata("tool_message", msg);
   }
   writer_->SetMetadata("tool_state", state);
-  if (subscriber_) sanitizerUnsubscribe(subscriber_);
+  // No sanitizerUnsubscribe here: at exit the driver still tears down patched
+  // modules and contexts (the H200 crashed at exit with it, see the top), and
+  // from now on every callback returns at once on g_shut_down.
+  g_shut_down.store(true, std::memory_order_release);
   std::string error;
   if (!writer_->Close(&error)) LogError("block probe: writing %s failed: %s", config_.output.c_str(), error.c_str());
   LogInfo("block probe: %llu launches traced, %llu blocks recorded, %llu overflow; trace %s",

@@ -283,9 +283,84 @@ sync
   EXPECT_EQ(r.Counter(counters::kLaunchesSkipped), 7u);
   EXPECT_EQ(r.Counter(counters::kLaunchesSeen), 13u);
   EXPECT_EQ(r.rec.blocks.size(), 30u);
-  // Skipped launches of a patched kernel get null userdata explicitly.
-  EXPECT_EQ(r.LogCount("set_launch_data null"), 7u);
+  // Skipped launches of a patched kernel get the "off" buffer (capacity 0), never null.
+  EXPECT_EQ(r.LogCount("set_launch_data null"), 0u);
+  EXPECT_EQ(r.LogCount("set_launch_data buffer"), 10u);
+  EXPECT_EQ(r.fake_stats["launches_null_data_patched"], 0u);
   EXPECT_EQ(r.fake_stats["launches_executed_patched"], 3u);
+  EXPECT_EQ(r.fake_stats["launches_executed_off"], 7u);
+  EXPECT_EQ(r.LogCount("error"), 0u);
+}
+
+// The H200 crash: launches of a patched kernel sampled out, then exit, where
+// the CUDA runtime's exit handler (after ours) launches once more and tears
+// down modules, streams and the context.
+TEST(BlocksE2E, SampledOutLaunchesThenExitWithRuntimeTeardown) {
+  AppRun r = RunApp("sampled_out_exit", Script(R"(@modules
+stream a
+launch target )" + std::string(kTarget) + R"( 1000,1,1 512,1,1 stream=a
+sync
+launch target )" + kTarget + R"( 1000,1,1 512,1,1 stream=a repeat=20
+launch target )" + kTarget + R"( 1000,1,1 512,1,1 repeat=20
+launch other )" + kGemm + R"( 64,1,1 256,1,1 repeat=5
+sync
+launch target )" + kTarget + R"( 1000,1,1 512,1,1 stream=a repeat=5
+)"),
+                    {{"TWINSCOPE_KERNELS", "reshape_and_cache_flash"},
+                     {"TWINSCOPE_EVERY", "1000000000"},
+                     {"FAKESAN_EXIT_TEARDOWN", "1"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(r.trace_ok);
+  EXPECT_EQ(r.status.value("tool_state", ""), "ok");
+  EXPECT_EQ(r.Counter(counters::kLaunchesTraced), 1u);
+  EXPECT_EQ(r.Counter(counters::kLaunchesSkipped), 45u);
+  EXPECT_EQ(r.Counter(counters::kLaunchesSeen), 51u);  // the launch at exit comes after Shutdown
+  EXPECT_EQ(r.Counter(counters::kBlocksRecorded), 1000u);
+  ASSERT_EQ(r.rec.launches.size(), 1u);
+  ExpectCompleteLaunch(r, r.rec.launches[0]);
+  // Never null launch data for a patched kernel; no unsubscribe at exit.
+  EXPECT_EQ(r.fake_stats["launches_null_data_patched"], 0u);
+  EXPECT_EQ(r.LogCount("unsubscribe"), 0u);
+  EXPECT_EQ(r.fake_stats["callbacks_after_unsubscribe"], 0u);
+  // The runtime's teardown ran after our Shutdown and its callbacks were no-ops.
+  const size_t teardown = r.LogFind("exit_teardown");
+  ASSERT_NE(teardown, std::string::npos);
+  EXPECT_NE(r.LogFind("exit_teardown_done", teardown), std::string::npos);
+  EXPECT_NE(r.LogFind("context_destroyed", teardown), std::string::npos);
+  EXPECT_EQ(r.LogFind("d2h", teardown), std::string::npos);
+  EXPECT_EQ(r.LogFind("free", teardown), std::string::npos) << "freed a buffer during the runtime's teardown";
+  // The 45 sampled-out launches and the one at exit ran on the zeroed off buffer, writing nothing.
+  EXPECT_EQ(r.fake_stats["launches_executed_off"], 46u);
+  EXPECT_EQ(r.fake_stats["launches_executed_patched"], 1u);
+  EXPECT_EQ(r.LogCount("error"), 0u);
+  // One off buffer, made ready by one stream sync (not one per launch).
+  EXPECT_EQ(r.fake_stats["stream_syncs"], 1u);
+  EXPECT_EQ(r.LogCount("memset 32 "), 1u);
+}
+
+// Sampled-out launches on two streams before the off buffer is known zeroed
+// (graph nodes have no LAUNCH_END, where it is made ready): it is zeroed ahead
+// of each such launch on that launch's stream. The fake's device memory starts
+// as 0xAB, so a missed zeroing shows as writes out of bounds.
+TEST(BlocksE2E, OffBufferIsZeroedBeforeEveryUseOnEveryStream) {
+  AppRun r = RunApp("off_buffer_streams", Script(R"(@modules
+stream a
+stream b
+graph target )" + std::string(kTarget) + R"( 10,1,1 64,1,1 stream=b repeat=3
+launch target )" + kTarget + R"( 10,1,1 64,1,1 stream=a repeat=2
+sync
+)"),
+                    {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "1000"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.Counter(counters::kLaunchesTraced), 1u);
+  EXPECT_EQ(r.Counter(counters::kLaunchesSkipped), 4u);
+  EXPECT_EQ(r.fake_stats["launches_executed_off"], 4u);
+  EXPECT_EQ(r.fake_stats["launches_null_data_patched"], 0u);
+  EXPECT_EQ(r.LogCount("error"), 0u);
+  // Zeroed on b for both graph nodes and on a for the first plain launch; ready after that launch's END.
+  EXPECT_EQ(r.LogCount("memset 32 stream=2"), 2u);
+  EXPECT_EQ(r.LogCount("memset 32 stream=1"), 1u);
+  EXPECT_EQ(r.fake_stats["stream_syncs"], 1u);
 }
 
 TEST(BlocksE2E, NoCopyPerLaunchDrainsAtTheProgramsSyncs) {

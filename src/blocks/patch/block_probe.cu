@@ -1,8 +1,8 @@
 // Device patch of the block probe: called by the Sanitizer at every block's
 // entry and exit in patched modules (SANITIZER_INSTRUCTION_BLOCK_ENTER/EXIT),
 // by every thread. `userdata` is the launch's BlockProbeHeader (see
-// block_probe_abi.h for what is written and guaranteed), or null for launches
-// that are not traced, which return at once.
+// block_probe_abi.h for what is written and guaranteed); launches that are not
+// traced get an "off" header (capacity 0) or null, and return at once.
 //
 // Built with `nvcc --fatbin --compile-as-tools-patch` for every architecture
 // in TWINSCOPE_CUDA_ARCHITECTURES and embedded in libtwinscope_blocks.so.
@@ -44,8 +44,10 @@ __device__ __forceinline__ BlockProbeSlot* SlotOf(BlockProbeHeader* h, uint64_t 
 extern "C" __device__ __noinline__ SanitizerPatchResult twinscope_block_enter(void* userdata, uint64_t pc) {
   if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
   BlockProbeHeader* h = static_cast<BlockProbeHeader*>(userdata);
+  const uint32_t capacity = h->capacity;
+  if (capacity == 0) return SANITIZER_PATCH_SUCCESS;  // the "off" buffer of an untraced launch
   const uint64_t linear = LinearBlock();
-  if (linear >= h->capacity) {
+  if (linear >= capacity) {
     if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) atomicAdd(&h->overflow, 1u);
     return SANITIZER_PATCH_SUCCESS;
   }

@@ -17,6 +17,8 @@
 //     block's thread count, i.e. the block's last thread to leave.
 // Blocks with linear index >= capacity increment header.overflow once (their
 // thread (0,0,0)) and write nothing else.
+// A header with capacity 0 (all zeros: the collector's "off" buffer, handed to
+// launches that are not traced) makes the patch return at once, writing nothing.
 #ifndef TWINSCOPE_BLOCKS_PATCH_BLOCK_PROBE_ABI_H_
 #define TWINSCOPE_BLOCKS_PATCH_BLOCK_PROBE_ABI_H_
 

@@ -78,7 +78,14 @@ struct State {
   uint64_t next_grid_id = 1;
   FakesanStats stats{};
   FILE* log = nullptr;
+  // The last launch, for FAKESAN_EXIT_TEARDOWN's launch at exit.
+  bool has_last_launch = false;
+  uintptr_t last_module = 0, last_stream = 0;
+  std::string last_name;
+  uint32_t last_grid[3] = {1, 1, 1}, last_block[3] = {1, 1, 1};
 };
+
+void ExitTeardown();
 
 State& S() {
   static State* s = [] {
@@ -124,7 +131,11 @@ bool Enabled(int domain, uint32_t cbid) {
 
 void Fire(Sanitizer_CallbackDomain domain, uint32_t cbid, const void* data) {
   State& s = S();
-  if (s.mode == FAKESAN_SILENT || !s.subscribed || !s.callback || !Enabled(domain, cbid)) return;
+  if (s.mode == FAKESAN_SILENT || !Enabled(domain, cbid)) return;
+  if (!s.subscribed || !s.callback) {
+    ++s.stats.callbacks_after_unsubscribe;
+    return;
+  }
   ++s.stats.callbacks_fired;
   s.callback(s.callback_userdata, domain, cbid, data);
 }
@@ -180,6 +191,10 @@ void RunPatchedBlocks(const Op& op) {
   auto* h = static_cast<BlockProbeHeader*>(op.userdata);
   if (!InAllocation(h, sizeof *h)) {
     Log("error userdata_not_device_memory %s", op.name.c_str());
+    return;
+  }
+  if (h->capacity == 0) {  // the patch returns at once on an "off" header
+    ++S().stats.launches_executed_off;
     return;
   }
   ++S().stats.launches_executed_patched;
@@ -272,6 +287,10 @@ int Launch(bool graph, uintptr_t module, const char* name, uint32_t gx, uint32_t
   }
   Module* m = mit->second.get();
   ++st.stats.launches;
+  st.has_last_launch = true;
+  st.last_module = module, st.last_stream = stream, st.last_name = name;
+  st.last_grid[0] = gx, st.last_grid[1] = gy, st.last_grid[2] = gz;
+  st.last_block[0] = bx, st.last_block[1] = by, st.last_block[2] = bz;
   Op op;
   op.kind = Op::kLaunch;
   op.module = m;
@@ -501,6 +520,7 @@ SanitizerResult sanitizerSetLaunchCallbackData(Sanitizer_LaunchHandle launch, CU
   }
   s.open_launch->userdata = const_cast<void*>(userdata);
   Log("set_launch_data %s", userdata ? "buffer" : "null");
+  if (!userdata && s.open_launch->module && s.open_launch->module->patched) ++s.stats.launches_null_data_patched;
   return SANITIZER_SUCCESS;
 }
 
@@ -608,6 +628,7 @@ void fakesan_set_mode(int mode) { S().mode = mode; }
 int fakesan_init(void) {
   State& s = S();
   Log("init");
+  if (const char* t = std::getenv("FAKESAN_EXIT_TEARDOWN"); t && std::strcmp(t, "1") == 0) std::atexit(ExitTeardown);
   if (const char* inj = std::getenv("CUDA_INJECTION64_PATH"); inj && *inj) {
     void* h = dlopen(inj, RTLD_NOW | RTLD_GLOBAL);
     if (!h) {
@@ -755,10 +776,35 @@ __attribute__((destructor)) static void WriteStatsAtExit() {
   const FakesanStats& s = S().stats;
   std::fprintf(f,
                "callbacks_fired %llu\nlaunches %llu\nlaunches_executed_patched %llu\nd2h_copies %llu\n"
-               "stream_syncs %llu\nallocs %llu\nfrees %llu\nmodules_patched %llu\npatch_images_added %llu\n",
+               "stream_syncs %llu\nallocs %llu\nfrees %llu\nmodules_patched %llu\npatch_images_added %llu\n"
+               "launches_executed_off %llu\nlaunches_null_data_patched %llu\ncallbacks_after_unsubscribe %llu\n",
                (unsigned long long)s.callbacks_fired, (unsigned long long)s.launches,
                (unsigned long long)s.launches_executed_patched, (unsigned long long)s.d2h_copies,
                (unsigned long long)s.stream_syncs, (unsigned long long)s.allocs, (unsigned long long)s.frees,
-               (unsigned long long)s.modules_patched, (unsigned long long)s.patch_images_added);
+               (unsigned long long)s.modules_patched, (unsigned long long)s.patch_images_added,
+               (unsigned long long)s.launches_executed_off, (unsigned long long)s.launches_null_data_patched,
+               (unsigned long long)s.callbacks_after_unsubscribe);
   std::fclose(f);
 }
+
+namespace {
+// FAKESAN_EXIT_TEARDOWN=1: the CUDA runtime's exit handler (see fakesan.h).
+void ExitTeardown() {
+  State& s = S();
+  Log("exit_teardown");
+  if (s.has_last_launch && s.modules.count(s.last_module) && StreamById(s.last_stream)) {
+    const std::string name = s.last_name;
+    fakesan_launch(s.last_module, name.c_str(), s.last_grid[0], s.last_grid[1], s.last_grid[2], s.last_block[0],
+                   s.last_block[1], s.last_block[2], s.last_stream, nullptr);
+  }
+  fakesan_ctx_sync();
+  std::vector<uintptr_t> modules, streams;
+  for (const auto& [id, m] : s.modules) modules.push_back(id);
+  for (const auto& [id, st] : s.streams)
+    if (id != 0) streams.push_back(id);
+  for (uintptr_t m : modules) fakesan_unload_module(m);
+  for (uintptr_t st : streams) fakesan_destroy_stream(st);
+  fakesan_destroy_context();
+  Log("exit_teardown_done");
+}
+}  // namespace

@@ -17,6 +17,11 @@
  * it hangs, like a driver that deadlocks there); FAKESAN_SYNC_CALLBACK_IN_COPY=
  * same|thread makes blocking calls fire a STREAM_SYNCHRONIZED callback on the
  * calling thread or on another thread they wait for.
+ * FAKESAN_EXIT_TEARDOWN=1 plays the CUDA runtime's exit handler, registered
+ * (like cudart's, at program start) before the injection's own atexit, so it
+ * runs after it: it relaunches the last launched kernel once (a launch from a
+ * static destructor), then unloads every module, destroys every stream and
+ * the context, firing their callbacks.
  * Single-threaded use only (the fake's own callback thread runs while the
  * caller waits). */
 #ifndef TWINSCOPE_TESTS_FAKES_SANITIZER_FAKESAN_H_
@@ -56,6 +61,9 @@ typedef struct {
   uint64_t frees;
   uint64_t modules_patched;
   uint64_t patch_images_added;
+  uint64_t launches_executed_off;       /* patched, ran with a capacity-0 ("off") header: wrote nothing */
+  uint64_t launches_null_data_patched;  /* patched, given explicit null launch data */
+  uint64_t callbacks_after_unsubscribe; /* callbacks that would have fired had the tool stayed subscribed */
 } FakesanStats;
 
 void fakesan_set_mode(int mode); /* before fakesan_init */
