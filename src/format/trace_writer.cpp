@@ -55,20 +55,21 @@ TraceWriter::~TraceWriter() {
 }
 
 TraceWriter::ThreadStaging* TraceWriter::LocalStaging() {
+  // Trivially destructible, so it stays usable from atexit handlers after the
+  // thread's destructors ran; the writer owns the staging (stagings_).
   struct Cache {
-    uint64_t writer_id = 0;
-    std::shared_ptr<ThreadStaging> staging;
+    uint64_t writer_id;
+    ThreadStaging* staging;
   };
-  thread_local Cache cache;
-  if (cache.writer_id == id_) return cache.staging.get();
+  thread_local Cache cache{0, nullptr};
+  if (cache.writer_id == id_) return cache.staging;
   auto st = std::make_shared<ThreadStaging>();
   {
     std::lock_guard<std::mutex> lock(mu_);
     stagings_.push_back(st);
   }
-  cache.writer_id = id_;
-  cache.staging = std::move(st);
-  return cache.staging.get();
+  cache = Cache{id_, st.get()};
+  return cache.staging;
 }
 
 bool TraceWriter::AppendRaw(RecordType type, const void* data, size_t size, size_t n) {

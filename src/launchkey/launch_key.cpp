@@ -70,9 +70,34 @@ LaunchKeyParts RangeStack::NextLaunch(std::string_view kernel, Dim3 grid, Dim3 b
   return k;
 }
 
+namespace {
+// The thread's stack lives on the heap behind trivially destructible
+// thread_locals, so a call after this thread's thread_local destructors have
+// run (glibc runs the main thread's before atexit handlers, where collectors
+// flush) finds a null pointer, never a destroyed object.
+thread_local RangeStack* t_stack = nullptr;
+thread_local bool t_stack_gone = false;
+struct StackOwner {
+  ~StackOwner() {
+    delete t_stack;
+    t_stack = nullptr;
+    t_stack_gone = true;
+  }
+};
+thread_local StackOwner t_owner;
+}  // namespace
+
 RangeStack& ThreadRangeStack() {
-  thread_local RangeStack stack;
-  return stack;
+  if (t_stack) return *t_stack;
+  if (t_stack_gone) {
+    // Past this thread's destructors (process exit): an empty stack that is
+    // never destroyed. Keys made here have an empty path.
+    static RangeStack* const late = new RangeStack();
+    return *late;
+  }
+  (void)&t_owner;  // odr-use: registers the owner's destructor for this thread
+  t_stack = new RangeStack();
+  return *t_stack;
 }
 
 }  // namespace twinscope

@@ -38,7 +38,28 @@ struct PushFrame {
   std::string name;
   uint64_t start_ns;
 };
-thread_local std::vector<PushFrame> t_push_frames;
+// This thread's frames, on the heap behind trivially destructible
+// thread_locals (see ThreadRangeStack()): FlushOpenNvtxRanges() runs from
+// atexit, after the main thread's thread_local destructors.
+thread_local std::vector<PushFrame>* t_frames = nullptr;
+thread_local bool t_frames_gone = false;
+struct FramesOwner {
+  ~FramesOwner() {
+    delete t_frames;
+    t_frames = nullptr;
+    t_frames_gone = true;
+  }
+};
+thread_local FramesOwner t_frames_owner;
+
+// Null once this thread's destructors have run.
+std::vector<PushFrame>* Frames() {
+  if (!t_frames && !t_frames_gone) {
+    (void)&t_frames_owner;
+    t_frames = new std::vector<PushFrame>();
+  }
+  return t_frames;
+}
 
 uint64_t Now() {
   NvtxClock c = g_clock.load(std::memory_order_acquire);
@@ -69,7 +90,7 @@ namespace nvtx_capture {
 void Push(std::string_view domain, std::string_view name) {
   g_calls.fetch_add(1, std::memory_order_relaxed);
   ThreadRangeStack().Push(domain, name);
-  t_push_frames.push_back(PushFrame{std::string(domain), std::string(name), Now()});
+  if (auto* frames = Frames()) frames->push_back(PushFrame{std::string(domain), std::string(name), Now()});
 }
 
 void Pop(std::string_view domain) {
@@ -79,16 +100,18 @@ void Pop(std::string_view domain) {
     return;
   }
   uint64_t end = Now();
+  auto* frames = Frames();
+  if (!frames) return;
   // Close the innermost frame of `domain` and every frame opened inside it,
   // as RangeStack::Pop does.
-  for (size_t i = t_push_frames.size(); i-- > 0;) {
-    if (t_push_frames[i].domain != domain) continue;
-    for (size_t j = t_push_frames.size(); j-- > i;) {
-      const PushFrame& f = t_push_frames[j];
+  for (size_t i = frames->size(); i-- > 0;) {
+    if ((*frames)[i].domain != domain) continue;
+    for (size_t j = frames->size(); j-- > i;) {
+      const PushFrame& f = (*frames)[j];
       Emit(NvtxEvent{NvtxKind::kPushPop, f.domain, f.name, f.start_ns, end, CurrentThreadId(), 0,
                      static_cast<uint32_t>(j)});
     }
-    t_push_frames.resize(i);
+    frames->resize(i);
     return;
   }
 }
@@ -132,12 +155,15 @@ void FlushOpenNvtxRanges() {
     open.swap(OpenRanges());
   }
   for (auto& [id, r] : open) Emit(NvtxEvent{NvtxKind::kStartEnd, r.domain, r.name, r.start_ns, 0, r.thread_id, id, 0});
-  // This thread's open push/pop ranges (other threads' cannot be reached).
-  for (size_t j = t_push_frames.size(); j-- > 0;) {
-    const PushFrame& f = t_push_frames[j];
+  // This thread's open push/pop ranges (other threads' cannot be reached; at
+  // process exit the main thread's are already gone with its destructors).
+  auto* frames = Frames();
+  if (!frames) return;
+  for (size_t j = frames->size(); j-- > 0;) {
+    const PushFrame& f = (*frames)[j];
     Emit(NvtxEvent{NvtxKind::kPushPop, f.domain, f.name, f.start_ns, 0, CurrentThreadId(), 0, static_cast<uint32_t>(j)});
   }
-  t_push_frames.clear();
+  frames->clear();
 }
 
 }  // namespace twinscope

@@ -88,5 +88,29 @@ TEST(LaunchKey, ThreadStacksAreIndependent) {
   ThreadRangeStack().Pop("");
 }
 
+// A launch seen after the thread's own destructors ran (a thread_local of the
+// program destroyed later, or an atexit handler of a collector): the key must
+// come from a live stack, never a destroyed one.
+std::string g_late_path = "unset";
+uint32_t g_late_ordinal = 99;
+struct LateLauncher {
+  ~LateLauncher() {
+    LaunchKeyParts k = ThreadRangeStack().NextLaunch("late_kernel", kGrid, kBlock);
+    g_late_path = std::string(k.path);
+    g_late_ordinal = k.ordinal;
+  }
+};
+
+TEST(LaunchKey, LaunchAfterTheThreadsDestructorsUsesALiveStack) {
+  std::thread([] {
+    thread_local LateLauncher late;  // constructed first, so destroyed after the range stack
+    (void)&late;
+    ThreadRangeStack().Push("", "step");
+    ThreadRangeStack().NextLaunch("late_kernel", kGrid, kBlock);
+  }).join();
+  EXPECT_EQ(g_late_path, "");  // the thread's ranges are gone with it
+  EXPECT_EQ(g_late_ordinal, 0u);
+}
+
 }  // namespace
 }  // namespace twinscope
