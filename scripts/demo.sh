@@ -7,11 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build-gpu}
 
-if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "twinscope demo: no NVIDIA GPU found on this machine (nvidia-smi is missing or lists no GPU)." >&2
-  echo "The demo records a CUDA program and needs a GPU and its driver. Without one, run the tests: scripts/test.sh" >&2
-  exit 1
-fi
+# shellcheck source=scripts/gpu_common.sh
+source scripts/gpu_common.sh
+require_gpu "twinscope demo"
 
 scripts/setup-deps.sh --gpu
 export PATH=/usr/local/cuda/bin:$PATH
@@ -20,9 +18,7 @@ arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -
 opts=(-DCMAKE_BUILD_TYPE=Release -DTWINSCOPE_BUILD_TESTS=OFF -DTWINSCOPE_CUDA_ARCHITECTURES="${arch:-90}")
 [[ -f /usr/include/sqlite3.h ]] || opts+=(-DTWINSCOPE_WITH_SQLITE=OFF)
 [[ -f /usr/include/boost/beast.hpp ]] || opts+=(-DTWINSCOPE_WITH_MIRROR=OFF)
-gen=()
-if command -v ninja >/dev/null; then gen=(-G Ninja); elif [[ -x /opt/torch/.venv/bin/ninja ]]; then
-  gen=(-G Ninja -DCMAKE_MAKE_PROGRAM=/opt/torch/.venv/bin/ninja); fi
+cmake_generator
 cmake -S . -B "$BUILD" "${gen[@]}" "${opts[@]}" >/dev/null
 cmake --build "$BUILD" -j "$(nproc)" --target twinscope twinscope_cupti twinscope_example
 

@@ -25,18 +25,12 @@ ITERS=${ITERS:-500}
 mkdir -p "$LOG"
 export PATH=/usr/local/cuda/bin:$PATH
 
-if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "gpu_blocks.sh: no NVIDIA GPU found (nvidia-smi missing or lists no GPU); this script needs one" >&2
-  exit 1
-fi
+# shellcheck source=scripts/gpu_common.sh
+source scripts/gpu_common.sh
+require_gpu "gpu_blocks.sh"
 
 # ---- build ------------------------------------------------------------------------
-gen=()
-if command -v ninja >/dev/null; then
-  gen=(-G Ninja)
-elif [[ -x /opt/torch/.venv/bin/ninja ]]; then
-  gen=(-G Ninja -DCMAKE_MAKE_PROGRAM=/opt/torch/.venv/bin/ninja)
-fi
+cmake_generator
 echo "== build ($BUILD, log $LOG/build.log)"
 targets=(twinscope_blocks blocks_workload blocks_trace_check blocks_bench twinscope twinscope_probe_child)
 if ! {

@@ -29,18 +29,12 @@ LOG=${OUT:-$ROOT/gpu-logs}/cupti-$MODE
 mkdir -p "$LOG"
 export PATH=/usr/local/cuda/bin:$PATH
 
-if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "gpu_cupti.sh: no NVIDIA GPU found (nvidia-smi missing or lists no GPU); this script needs one" >&2
-  exit 1
-fi
+# shellcheck source=scripts/gpu_common.sh
+source scripts/gpu_common.sh
+require_gpu "gpu_cupti.sh"
 
 # ---- build ----------------------------------------------------------------------
-gen=()
-if command -v ninja >/dev/null; then
-  gen=(-G Ninja)
-elif [[ -x /opt/torch/.venv/bin/ninja ]]; then
-  gen=(-G Ninja -DCMAKE_MAKE_PROGRAM=/opt/torch/.venv/bin/ninja)
-fi
+cmake_generator
 echo "== build ($BUILD, log $LOG/build.log)"
 if ! {
   cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTWINSCOPE_BUILD_GPU_TESTS=ON \

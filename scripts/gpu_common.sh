@@ -1,0 +1,21 @@
+# Shared by the GPU scripts (demo.sh, gpu_cupti.sh, gpu_blocks.sh); source it.
+
+# require_gpu NAME: exits 1 with a clear message unless an NVIDIA GPU is visible.
+require_gpu() {
+  if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "$1: no NVIDIA GPU found (nvidia-smi is missing or lists no GPU); this needs a GPU and its driver." >&2
+    echo "Without one, run the tests: scripts/test.sh" >&2
+    exit 1
+  fi
+}
+
+# Sets the array `gen` to CMake generator arguments: Ninja where one is found
+# (the GPU machine has it only in PyTorch's venv), else CMake's default.
+cmake_generator() {
+  gen=()
+  if command -v ninja >/dev/null; then
+    gen=(-G Ninja)
+  elif [[ -x /opt/torch/.venv/bin/ninja ]]; then
+    gen=(-G Ninja -DCMAKE_MAKE_PROGRAM=/opt/torch/.venv/bin/ninja)
+  fi
+}
