@@ -30,38 +30,13 @@ NameCache::Names NameCache::Get(const char* mangled) {
 
 static uint32_t NonNegative(int32_t v) { return v < 0 ? 0 : static_cast<uint32_t>(v); }
 
-KernelRecord ConvertKernel(const KernelActivity& a, NameCache& names) {
-  KernelRecord r{};
-  r.start_ns = a.start;
-  r.end_ns = a.end;
-  r.grid_id = static_cast<uint64_t>(a.gridId);
-  r.graph_node_id = a.graphNodeId;
-  r.correlation_id = a.correlationId;
-  r.device = a.deviceId;
-  r.context = a.contextId;
-  r.stream = a.streamId;
-  r.graph_id = a.graphId;
-  if (a.graphNodeId != 0) r.flags |= kFlagGraph;
-  if (InvalidTimestamps(a.start, a.end)) r.flags |= kFlagInvalidTimestamp;
-  r.grid = {NonNegative(a.gridX), NonNegative(a.gridY), NonNegative(a.gridZ)};
-  r.block = {NonNegative(a.blockX), NonNegative(a.blockY), NonNegative(a.blockZ)};
-  r.static_shared_bytes = NonNegative(a.staticSharedMemory);
-  r.dynamic_shared_bytes = NonNegative(a.dynamicSharedMemory);
-  r.registers_per_thread = a.registersPerThread;
-  NameCache::Names n = names.Get(a.name);
-  r.name = n.mangled;
-  r.demangled = n.demangled;
-  return r;
-}
-
 namespace {
-// The fields MemcpyRecord and MemsetRecord share, from either activity.
+// The fields every GPU activity record shares (kernel, memcpy, memset).
 template <typename Record, typename Activity>
-Record ConvertCopyCommon(const Activity& a) {
+Record ConvertActivityCommon(const Activity& a) {
   Record r{};
   r.start_ns = a.start;
   r.end_ns = a.end;
-  r.bytes = a.bytes;
   r.graph_node_id = a.graphNodeId;
   r.correlation_id = a.correlationId;
   r.device = a.deviceId;
@@ -74,8 +49,23 @@ Record ConvertCopyCommon(const Activity& a) {
 }
 }  // namespace
 
+KernelRecord ConvertKernel(const KernelActivity& a, NameCache& names) {
+  auto r = ConvertActivityCommon<KernelRecord>(a);
+  r.grid_id = static_cast<uint64_t>(a.gridId);
+  r.grid = {NonNegative(a.gridX), NonNegative(a.gridY), NonNegative(a.gridZ)};
+  r.block = {NonNegative(a.blockX), NonNegative(a.blockY), NonNegative(a.blockZ)};
+  r.static_shared_bytes = NonNegative(a.staticSharedMemory);
+  r.dynamic_shared_bytes = NonNegative(a.dynamicSharedMemory);
+  r.registers_per_thread = a.registersPerThread;
+  NameCache::Names n = names.Get(a.name);
+  r.name = n.mangled;
+  r.demangled = n.demangled;
+  return r;
+}
+
 MemcpyRecord ConvertMemcpy(const MemcpyActivity& a) {
-  auto r = ConvertCopyCommon<MemcpyRecord>(a);
+  auto r = ConvertActivityCommon<MemcpyRecord>(a);
+  r.bytes = a.bytes;
   r.copy_kind = a.copyKind <= static_cast<uint8_t>(CopyKind::kPtoP) ? a.copyKind : 0;
   r.src_kind = a.srcKind;
   r.dst_kind = a.dstKind;
@@ -83,7 +73,8 @@ MemcpyRecord ConvertMemcpy(const MemcpyActivity& a) {
 }
 
 MemsetRecord ConvertMemset(const MemsetActivity& a) {
-  auto r = ConvertCopyCommon<MemsetRecord>(a);
+  auto r = ConvertActivityCommon<MemsetRecord>(a);
+  r.bytes = a.bytes;
   r.value = a.value;
   return r;
 }
