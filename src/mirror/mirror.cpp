@@ -307,6 +307,10 @@ class Mirror::Impl {
   awaitable<bool> Health(beast::tcp_stream& client, const http::request<http::string_body>& req, bool keep_alive);
   awaitable<ProbeResult> Probe(const std::vector<tcp::endpoint>& eps);
   awaitable<void> LingeringClose(beast::tcp_stream& client);
+  // Answers a failed request read (header or body too large: 431/413;
+  // malformed: 400) and returns true; false for errors that get no answer
+  // (closed, timed out, cancelled).
+  awaitable<bool> RejectBadRead(beast::tcp_stream& client, beast::error_code ec, std::string_view malformed_prefix);
   awaitable<bool> SendError(beast::tcp_stream& client, http::status status, std::string_view message,
                             std::string_view id, unsigned version, bool keep_alive);
   void StopWorkers();
@@ -544,6 +548,30 @@ awaitable<void> Mirror::Impl::SweepLoop(Worker& w) {
 
 // ---- One client connection --------------------------------------------------------
 
+awaitable<bool> Mirror::Impl::RejectBadRead(beast::tcp_stream& client, beast::error_code ec,
+                                            std::string_view malformed_prefix) {
+  if (ec == http::error::header_limit) {
+    Bump(c_.rejected_header_too_large);
+    co_await SendError(client, http::status::request_header_fields_too_large,
+                       "request header larger than --max-header (" + std::to_string(opt_.max_header_bytes) + " bytes)",
+                       "", 11, false);
+    co_return true;
+  }
+  if (ec == http::error::body_limit) {
+    Bump(c_.rejected_too_large);
+    co_await SendError(client, http::status::payload_too_large,
+                       "request body larger than --max-body (" + std::to_string(opt_.max_body_bytes) + " bytes)", "",
+                       11, false);
+    co_return true;
+  }
+  if (IsMalformedRequest(ec)) {
+    Bump(c_.rejected_bad_request);
+    co_await SendError(client, http::status::bad_request, std::string(malformed_prefix) + ec.message(), "", 11, false);
+    co_return true;
+  }
+  co_return false;
+}
+
 awaitable<bool> Mirror::Impl::SendError(beast::tcp_stream& client, http::status status, std::string_view message,
                                         std::string_view id, unsigned version, bool keep_alive) {
   auto res = MakeErrorResponse(status, message, id, version, keep_alive);
@@ -592,25 +620,7 @@ awaitable<void> Mirror::Impl::Session(Worker& w, tcp::socket socket) {
       co_await http::async_read_header(client, buf, parser, asio::redirect_error(use_awaitable, ec));
       w.idle_clients.erase(&client);
       if (ec) {
-        if (ec == http::error::header_limit) {
-          Bump(c_.rejected_header_too_large);
-          co_await SendError(
-              client, http::status::request_header_fields_too_large,
-              "request header larger than --max-header (" + std::to_string(opt_.max_header_bytes) + " bytes)", "", 11,
-              false);
-          linger = true;
-        } else if (ec == http::error::body_limit) {
-          Bump(c_.rejected_too_large);
-          co_await SendError(client, http::status::payload_too_large,
-                             "request body larger than --max-body (" + std::to_string(opt_.max_body_bytes) + " bytes)",
-                             "", 11, false);
-          linger = true;
-        } else if (IsMalformedRequest(ec)) {
-          Bump(c_.rejected_bad_request);
-          co_await SendError(client, http::status::bad_request, "malformed HTTP request: " + ec.message(), "", 11,
-                             false);
-          linger = true;
-        }
+        linger = co_await RejectBadRead(client, ec, "malformed HTTP request: ");
         break;  // closed, timed out, cancelled by a shutdown, or answered above
       }
       auto arrival_wall = std::chrono::system_clock::now();
@@ -627,19 +637,7 @@ awaitable<void> Mirror::Impl::Session(Worker& w, tcp::socket socket) {
         client.expires_after(opt_.client_timeout);
         co_await http::async_read(client, buf, parser, asio::redirect_error(use_awaitable, ec));
         if (ec) {
-          if (ec == http::error::body_limit) {
-            Bump(c_.rejected_too_large);
-            co_await SendError(
-                client, http::status::payload_too_large,
-                "request body larger than --max-body (" + std::to_string(opt_.max_body_bytes) + " bytes)", "", 11,
-                false);
-            linger = true;
-          } else if (IsMalformedRequest(ec)) {
-            Bump(c_.rejected_bad_request);
-            co_await SendError(client, http::status::bad_request, "malformed HTTP request body: " + ec.message(), "",
-                               11, false);
-            linger = true;
-          }
+          linger = co_await RejectBadRead(client, ec, "malformed HTTP request body: ");
           break;
         }
       }
