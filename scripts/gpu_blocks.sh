@@ -93,9 +93,21 @@ for round in 1 2; do
     "$BIN/blocks_bench" "$ITERS" 3 >"$LOG/bench.probe.$round.jsonl" 2>>"$LOG/bench.log"
   blocks "$LOG/bench.floor.tsc" TWINSCOPE_KERNELS=reshape_and_cache_flash TWINSCOPE_EVERY=1000000000 TWINSCOPE_QUIET=1 \
     "$BIN/blocks_bench" "$ITERS" 3 >"$LOG/bench.floor.$round.jsonl" 2>>"$LOG/bench.log"
+  floor_rc[$round]=$?
   blocks "$LOG/bench.naive.tsc" TWINSCOPE_KERNELS=reshape_and_cache_flash TWINSCOPE_BLOCKS_NAIVE=1 TWINSCOPE_QUIET=1 \
     "$BIN/blocks_bench" "$ITERS" 3 >"$LOG/bench.naive.$round.jsonl" 2>>"$LOG/bench.log"
 done
+# A crash of the floor variant (sampling, seen at exit before): a backtrace.
+if [[ ${floor_rc[1]} != 0 || ${floor_rc[2]} != 0 ]]; then
+  echo "== floor variant exited ${floor_rc[1]} / ${floor_rc[2]}: backtrace under gdb"
+  GDB=$(command -v gdb || command -v cuda-gdb || true)
+  if [[ -n $GDB ]]; then
+    timeout 120 env CUDA_INJECTION64_PATH="$PROBE" NVTX_INJECTION64_PATH="$PROBE" TWINSCOPE_OUTPUT="$LOG/bench.floor.gdb.tsc" \
+      TWINSCOPE_KERNELS=reshape_and_cache_flash TWINSCOPE_EVERY=1000000000 \
+      "$GDB" -batch -ex run -ex "thread apply all bt 25" --args "$BIN/blocks_bench" 50 1 >"$LOG/floor.gdb.txt" 2>&1
+    grep -A40 "SIGSEGV\|signal" "$LOG/floor.gdb.txt" | head -60
+  fi
+fi
 python3 - "$LOG" >"$LOG/bench.summary.txt" <<'EOF'
 import json, sys, statistics
 log = sys.argv[1]
@@ -111,10 +123,10 @@ for mode in ("plain", "probe", "floor", "naive"):
 def v(m, p):
     x = res.get((m, p))
     return statistics.median(x) if x else float("nan")
-print(f"{'phase':8} {'plain':>8} {'probe':>8} {'floor':>8} {'naive':>8} {'probe/plain':>12} {'floor/plain':>12} {'naive/plain':>12}  (us/iter, median of 2 runs)")
-for p in ("other", "target", "mixed"):
+print(f"{'phase':12} {'plain':>8} {'probe':>8} {'floor':>8} {'naive':>8} {'probe/plain':>12} {'floor/plain':>12} {'naive/plain':>12}  (us/iter, median of 2 runs)")
+for p in ("other", "target", "mixed", "target_1", "target_65536"):
     a, b, f, c = v("plain", p), v("probe", p), v("floor", p), v("naive", p)
-    print(f"{p:8} {a:8.2f} {b:8.2f} {f:8.2f} {c:8.2f} {b/a:12.2f} {f/a:12.2f} {c/a:12.2f}")
+    print(f"{p:12} {a:8.2f} {b:8.2f} {f:8.2f} {c:8.2f} {b/a:12.2f} {f/a:12.2f} {c/a:12.2f}")
 EOF
 cat "$LOG/bench.summary.txt"
 
@@ -136,5 +148,6 @@ printf "%-44s %s\n" "graph replays (rc=$graph_rc)" "$(json "$G" "d['graph_mode']
 printf "%-44s %s\n" "modules loaded / patched" "$(json "$C" "str(d['counters'].get('modules_loaded'))+' / '+str(d['counters'].get('modules_patched'))")"
 sed 's/^/cost  /' "$LOG/bench.summary.txt"
 echo "cost  goals: other probe/plain <= 1.05; target probe/plain < 2 (1000 tokens); FACTS naive mixed = 252 us/iter"
+printf "%-44s %s\n" "floor (sampled-out) exit codes" "${floor_rc[1]} / ${floor_rc[2]}"
 printf "%-44s %s\n" "twinscope probe (rc=$probe_rc)" "$(grep '^summary' "$LOG/probe.txt" | cut -c1-160)"
 echo "logs: $LOG"
