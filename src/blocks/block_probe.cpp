@@ -6,8 +6,11 @@
 // - MODULE_LOADED: reads the module's kernel names from its cubin and patches
 //   the module (BLOCK_ENTER/BLOCK_EXIT, patch fatbin embedded in this library)
 //   only if it holds a selected kernel; other modules are never patched.
-// - LAUNCH_BEGIN (and graph kernel-node launches): computes the launch key for
-//   EVERY launch (so keys equal the CUPTI collector's), and for a selected,
+// - LAUNCH_BEGIN (and graph kernel-node launches): a launch of a kernel that
+//   no pattern selects only bumps two atomic counters (its selection is
+//   memoised per thread and CUfunction, no lock). A selected one gets its
+//   launch key (the key's ordinal counts launches of the same kernel name, so
+//   skipping other kernels leaves keys equal to the CUPTI collector's), and a
 //   sampled launch of a patched module hands the patch a fresh device buffer.
 // - Buffers are drained without a sync per launch: at the application's own
 //   synchronisations (SYNCHRONIZE callbacks), before a stream/context/module
@@ -191,12 +194,16 @@ class BlockProbe final : public NvtxListener {
   std::unordered_map<CUcontext, OffBuffer> off_;  // never freed: launches may use it until exit
   std::atomic<bool> off_sync_wanted_{false};
   uint64_t device_bytes_ = 0;
-  uint64_t next_seq_ = 0;
+  std::atomic<uint64_t> next_seq_{0};  // process-wide launch ordinal (LaunchRecord.seq)
   std::atomic<bool> drain_wanted_{false};  // ring or memory cap full: AfterLaunch drains
   bool memory_pressure_ = false;           // under mu_: AfterLaunch also frees the pool
 
+  // Does a pattern select this launch's kernel? Memoised per thread.
+  bool Selected(const Sanitizer_LaunchData& d);
+
   std::atomic<uint64_t> callbacks_{0};
   std::atomic<uint64_t> launches_seen_{0};
+  std::atomic<uint64_t> graph_node_launches_{0};
   std::map<std::string, uint64_t> counts_;  // under mu_
 };
 
@@ -213,6 +220,19 @@ class OwnCalls {
   bool saved_;
 };
 thread_local uint64_t tl_open_launch_seq = UINT64_MAX;  // traced launch between BEGIN and END on this thread
+
+// Per-thread memo of "does a pattern select this CUfunction's kernel".
+// Selection depends on the name only, and a CUfunction handle can name another
+// kernel only after its module is unloaded, which bumps g_module_generation and
+// so invalidates every memo. Trivially destructible: valid during exit.
+struct SelectionMemo {
+  const void* function;
+  uint64_t generation;
+  bool selected;
+};
+constexpr size_t kMemoSlots = 64;
+thread_local SelectionMemo tl_memo[kMemoSlots] = {};
+std::atomic<uint64_t> g_module_generation{1};
 
 using counters::kBlocksBadBuffer;
 using counters::kBlocksIncomplete;
@@ -387,6 +407,7 @@ void BlockProbe::OnCallback(Sanitizer_CallbackDomain domain, Sanitizer_CallbackI
         CUmodule m = static_cast<const Sanitizer_ResourceModuleData*>(data)->module;
         Drain(lock, [m](const InFlight& f) { return f.module == m; });
         modules_.erase(m);
+        g_module_generation.fetch_add(1, std::memory_order_release);
       } else if (cbid == SANITIZER_CBID_RESOURCE_CONTEXT_CREATION_FINISHED) {
         const auto& c = *static_cast<const Sanitizer_ResourceContextData*>(data);
         if (devices_.insert(int(c.device)).second) writer_->SetMetadata("devices", devices_);
@@ -461,20 +482,32 @@ bool BlockProbe::PatchModuleLocked(const Sanitizer_ResourceModuleData& m) {
   return true;
 }
 
+bool BlockProbe::Selected(const Sanitizer_LaunchData& d) {
+  const uint64_t gen = g_module_generation.load(std::memory_order_acquire);
+  SelectionMemo& m = tl_memo[(reinterpret_cast<uintptr_t>(d.function) >> 4) % kMemoSlots];
+  if (m.function == d.function && m.generation == gen && d.function != nullptr) return m.selected;
+  bool selected = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    selected = selector_->Matches(d.functionName ? d.functionName : "");
+  }
+  m = SelectionMemo{d.function, gen, selected};
+  return selected;
+}
+
 void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
+  tl_open_launch_seq = UINT64_MAX;
+  launches_seen_.fetch_add(1, std::memory_order_relaxed);
+  if (graph_node) graph_node_launches_.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
+  if (!Selected(d)) return;  // the common case: no lock, no key
+
   const char* name = d.functionName ? d.functionName : "";
   const Dim3 grid{d.gridDim_x, d.gridDim_y, d.gridDim_z};
   const Dim3 block{d.blockDim_x, d.blockDim_y, d.blockDim_z};
-  // Every launch counts for the key, selected or not (the primary counts them all).
   LaunchKeyParts key = ThreadRangeStack().NextLaunch(name, grid, block);
-  launches_seen_.fetch_add(1, std::memory_order_relaxed);
-  tl_open_launch_seq = UINT64_MAX;
-
   std::lock_guard<std::mutex> lock(mu_);
-  const uint64_t seq = next_seq_++;
   if (shut_down_) return;
-  if (graph_node) ++counts_[kGraphKernelNodeLaunches];
-  if (!selector_->Matches(name)) return;
   auto mod = modules_.find(d.module);
   if (mod == modules_.end() || !mod->second) {
     // Loaded before we subscribed, or patching failed: say so, once.
@@ -792,6 +825,8 @@ void BlockProbe::PublishCountersLocked() {
   if (!writer_) return;
   writer_->SetCounter(counters::kSanitizerCallbacks, callbacks_.load(std::memory_order_relaxed));
   writer_->SetCounter(counters::kLaunchesSeen, launches_seen_.load(std::memory_order_relaxed));
+  if (const uint64_t g = graph_node_launches_.load(std::memory_order_relaxed))
+    writer_->SetCounter(kGraphKernelNodeLaunches, g);
   writer_->SetCounter(counters::kNvtxUnbalancedPops, NvtxUnbalanced());
   for (const auto& [name, value] : counts_) writer_->SetCounter(name, value);
 }
