@@ -5,11 +5,16 @@
 
 namespace twinscope::blocks {
 
-BlockProbeHeader MakeProbeHeader(uint32_t capacity) {
+BlockProbeHeader MakeOffHeader() {
   BlockProbeHeader h;
   std::memset(&h, 0, sizeof h);
-  h.magic = TWINSCOPE_BLOCK_PROBE_MAGIC;
-  h.version = TWINSCOPE_BLOCK_PROBE_VERSION;
+  h.off = 1;
+  return h;
+}
+
+BlockProbeHeader MakeCappedHeader(uint32_t capacity) {
+  BlockProbeHeader h;
+  std::memset(&h, 0, sizeof h);
   h.capacity = capacity;
   return h;
 }
@@ -30,16 +35,19 @@ DecodedLaunch DecodeLaunchBuffer(const void* buffer, size_t bytes, uint64_t laun
     return out;
   }
   std::memcpy(&h, buffer, sizeof h);
-  if (h.magic != TWINSCOPE_BLOCK_PROBE_MAGIC || h.version != TWINSCOPE_BLOCK_PROBE_VERSION ||
-      BlockProbeBufferBytes(h.capacity) > bytes || h.capacity > out.expected) {
+  const uint64_t capacity = h.capacity != 0 ? h.capacity : out.expected;
+  // Impossible headers (not a buffer of this launch, or overwritten): an
+  // order beyond the slots, more overflow than blocks.
+  if (h.off != 0 || capacity > out.expected || capacity > (bytes - sizeof h) / sizeof(BlockProbeSlot) ||
+      h.next_order > capacity || h.overflow > out.expected - capacity) {
     out.bad_header = true;
     return out;
   }
   out.overflow = h.overflow;
   const auto* slots = reinterpret_cast<const unsigned char*>(buffer) + sizeof h;
-  out.blocks.reserve(h.capacity);
+  out.blocks.reserve(capacity);
   const uint64_t gx = std::max<uint32_t>(grid.x, 1), gy = std::max<uint32_t>(grid.y, 1);
-  for (uint32_t i = 0; i < h.capacity; ++i) {
+  for (uint64_t i = 0; i < capacity; ++i) {
     BlockProbeSlot s;
     std::memcpy(&s, slots + uint64_t{i} * sizeof s, sizeof s);
     if (s.entered_threads == 0) {
@@ -50,7 +58,7 @@ DecodedLaunch DecodeLaunchBuffer(const void* buffer, size_t bytes, uint64_t laun
     r.launch_seq = launch_seq;
     r.enter_ns = s.enter_ns;
     r.exit_ns = s.exit_ns;
-    r.block_linear = i;
+    r.block_linear = static_cast<uint32_t>(i);
     r.order = s.order;
     r.x = static_cast<uint32_t>(i % gx);
     r.y = static_cast<uint32_t>((i / gx) % gy);

@@ -12,11 +12,19 @@
 //   launch key (the key's ordinal counts launches of the same kernel name, so
 //   skipping other kernels leaves keys equal to the CUPTI collector's), and a
 //   sampled launch of a patched module hands the patch a fresh device buffer.
-// - Buffers are drained without a sync per launch: at the application's own
+// - Buffers: each context has one device arena (TWINSCOPE_BLOCKS_DEVICE_MB),
+//   and a traced launch takes the next span of it (SpanArena). A span that
+//   was used before is already zero, so the launch costs no device work of
+//   its own: an all-zero buffer means "traced, one slot per block" (see
+//   patch/block_probe_abi.h). Only fresh room gets a memset, and only a grid
+//   over the slot cap a header copy.
+// - Drained without a sync per launch: at the application's own
 //   synchronisations (SYNCHRONIZE callbacks), before a stream/context/module
-//   goes away, when the ring of in-flight launches or the device memory cap is
-//   full (then, at the LAUNCH_END of the launch that filled it, the oldest
-//   quarter is drained, which waits for those launches only), and at exit.
+//   goes away, when the ring of in-flight launches is full or the arena 3/4
+//   used (then, at the LAUNCH_END of the launch that filled it, everything in
+//   flight is drained), and at exit. A drain copies each run of adjacent
+//   spans with ONE copy, then zeroes the run (memset + stream sync) so its
+//   room is ready again.
 // - Never blocks in LAUNCH_BEGIN: a synchronous copy (or free) there, while the
 //   driver is in the middle of submitting a launch, hung the H200 (the 65th
 //   traced launch of blocks_bench, the first one to find the ring full). A
@@ -76,6 +84,7 @@
 #include "blocks/coexistence.h"
 #include "blocks/cubin_symbols.h"
 #include "blocks/kernel_selector.h"
+#include "blocks/span_arena.h"
 #include "format/header.h"
 #include "format/trace_writer.h"
 #include "launchkey/launch_key.h"
@@ -96,27 +105,28 @@ const char* ResultString(SanitizerResult r) {
   return s;
 }
 
-// One traced launch whose buffer is still on the device.
+// One traced launch whose buffer (a span of its context's arena) is still on the device.
 struct InFlight {
   LaunchRecord record{};
   CUcontext context = nullptr;
   CUmodule module = nullptr;
   Sanitizer_StreamHandle stream = nullptr;
-  void* device = nullptr;
-  uint64_t device_bytes = 0;  // allocation size
-  uint32_t capacity = 0;      // slots in use
+  uint64_t offset = 0;  // of its span in the context's arena
+  uint64_t bytes = 0;   // span size
   uint32_t threads_per_block = 0;
+  bool recorded = false;  // the launch never got its span (already on record): copy and zero, don't decode
 };
 
-struct FreeBuffer {
-  CUcontext context;
-  void* device;
-  uint64_t bytes;
+// A context's device arena, handed out in spans.
+struct ContextArena {
+  explicit ContextArena(uint64_t bytes) : spans(bytes) {}
+  void* device = nullptr;  // null: its allocation failed (no launch of this context is traced)
+  SpanArena spans;
 };
 
-// A context's "off" buffer: a zeroed BlockProbeHeader (capacity 0). Zeroed by
-// a memset on the stream of every launch that uses it until one memset is
-// known complete (a stream sync after a launch), then `ready` for all streams.
+// A context's "off" buffer: a BlockProbeHeader with `off` set. Written by a
+// copy on the stream of every launch that uses it until one copy is known
+// complete (a stream sync after a launch), then `ready` for all streams.
 struct OffBuffer {
   void* device = nullptr;
   bool ready = false;
@@ -150,22 +160,19 @@ class BlockProbe final : public NvtxListener {
   void* OffBufferLocked(CUcontext ctx, Sanitizer_StreamHandle stream);
   // Hands an untraced launch of a patched module the off buffer (null if none).
   void SetUntracedLocked(const Sanitizer_LaunchData& d, Sanitizer_StreamHandle stream);
-  // Waits for the memsets of new off buffers (LAUNCH_END only), then marks them ready.
+  // Waits for the header copies of new off buffers (LAUNCH_END only), then marks them ready.
   void MakeOffBuffersReady(std::unique_lock<std::mutex>& lock);
   // After a launch was submitted (LAUNCH_END, graph LAUNCH_END): the drains
   // that LAUNCH_BEGIN may not do (ring full, memory cap, naive mode).
   void AfterLaunch(uint64_t traced_seq, uint64_t grid_id);
   bool PatchModuleLocked(const Sanitizer_ResourceModuleData& m);
-  // A device buffer of at least `bytes` (pooled or new; *allocated = its size),
-  // or null. Never blocks: a full cap asks AfterLaunch to make room.
-  void* AcquireBufferLocked(CUcontext ctx, uint64_t bytes, uint64_t* allocated);
+  // The context's arena, allocated on first use; null if that failed.
+  ContextArena* ArenaLocked(CUcontext ctx);
   // Drains the in-flight launches for which `pick` is true, oldest first.
   // Called with `lock` held; releases it around each copy.
   template <typename Pick>
   void Drain(std::unique_lock<std::mutex>& lock, Pick pick);
-  void RecordDrainedLocked(InFlight& f, const std::vector<unsigned char>& host, SanitizerResult r);
-  // Frees pooled buffers (of `ctx`, or all if null) without holding mu_.
-  void FreePool(std::unique_lock<std::mutex>& lock, CUcontext ctx);
+  void RecordDrainedLocked(InFlight& f, const unsigned char* host, uint64_t bytes, SanitizerResult r);
   void ReleaseContext(std::unique_lock<std::mutex>& lock, CUcontext ctx);
   uint32_t StreamIdLocked(Sanitizer_StreamHandle h);
   void PublishCountersLocked();
@@ -190,13 +197,11 @@ class BlockProbe final : public NvtxListener {
   uint64_t in_transit_ = 0;         // launches taken out of ring_, being copied without mu_
   uint64_t in_transit_blocks_ = 0;  // their blocks
   std::condition_variable transit_cv_;
-  std::vector<FreeBuffer> pool_;
+  std::unordered_map<CUcontext, std::unique_ptr<ContextArena>> arenas_;
   std::unordered_map<CUcontext, OffBuffer> off_;  // never freed: launches may use it until exit
   std::atomic<bool> off_sync_wanted_{false};
-  uint64_t device_bytes_ = 0;
   std::atomic<uint64_t> next_seq_{0};  // process-wide launch ordinal (LaunchRecord.seq)
-  std::atomic<bool> drain_wanted_{false};  // ring or memory cap full: AfterLaunch drains
-  bool memory_pressure_ = false;           // under mu_: AfterLaunch also frees the pool
+  std::atomic<bool> drain_wanted_{false};  // ring full or arena 3/4 used: AfterLaunch drains
 
   // Does a pattern select this launch's kernel? Memoised per thread.
   bool Selected(const Sanitizer_LaunchData& d);
@@ -531,7 +536,6 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
   f.context = d.context;
   f.module = d.module;
   f.stream = stream;
-  f.capacity = SlotsFor(grid, config_.max_slots);
   f.threads_per_block = block.x * block.y * block.z;
   LaunchRecord& rec = f.record;
   rec.seq = seq;
@@ -549,32 +553,51 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
   rec.cluster = Dim3{d.clusterDim_x, d.clusterDim_y, d.clusterDim_z};
   rec.flags = graph_node ? uint32_t{kFlagGraph} : 0u;
 
-  const uint64_t bytes = BlockProbeBufferBytes(f.capacity);
-  f.device = ring_over ? nullptr : AcquireBufferLocked(d.context, bytes, &f.device_bytes);
-  if (f.device == nullptr) {
-    if (ring_over) drain_wanted_.store(true, std::memory_order_relaxed);
+  ContextArena* arena = ring_over ? nullptr : ArenaLocked(d.context);
+  std::optional<SpanArena::Span> span;
+  uint32_t slots = 0;
+  if (arena != nullptr) {
+    // At most half the arena per launch, so one huge grid never starves the next launches.
+    const uint64_t fit = (arena->spans.bytes() / 2 - sizeof(BlockProbeHeader)) / sizeof(BlockProbeSlot);
+    slots = SlotsFor(grid, static_cast<uint32_t>(std::min<uint64_t>(config_.max_slots, fit)));
+    span = arena->spans.Take(BlockProbeBufferBytes(slots));
+  }
+  if (!span) {
+    // No room (ring over, arena full or not allocated): on record, untraced, counted.
+    if (ring_over || (arena != nullptr && arena->spans.live_spans() > 0))
+      drain_wanted_.store(true, std::memory_order_relaxed);
     SetUntracedLocked(d, stream);
     ++counts_[kLaunchesNoBuffer];
     counts_[counters::kBlocksOverflow] += blocks;
     writer_->Append(rec);  // the launch is still on record, with blocks_recorded = 0
     return;
   }
-  BlockProbeHeader h = MakeProbeHeader(f.capacity);
-  SanitizerResult r = sanitizerMemset(f.device, 0, bytes, stream);
-  if (r == SANITIZER_SUCCESS) r = sanitizerMemcpyHostToDeviceAsync(f.device, &h, sizeof h, stream);
-  if (r == SANITIZER_SUCCESS) r = sanitizerSetLaunchCallbackData(d.hLaunch, d.function, stream, f.device);
+  f.offset = span->offset;
+  f.bytes = BlockProbeBufferBytes(slots);
+  void* buffer = static_cast<unsigned char*>(arena->device) + f.offset;
+  // A span used before is zero already (zeroed when drained): nothing to do.
+  // The naive baseline zeroes every launch's buffer, as a simple tool would.
+  SanitizerResult r = SANITIZER_SUCCESS;
+  if (!span->known_zero || config_.naive) r = sanitizerMemset(buffer, 0, f.bytes, stream);
+  if (r == SANITIZER_SUCCESS && slots < blocks) {
+    BlockProbeHeader h = MakeCappedHeader(slots);
+    r = sanitizerMemcpyHostToDeviceAsync(buffer, &h, sizeof h, stream);
+  }
+  if (r == SANITIZER_SUCCESS) r = sanitizerSetLaunchCallbackData(d.hLaunch, d.function, stream, buffer);
   if (r != SANITIZER_SUCCESS) {
     SanitizerError("preparing a traced launch (memset, header copy, sanitizerSetLaunchCallbackData)", r);
     ++counts_[kLaunchesNoBuffer];
     counts_[counters::kBlocksOverflow] += blocks;
-    pool_.push_back({d.context, f.device, f.device_bytes});
     SetUntracedLocked(d, stream);
     writer_->Append(rec);
+    f.recorded = true;  // its span goes back through a drain, which zeroes it
+    ring_.push_back(std::move(f));
     return;
   }
   ++counts_[counters::kLaunchesTraced];
   ring_.push_back(std::move(f));
-  if (ring_.size() >= config_.ring) drain_wanted_.store(true, std::memory_order_relaxed);
+  if (ring_.size() >= config_.ring || arena->spans.used() > arena->spans.bytes() / 4 * 3)
+    drain_wanted_.store(true, std::memory_order_relaxed);
   tl_open_launch_seq = seq;
 }
 
@@ -601,20 +624,11 @@ void BlockProbe::AfterLaunch(uint64_t traced_seq, uint64_t grid_id) {
     }
   }
   if (naive) Drain(lock, [traced_seq](const InFlight& f) { return f.record.seq == traced_seq; });
-  if (!drain_wanted_.exchange(false, std::memory_order_relaxed)) return;
-  if (memory_pressure_) {
-    // Over the memory cap: drain everything in flight and free the pool.
-    memory_pressure_ = false;
-    ++counts_[counters::kBlocksForcedDrains];
-    Drain(lock, [](const InFlight&) { return true; });
-    FreePool(lock, nullptr);
-  } else if (ring_.size() >= config_.ring) {
-    // Ring full: drain the oldest quarter (waits for those launches only).
-    ++counts_[counters::kBlocksForcedDrains];
-    const size_t n = std::max<size_t>(1, ring_.size() / 4);
-    const uint64_t last = ring_[n - 1].record.seq;
-    Drain(lock, [last](const InFlight& f) { return f.record.seq <= last; });
-  }
+  if (!drain_wanted_.exchange(false, std::memory_order_relaxed) || ring_.empty()) return;
+  // Ring full or arena filling: drain everything in flight. A copy waits for
+  // all work queued on its stream anyway, so draining less would not wait less.
+  ++counts_[counters::kBlocksForcedDrains];
+  Drain(lock, [](const InFlight&) { return true; });
 }
 
 void BlockProbe::SetUntracedLocked(const Sanitizer_LaunchData& d, Sanitizer_StreamHandle stream) {
@@ -633,14 +647,14 @@ void* BlockProbe::OffBufferLocked(CUcontext ctx, Sanitizer_StreamHandle stream) 
       SanitizerError("sanitizerAlloc (off buffer)", r);
       return nullptr;
     }
-    device_bytes_ += sizeof(BlockProbeHeader);
     it = off_.emplace(ctx, OffBuffer{p, false, stream}).first;
   }
-  // Not known zeroed yet: zero it ahead of this launch on its own stream (all
-  // such memsets write the same zeros, so they cannot disturb each other).
-  SanitizerResult r = sanitizerMemset(it->second.device, 0, sizeof(BlockProbeHeader), stream);
+  // Not known written yet: write it ahead of this launch on its own stream (all
+  // such copies write the same header, so they cannot disturb each other).
+  BlockProbeHeader h = MakeOffHeader();
+  SanitizerResult r = sanitizerMemcpyHostToDeviceAsync(it->second.device, &h, sizeof h, stream);
   if (r != SANITIZER_SUCCESS) {
-    SanitizerError("sanitizerMemset (off buffer)", r);
+    SanitizerError("sanitizerMemcpyHostToDeviceAsync (off buffer)", r);
     return nullptr;
   }
   it->second.pending_stream = stream;
@@ -686,35 +700,18 @@ void BlockProbe::OnContextDestroyAfterShutdown(CUcontext ctx) {
   off_.erase(ctx);  // the driver frees its memory with the context
 }
 
-void* BlockProbe::AcquireBufferLocked(CUcontext ctx, uint64_t bytes, uint64_t* allocated) {
-  // Smallest pooled buffer of this context that fits.
-  auto best = pool_.end();
-  for (auto it = pool_.begin(); it != pool_.end(); ++it)
-    if (it->context == ctx && it->bytes >= bytes && (best == pool_.end() || it->bytes < best->bytes)) best = it;
-  if (best != pool_.end()) {
-    void* p = best->device;
-    *allocated = best->bytes;
-    pool_.erase(best);
-    return p;
-  }
-  // Over the memory cap: this launch goes untraced; after it, in-flight
-  // launches are drained and the pool freed to make room for the next ones.
-  if (device_bytes_ + bytes > config_.max_device_bytes) {
-    if (!ring_.empty() || !pool_.empty() || in_transit_ > 0) {
-      memory_pressure_ = true;
-      drain_wanted_.store(true, std::memory_order_relaxed);
+ContextArena* BlockProbe::ArenaLocked(CUcontext ctx) {
+  auto it = arenas_.find(ctx);
+  if (it == arenas_.end()) {
+    auto arena = std::make_unique<ContextArena>(config_.max_device_bytes);
+    SanitizerResult r = sanitizerAlloc(ctx, &arena->device, config_.max_device_bytes);
+    if (r != SANITIZER_SUCCESS || arena->device == nullptr) {
+      arena->device = nullptr;
+      SanitizerError("sanitizerAlloc (block buffer arena; a smaller TWINSCOPE_BLOCKS_DEVICE_MB may fit)", r);
     }
-    return nullptr;
+    it = arenas_.emplace(ctx, std::move(arena)).first;
   }
-  void* p = nullptr;
-  SanitizerResult r = sanitizerAlloc(ctx, &p, bytes);
-  if (r != SANITIZER_SUCCESS || p == nullptr) {
-    SanitizerError("sanitizerAlloc (block buffer)", r);
-    return nullptr;
-  }
-  device_bytes_ += bytes;
-  *allocated = bytes;
-  return p;
+  return it->second->device != nullptr ? it->second.get() : nullptr;
 }
 
 template <typename Pick>
@@ -732,86 +729,94 @@ void BlockProbe::Drain(std::unique_lock<std::mutex>& lock, Pick pick) {
   in_transit_ += taken.size();
   for (const InFlight& f : taken) in_transit_blocks_ += BlockCount(f.record.grid);
   std::vector<unsigned char> host;
-  for (InFlight& f : taken) {
-    const uint64_t bytes = BlockProbeBufferBytes(f.capacity);
+  for (size_t i = 0; i < taken.size();) {
+    // A run: launches of one context whose spans follow each other in its arena.
+    size_t j = i + 1;
+    while (j < taken.size() && taken[j].context == taken[i].context &&
+           taken[j].offset == taken[j - 1].offset + taken[j - 1].bytes)
+      ++j;
+    const CUcontext ctx = taken[i].context;
+    auto a = arenas_.find(ctx);
+    unsigned char* base = a != arenas_.end() ? static_cast<unsigned char*>(a->second->device) : nullptr;
+    const uint64_t start = taken[i].offset;
+    const uint64_t bytes = taken[j - 1].offset + taken[j - 1].bytes - start;
+    // One copy, ordered after the run's launches on its own stream; launches
+    // of the run on other streams are waited for first.
+    const Sanitizer_StreamHandle copy_stream = taken[j - 1].stream;
+    std::vector<Sanitizer_StreamHandle> others;
+    for (size_t k = i; k < j; ++k)
+      if (taken[k].stream != copy_stream && std::find(others.begin(), others.end(), taken[k].stream) == others.end())
+        others.push_back(taken[k].stream);
     lock.unlock();
-    SanitizerResult r = SANITIZER_ERROR_INVALID_PARAMETER;
+    SanitizerResult r = base != nullptr ? SANITIZER_SUCCESS : SANITIZER_ERROR_INVALID_PARAMETER;
+    bool zeroed = false;
     {
       OwnCalls own;
+      for (Sanitizer_StreamHandle s : others)
+        if (r == SANITIZER_SUCCESS) r = sanitizerStreamSynchronize(s);
       host.resize(bytes);
-      // A stream-ordered copy: returns once the launch and the copy are done.
-      r = sanitizerMemcpyDeviceToHost(host.data(), f.device, bytes, f.stream);
+      if (r == SANITIZER_SUCCESS) r = sanitizerMemcpyDeviceToHost(host.data(), base + start, bytes, copy_stream);
+      // Zero the run again, and wait for it, so its spans need no memset when reused.
+      if (r == SANITIZER_SUCCESS && !config_.naive)
+        zeroed = sanitizerMemset(base + start, 0, bytes, copy_stream) == SANITIZER_SUCCESS &&
+                 sanitizerStreamSynchronize(copy_stream) == SANITIZER_SUCCESS;
     }
     lock.lock();
-    --in_transit_;
-    in_transit_blocks_ -= BlockCount(f.record.grid);
-    RecordDrainedLocked(f, host, r);
+    a = arenas_.find(ctx);
+    for (size_t k = i; k < j; ++k) {
+      --in_transit_;
+      in_transit_blocks_ -= BlockCount(taken[k].record.grid);
+      RecordDrainedLocked(taken[k], host.data() + (taken[k].offset - start), taken[k].bytes, r);
+      if (a != arenas_.end()) a->second->spans.Release(taken[k].offset, zeroed);
+    }
+    i = j;
   }
   transit_cv_.notify_all();
 }
 
-void BlockProbe::RecordDrainedLocked(InFlight& f, const std::vector<unsigned char>& host, SanitizerResult r) {
+void BlockProbe::RecordDrainedLocked(InFlight& f, const unsigned char* host, uint64_t bytes, SanitizerResult r) {
   const uint64_t expected = BlockCount(f.record.grid);
   if (shut_down_) return;  // the trace is closed: counted in blocks_lost_copy_failed by Shutdown
+  if (f.recorded) return;  // never handed to its launch: on record already
   if (r != SANITIZER_SUCCESS) {
     SanitizerError("sanitizerMemcpyDeviceToHost (block buffer)", r);
     counts_[kBlocksLost] += expected;
     writer_->Append(f.record);
-  } else {
-    DecodedLaunch d = DecodeLaunchBuffer(host.data(), host.size(), f.record.seq, f.record.grid, f.threads_per_block);
-    if (d.bad_header) {
-      ++counts_[kBlocksBadBuffer];
-      counts_[kBlocksLost] += expected;
-    }
-    f.record.blocks_recorded = static_cast<uint32_t>(d.blocks.size());
-    writer_->Append(f.record);
-    if (!d.blocks.empty()) writer_->AppendMany(d.blocks.data(), d.blocks.size());
-    counts_[counters::kBlocksRecorded] += d.blocks.size();
-    counts_[counters::kBlocksOverflow] += d.overflow;
-    counts_[kBlocksMissing] += d.missing;
-    counts_[kBlocksIncomplete] += d.incomplete;
+    return;
   }
-  pool_.push_back({f.context, f.device, f.device_bytes});
-}
-
-void BlockProbe::FreePool(std::unique_lock<std::mutex>& lock, CUcontext ctx) {
-  std::vector<FreeBuffer> freeing;
-  for (auto it = pool_.begin(); it != pool_.end();) {
-    if (ctx == nullptr || it->context == ctx) {
-      freeing.push_back(*it);
-      it = pool_.erase(it);
-    } else {
-      ++it;
-    }
+  DecodedLaunch d = DecodeLaunchBuffer(host, bytes, f.record.seq, f.record.grid, f.threads_per_block);
+  if (d.bad_header) {
+    ++counts_[kBlocksBadBuffer];
+    counts_[kBlocksLost] += expected;
   }
-  if (freeing.empty()) return;
-  uint64_t freed = 0;
-  lock.unlock();
-  {
-    OwnCalls own;  // like cuMemFree, sanitizerFree may wait for the device
-    for (const FreeBuffer& b : freeing)
-      if (sanitizerFree(b.context, b.device) == SANITIZER_SUCCESS) freed += b.bytes;
-  }
-  lock.lock();
-  device_bytes_ -= freed;
+  f.record.blocks_recorded = static_cast<uint32_t>(d.blocks.size());
+  writer_->Append(f.record);
+  if (!d.blocks.empty()) writer_->AppendMany(d.blocks.data(), d.blocks.size());
+  counts_[counters::kBlocksRecorded] += d.blocks.size();
+  counts_[counters::kBlocksOverflow] += d.overflow;
+  counts_[kBlocksMissing] += d.missing;
+  counts_[kBlocksIncomplete] += d.incomplete;
 }
 
 void BlockProbe::ReleaseContext(std::unique_lock<std::mutex>& lock, CUcontext ctx) {
   Drain(lock, [ctx](const InFlight& f) { return f.context == ctx; });
-  FreePool(lock, ctx);
-  auto off = off_.find(ctx);
-  if (off != off_.end()) {
-    void* device = off->second.device;
-    off_.erase(off);
-    lock.unlock();
-    bool freed = false;
-    {
-      OwnCalls own;
-      freed = sanitizerFree(ctx, device) == SANITIZER_SUCCESS;
-    }
-    lock.lock();
-    if (freed) device_bytes_ -= sizeof(BlockProbeHeader);
+  // Another thread may still be copying out of this arena: wait a little.
+  transit_cv_.wait_for(lock, std::chrono::seconds(2), [this] { return in_transit_ == 0; });
+  std::vector<void*> freeing;
+  if (auto a = arenas_.find(ctx); a != arenas_.end()) {
+    if (a->second->device != nullptr) freeing.push_back(a->second->device);
+    arenas_.erase(a);
   }
+  if (auto off = off_.find(ctx); off != off_.end()) {
+    freeing.push_back(off->second.device);
+    off_.erase(off);
+  }
+  lock.unlock();
+  {
+    OwnCalls own;  // like cuMemFree, sanitizerFree may wait for the device
+    for (void* p : freeing) sanitizerFree(ctx, p);
+  }
+  lock.lock();
   patch_loaded_.erase(ctx);
   PublishCountersLocked();
 }

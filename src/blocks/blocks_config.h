@@ -15,7 +15,7 @@ namespace twinscope::blocks {
 namespace env {
 inline constexpr char kRing[] = "TWINSCOPE_BLOCKS_RING";           // traced launches in flight before a forced drain
 inline constexpr char kMaxSlots[] = "TWINSCOPE_BLOCKS_MAX_SLOTS";  // blocks recorded per launch at most
-inline constexpr char kDeviceMb[] = "TWINSCOPE_BLOCKS_DEVICE_MB";  // device memory for buffers at most
+inline constexpr char kDeviceMb[] = "TWINSCOPE_BLOCKS_DEVICE_MB";  // device arena per context, MiB
 // 1: the naive probe, as a benchmark baseline only: patch EVERY module and
 // copy each traced launch's buffer right after the launch (a sync per launch).
 inline constexpr char kNaive[] = "TWINSCOPE_BLOCKS_NAIVE";
@@ -26,9 +26,9 @@ struct BlocksConfig {
   std::string patterns_spec;  // TWINSCOPE_KERNELS as given
   std::vector<KernelPattern> patterns;
   SamplingOptions sampling;
-  uint32_t ring = 64;
+  uint32_t ring = 512;
   uint32_t max_slots = 1u << 20;
-  uint64_t max_device_bytes = 512ull << 20;
+  uint64_t max_device_bytes = 64ull << 20;  // each context's arena
   uint64_t max_buffered_bytes = 64ull << 20;
   bool naive = false;
 };

@@ -17,11 +17,15 @@ struct Buffer {
   }
 };
 
-Buffer Fresh(uint32_t capacity) {
+// A buffer as a traced launch gets it: all zeros (slots for the whole grid), or
+// with a capped capacity written by the host.
+Buffer Fresh(uint32_t slots, bool capped = false) {
   Buffer b;
-  b.bytes.assign(BlockProbeBufferBytes(capacity), 0);
-  BlockProbeHeader h = MakeProbeHeader(capacity);
-  std::memcpy(b.bytes.data(), &h, sizeof h);
+  b.bytes.assign(BlockProbeBufferBytes(slots), 0);
+  if (capped) {
+    BlockProbeHeader h = MakeCappedHeader(slots);
+    std::memcpy(b.bytes.data(), &h, sizeof h);
+  }
   return b;
 }
 
@@ -63,7 +67,7 @@ TEST(BlockDecode, CompleteLaunchDecodesCoordinates) {
 
 TEST(BlockDecode, CountsMissingIncompleteAndOverflow) {
   const Dim3 grid{10, 1, 1};
-  Buffer b = Fresh(8);  // capacity below the grid: 2 blocks overflow
+  Buffer b = Fresh(8, true);  // capacity below the grid: 2 blocks overflow
   b.header()->overflow = 2;
   for (uint32_t i = 0; i < 8; ++i) Complete(b.slot(i), 10, 20, 0, i, 64);
   std::memset(b.slot(3), 0, sizeof(BlockProbeSlot));  // never entered
@@ -80,15 +84,31 @@ TEST(BlockDecode, CountsMissingIncompleteAndOverflow) {
   EXPECT_EQ(d.blocks[4].exit_ns, 0u);
 }
 
+TEST(BlockDecode, ZeroHeaderMeansOneSlotPerBlock) {
+  Buffer b = Fresh(6);
+  for (uint32_t i = 0; i < 6; ++i) Complete(b.slot(i), 1, 2, 0, i, 32);
+  b.header()->next_order = 6;
+  DecodedLaunch d = DecodeLaunchBuffer(b.bytes.data(), b.bytes.size(), 0, Dim3{3, 2, 1}, 32);
+  ASSERT_FALSE(d.bad_header);
+  EXPECT_EQ(d.blocks.size(), 6u);
+  EXPECT_EQ(d.missing + d.incomplete + d.overflow, 0u);
+}
+
 TEST(BlockDecode, RejectsBadHeaders) {
   const Dim3 grid{4, 1, 1};
   Buffer b = Fresh(4);
-  b.header()->magic = 0;
+  BlockProbeHeader off = MakeOffHeader();  // an "off" buffer is never a traced launch's
+  std::memcpy(b.bytes.data(), &off, sizeof off);
+  EXPECT_TRUE(DecodeLaunchBuffer(b.bytes.data(), b.bytes.size(), 0, grid, 1).bad_header);
+  b = Fresh(4);
+  b.header()->next_order = 5;  // more orders handed out than slots
+  EXPECT_TRUE(DecodeLaunchBuffer(b.bytes.data(), b.bytes.size(), 0, grid, 1).bad_header);
+  b = Fresh(3, true);
+  b.header()->overflow = 2;  // 3 slots for 4 blocks: at most 1 overflows
   EXPECT_TRUE(DecodeLaunchBuffer(b.bytes.data(), b.bytes.size(), 0, grid, 1).bad_header);
   b = Fresh(4);
   EXPECT_TRUE(DecodeLaunchBuffer(b.bytes.data(), b.bytes.size() - 1, 0, grid, 1).bad_header);  // short copy
-  b = Fresh(4);
-  b.header()->capacity = 5;  // more slots than blocks
+  b = Fresh(5, true);  // more slots than blocks
   EXPECT_TRUE(DecodeLaunchBuffer(b.bytes.data(), b.bytes.size(), 0, grid, 1).bad_header);
   EXPECT_TRUE(DecodeLaunchBuffer(nullptr, 100, 0, grid, 1).bad_header);
 }

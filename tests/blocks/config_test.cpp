@@ -26,7 +26,8 @@ TEST_F(ConfigTest, Defaults) {
   EXPECT_TRUE(c->patterns.empty());
   EXPECT_EQ(c->sampling.every, 1u);
   EXPECT_EQ(c->sampling.max_launches, 0u);
-  EXPECT_EQ(c->ring, 64u);
+  EXPECT_EQ(c->ring, 512u);
+  EXPECT_EQ(c->max_device_bytes, 64ull << 20);
   EXPECT_NE(c->output.find("twinscope-blocks-"), std::string::npos);
 }
 

@@ -2,7 +2,7 @@
 // entry and exit in patched modules (SANITIZER_INSTRUCTION_BLOCK_ENTER/EXIT),
 // by every thread. `userdata` is the launch's BlockProbeHeader (see
 // block_probe_abi.h for what is written and guaranteed); launches that are not
-// traced get an "off" header (capacity 0) or null, and return at once.
+// traced get an "off" header or null, and return at once.
 //
 // Built with `nvcc --fatbin --compile-as-tools-patch` for every architecture
 // in TWINSCOPE_CUDA_ARCHITECTURES and embedded in libtwinscope_blocks.so.
@@ -35,6 +35,12 @@ __device__ __forceinline__ uint64_t LinearBlock() {
   return blockIdx.x + (uint64_t)gridDim.x * (blockIdx.y + (uint64_t)gridDim.y * blockIdx.z);
 }
 
+// Slots of this launch: the header's cap, or one per block of the grid.
+__device__ __forceinline__ uint64_t CapacityOf(const BlockProbeHeader* h) {
+  const uint32_t c = h->capacity;
+  return c != 0 ? c : (uint64_t)gridDim.x * gridDim.y * gridDim.z;
+}
+
 __device__ __forceinline__ BlockProbeSlot* SlotOf(BlockProbeHeader* h, uint64_t linear) {
   return reinterpret_cast<BlockProbeSlot*>(h + 1) + linear;
 }
@@ -44,10 +50,9 @@ __device__ __forceinline__ BlockProbeSlot* SlotOf(BlockProbeHeader* h, uint64_t 
 extern "C" __device__ __noinline__ SanitizerPatchResult twinscope_block_enter(void* userdata, uint64_t pc) {
   if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
   BlockProbeHeader* h = static_cast<BlockProbeHeader*>(userdata);
-  const uint32_t capacity = h->capacity;
-  if (capacity == 0) return SANITIZER_PATCH_SUCCESS;  // the "off" buffer of an untraced launch
+  if (h->off != 0) return SANITIZER_PATCH_SUCCESS;  // the "off" buffer of an untraced launch
   const uint64_t linear = LinearBlock();
-  if (linear >= capacity) {
+  if (linear >= CapacityOf(h)) {
     if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) atomicAdd(&h->overflow, 1u);
     return SANITIZER_PATCH_SUCCESS;
   }
@@ -69,8 +74,9 @@ extern "C" __device__ __noinline__ SanitizerPatchResult twinscope_block_enter(vo
 extern "C" __device__ __noinline__ SanitizerPatchResult twinscope_block_exit(void* userdata, uint64_t pc) {
   if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
   BlockProbeHeader* h = static_cast<BlockProbeHeader*>(userdata);
+  if (h->off != 0) return SANITIZER_PATCH_SUCCESS;
   const uint64_t linear = LinearBlock();
-  if (linear >= h->capacity) return SANITIZER_PATCH_SUCCESS;
+  if (linear >= CapacityOf(h)) return SANITIZER_PATCH_SUCCESS;
   const uint32_t mask = __activemask();
   if (LaneId() == static_cast<uint32_t>(__ffs(mask) - 1)) {
     BlockProbeSlot* s = SlotOf(h, linear);

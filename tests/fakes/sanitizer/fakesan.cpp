@@ -193,7 +193,7 @@ void RunPatchedBlocks(const Op& op) {
     Log("error userdata_not_device_memory %s", op.name.c_str());
     return;
   }
-  if (h->capacity == 0) {  // the patch returns at once on an "off" header
+  if (h->off != 0) {  // the patch returns at once on an "off" header
     ++S().stats.launches_executed_off;
     return;
   }
@@ -205,6 +205,7 @@ void RunPatchedBlocks(const Op& op) {
   const uint64_t duration = p.duration_ns ? p.duration_ns : 100;
   const uint64_t gx = op.grid[0], gy = op.grid[1], gz = op.grid[2];
   const uint64_t total = gx * gy * gz;
+  const uint64_t capacity = h->capacity != 0 ? h->capacity : total;  // 0: one slot per block
   const uint32_t tpb = op.block[0] * op.block[1] * op.block[2];
   const uint32_t warps = (tpb + 31) / 32;
   std::vector<uint64_t> run(total);
@@ -214,7 +215,7 @@ void RunPatchedBlocks(const Op& op) {
   for (uint64_t pos = 0; pos < total; ++pos) {
     const uint64_t linear = run[pos];
     const uint64_t enter = start + pos * spacing;
-    if (linear >= h->capacity) {
+    if (linear >= capacity) {
       h->overflow += 1;  // thread (0,0,0)
       continue;
     }

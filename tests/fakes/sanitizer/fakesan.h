@@ -61,7 +61,7 @@ typedef struct {
   uint64_t frees;
   uint64_t modules_patched;
   uint64_t patch_images_added;
-  uint64_t launches_executed_off;       /* patched, ran with a capacity-0 ("off") header: wrote nothing */
+  uint64_t launches_executed_off;       /* patched, ran with an "off" header: wrote nothing */
   uint64_t launches_null_data_patched;  /* patched, given explicit null launch data */
   uint64_t callbacks_after_unsubscribe; /* callbacks that would have fired had the tool stayed subscribed */
 } FakesanStats;
