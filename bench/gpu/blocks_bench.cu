@@ -60,12 +60,15 @@ int main(int argc, char** argv) {
     const char* name;
     std::function<void()> body;
     int divisor = 1;  // runs iters / divisor iterations (65,536 blocks would flood the trace)
-  } phases[] = {{"other", other}, {"target", target}, {"mixed", [&] {
-                                                         target();
-                                                         blocks_gpu::LaunchGemmLike(a, a, a, gemm_n, 4096, 0);
-                                                       }},
-                    {"target_1", [&] { target_n(1); }},
-                    {"target_65536", [&] { target_n(max_tokens); }, 20}};
+  } phases[] = {{"other", other},
+                {"target", target},
+                {"mixed",
+                 [&] {
+                   target();
+                   blocks_gpu::LaunchGemmLike(a, a, a, gemm_n, 4096, 0);
+                 }},
+                {"target_1", [&] { target_n(1); }},
+                {"target_65536", [&] { target_n(max_tokens); }, 20}};
   for (const Phase& p : phases) {
     const int n_iters = std::max(5, iters / p.divisor), warmup = std::min(20, n_iters);
     std::vector<double> us;

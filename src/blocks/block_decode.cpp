@@ -50,7 +50,7 @@ DecodedLaunch DecodeLaunchBuffer(const void* buffer, size_t bytes, uint64_t laun
   for (uint64_t i = 0; i < capacity; ++i) {
     BlockProbeSlot s;
     std::memcpy(&s, slots + uint64_t{i} * sizeof s, sizeof s);
-    if (s.entered_threads == 0) {
+    if (s.entered == 0) {
       ++out.missing;
       continue;
     }

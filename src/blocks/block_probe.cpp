@@ -200,7 +200,7 @@ class BlockProbe final : public NvtxListener {
   std::unordered_map<CUcontext, std::unique_ptr<ContextArena>> arenas_;
   std::unordered_map<CUcontext, OffBuffer> off_;  // never freed: launches may use it until exit
   std::atomic<bool> off_sync_wanted_{false};
-  std::atomic<uint64_t> next_seq_{0};  // process-wide launch ordinal (LaunchRecord.seq)
+  std::atomic<uint64_t> next_seq_{0};      // process-wide launch ordinal (LaunchRecord.seq)
   std::atomic<bool> drain_wanted_{false};  // ring full or arena 3/4 used: AfterLaunch drains
 
   // Does a pattern select this launch's kernel? Memoised per thread.

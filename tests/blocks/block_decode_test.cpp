@@ -34,7 +34,7 @@ void Complete(BlockProbeSlot* s, uint64_t enter, uint64_t exit, uint32_t sm, uin
   s->exit_ns = exit;
   s->sm = sm;
   s->order = order;
-  s->entered_threads = threads;
+  s->entered = 1;
   s->exited_threads = threads;
 }
 
@@ -108,7 +108,7 @@ TEST(BlockDecode, RejectsBadHeaders) {
   EXPECT_TRUE(DecodeLaunchBuffer(b.bytes.data(), b.bytes.size(), 0, grid, 1).bad_header);
   b = Fresh(4);
   EXPECT_TRUE(DecodeLaunchBuffer(b.bytes.data(), b.bytes.size() - 1, 0, grid, 1).bad_header);  // short copy
-  b = Fresh(5, true);  // more slots than blocks
+  b = Fresh(5, true);                                                                          // more slots than blocks
   EXPECT_TRUE(DecodeLaunchBuffer(b.bytes.data(), b.bytes.size(), 0, grid, 1).bad_header);
   EXPECT_TRUE(DecodeLaunchBuffer(nullptr, 100, 0, grid, 1).bad_header);
 }

@@ -393,7 +393,8 @@ sync
   EXPECT_EQ(d2h_between, 1u);
   EXPECT_EQ(r.LogCount("d2h 16160 stream=1"), 2u);
   EXPECT_EQ(r.fake_stats["d2h_copies"], 2u);
-  EXPECT_NE(r.LogFind("sanitizer_stream_sync 2", ctx_sync), std::string::npos) << "copied b's spans without waiting for b";
+  EXPECT_NE(r.LogFind("sanitizer_stream_sync 2", ctx_sync), std::string::npos)
+      << "copied b's spans without waiting for b";
   EXPECT_EQ(r.Counter(counters::kBlocksForcedDrains), 0u);
   // One arena, not a buffer per launch.
   EXPECT_EQ(r.fake_stats["allocs"], 1u);
@@ -454,10 +455,10 @@ TEST(BlocksE2E, FullRingForcesADrainAndLosesNothing) {
 // drain of a full ring must not copy (or free) inside LAUNCH_BEGIN, where a
 // driver may wait forever for the launch it is preparing. The fake hangs there.
 TEST(BlocksE2E, FullRingNeverBlocksInsideLaunchBegin) {
-  AppRun r = RunApp("ring_full_strict",
-                    Script("@modules\nlaunch target " + std::string(kTarget) + " 64,1,1 128,1,1 repeat=70\nsync\n"),
-                    {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_BLOCKS_RING", "64"}, {"FAKESAN_STRICT_LAUNCH", "hang"}},
-                    20);
+  AppRun r = RunApp(
+      "ring_full_strict",
+      Script("@modules\nlaunch target " + std::string(kTarget) + " 64,1,1 128,1,1 repeat=70\nsync\n"),
+      {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_BLOCKS_RING", "64"}, {"FAKESAN_STRICT_LAUNCH", "hang"}}, 20);
   ASSERT_FALSE(r.timed_out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.LogCount("error"), 0u);

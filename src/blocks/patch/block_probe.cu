@@ -48,26 +48,21 @@ __device__ __forceinline__ BlockProbeSlot* SlotOf(BlockProbeHeader* h, uint64_t 
 }  // namespace
 
 extern "C" __device__ __noinline__ SanitizerPatchResult twinscope_block_enter(void* userdata, uint64_t pc) {
-  if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
+  // Thread (0,0,0) alone speaks for the block: every other thread leaves the
+  // enter patch at once, without even reading the header.
+  if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
   BlockProbeHeader* h = static_cast<BlockProbeHeader*>(userdata);
   if (h->off != 0) return SANITIZER_PATCH_SUCCESS;  // the "off" buffer of an untraced launch
   const uint64_t linear = LinearBlock();
   if (linear >= CapacityOf(h)) {
-    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) atomicAdd(&h->overflow, 1u);
+    atomicAdd(&h->overflow, 1u);
     return SANITIZER_PATCH_SUCCESS;
   }
-  // One atomic per group of converged threads: its lowest lane speaks for it
-  // (and alone reads the clock: %globaltimer is not free).
-  const uint32_t mask = __activemask();
-  if (LaneId() == static_cast<uint32_t>(__ffs(mask) - 1)) {
-    const uint64_t now = GlobalTimer();
-    BlockProbeSlot* s = SlotOf(h, linear);
-    if (atomicAdd(&s->entered_threads, static_cast<uint32_t>(__popc(mask))) == 0) {
-      s->enter_ns = now;
-      s->sm = SmId();
-      s->order = atomicAdd(&h->next_order, 1u);
-    }
-  }
+  BlockProbeSlot* s = SlotOf(h, linear);
+  s->enter_ns = GlobalTimer();
+  s->sm = SmId();
+  s->order = atomicAdd(&h->next_order, 1u);
+  s->entered = 1;
   return SANITIZER_PATCH_SUCCESS;
 }
 

@@ -14,11 +14,11 @@
 // host writes it only then.
 //
 // What the patch guarantees, per block with linear index < capacity:
-//   entered_threads / exited_threads: threads that passed BLOCK_ENTER / EXIT
-//     (counted per warp with one atomic each);
-//   enter_ns, sm, order: written by the first warp to enter (the one whose
-//     atomic on entered_threads returned 0); order comes from an atomicAdd on
-//     header.next_order, so the orders of a launch are a permutation;
+//   entered, enter_ns, sm, order: written by the block's thread (0,0,0) at
+//     its BLOCK_ENTER (one thread, one clock read, one atomic per block);
+//     order comes from an atomicAdd on header.next_order, so the orders of a
+//     launch are a permutation; entered = 1 marks the slot as written;
+//   exited_threads: threads that passed BLOCK_EXIT (one atomic per warp);
 //   exit_ns: written by the warp whose exit made exited_threads reach the
 //     block's thread count, i.e. the block's last thread to leave.
 // Blocks with linear index >= capacity increment header.overflow once (their
@@ -46,11 +46,11 @@ typedef struct {
 } BlockProbeHeader;
 
 typedef struct {
-  uint64_t enter_ns; /* %globaltimer when the first warp entered */
+  uint64_t enter_ns; /* %globaltimer when thread (0,0,0) entered */
   uint64_t exit_ns;  /* %globaltimer when the last thread left; 0 if not yet */
-  uint32_t sm;       /* %smid of the first warp to enter */
+  uint32_t sm;       /* %smid of the block */
   uint32_t order;    /* arrival order within the launch */
-  uint32_t entered_threads;
+  uint32_t entered;  /* 1 once thread (0,0,0) entered */
   uint32_t exited_threads;
 } BlockProbeSlot;
 

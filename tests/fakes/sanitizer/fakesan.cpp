@@ -224,16 +224,11 @@ void RunPatchedBlocks(const Op& op) {
       Log("error slot_out_of_bounds %s %llu", op.name.c_str(), static_cast<unsigned long long>(linear));
       continue;
     }
-    for (uint32_t w = 0; w < warps; ++w) {
-      const uint32_t n = std::min<uint32_t>(32, tpb - 32 * w);
-      const uint32_t old = s->entered_threads;
-      s->entered_threads += n;
-      if (old == 0) {
-        s->enter_ns = enter;
-        s->sm = static_cast<uint32_t>(pos % sms);
-        s->order = h->next_order++;
-      }
-    }
+    // Thread (0,0,0) at its BLOCK_ENTER.
+    s->enter_ns = enter;
+    s->sm = static_cast<uint32_t>(pos % sms);
+    s->order = h->next_order++;
+    s->entered = 1;
     const bool drop = p.drop_exit_every && pos % p.drop_exit_every == p.drop_exit_every - 1;
     const uint32_t early = p.split_exit_warps ? warps / 2 : 0;
     for (uint32_t w = 0; w < warps; ++w) {

@@ -6,7 +6,7 @@
  * calls its InitializeInjection, then creates one context. Launches are
  * stream-ordered and deferred: a launch "runs" (its blocks are written into the
  * buffer the collector attached, emulating patch/block_probe.cu exactly,
- * including the per-warp atomics and the header's capacity) only when its
+ * including thread (0,0,0)'s entry, the per-warp exit atomics and the header) only when its
  * stream is synchronised, a copy is made on it, or the context is
  * synchronised; so a collector that reads a buffer too early reads zeros.
  *
