@@ -26,12 +26,12 @@ inline constexpr char kKernelKeyFallback[] = "kernel_records_key_fallback";
 inline constexpr char kOtherActivityRecords[] = "other_activity_records";
 // CUPTI collector, added with the collector (src/cupti).
 inline constexpr char kKernelNoLaunchKey[] = "kernel_records_no_launch_key";  // no pending launch fitted
-inline constexpr char kKernelRecordsMissing[] = "kernel_records_missing";  // launches_seen - kernel_records, if > 0
+inline constexpr char kKernelRecordsMissing[] = "kernel_records_missing";     // launches_seen - kernel_records, if > 0
 inline constexpr char kPendingKeysEvicted[] = "pending_launch_keys_evicted";  // launch keys dropped by our bound
 inline constexpr char kBufferRequestsDenied[] = "cupti_buffer_requests_denied";  // host pool full: CUPTI drops
-inline constexpr char kBufferErrors[] = "cupti_buffer_errors";  // a buffer walk stopped on an error
-inline constexpr char kLaunchesDuringCapture[] = "launches_during_capture";  // recorded into a graph, not run
-inline constexpr char kLaunchesFailed[] = "launches_failed";  // launch API returned an error
+inline constexpr char kBufferErrors[] = "cupti_buffer_errors";                   // a buffer walk stopped on an error
+inline constexpr char kLaunchesDuringCapture[] = "launches_during_capture";      // recorded into a graph, not run
+inline constexpr char kLaunchesFailed[] = "launches_failed";                     // launch API returned an error
 inline constexpr char kGraphExecs[] = "graph_execs_instantiated";
 inline constexpr char kGraphExecsIncomplete[] = "graph_execs_incomplete";  // nodes could not be inspected
 
@@ -47,14 +47,15 @@ inline constexpr char kSanitizerCallbacks[] = "sanitizer_callbacks";
 // Block probe, added with the probe (src/blocks): every block or launch not recorded cleanly.
 inline constexpr char kLaunchesSelectedUnpatched[] = "launches_selected_unpatched";  // module not patched
 inline constexpr char kLaunchesNoBuffer[] = "launches_untraced_no_buffer";  // no device buffer: blocks in overflow
-inline constexpr char kBlocksMissing[] = "blocks_missing";  // had a slot but never entered
-inline constexpr char kBlocksIncomplete[] = "blocks_incomplete";  // entered, not all threads left (exit_ns 0)
-inline constexpr char kBlocksLost[] = "blocks_lost_copy_failed";  // buffer copy failed or header damaged
-inline constexpr char kModulesUnparsed[] = "modules_cubin_unparsed";  // cubin not ELF: names from its strings
+inline constexpr char kBlocksMissing[] = "blocks_missing";                  // had a slot but never entered
+inline constexpr char kBlocksIncomplete[] = "blocks_incomplete";            // entered, not all threads left (exit_ns 0)
+inline constexpr char kBlocksLost[] = "blocks_lost_copy_failed";            // buffer copy failed or header damaged
+inline constexpr char kModulesUnparsed[] = "modules_cubin_unparsed";        // cubin not ELF: names from its strings
 inline constexpr char kModulesPatchFailed[] = "modules_patch_failed";
-inline constexpr char kBlocksForcedDrains[] = "blocks_forced_drains";  // ring or memory cap full: waited
-inline constexpr char kBlocksSyncDrains[] = "blocks_sync_drains";  // drains at the program's own syncs
-inline constexpr char kSanitizerErrors[] = "sanitizer_errors";  // Sanitizer calls that failed
+inline constexpr char kBlocksForcedDrains[] = "blocks_forced_drains";  // ring full or arena 3/4 used: waited
+inline constexpr char kBlocksSyncDrains[] = "blocks_sync_drains";      // drains at the program's own syncs
+inline constexpr char kBlocksDecoderWaits[] = "blocks_decoder_waits";  // drains that waited for the decoder thread
+inline constexpr char kSanitizerErrors[] = "sanitizer_errors";         // Sanitizer calls that failed
 inline constexpr char kGraphKernelNodeLaunches[] = "graph_kernel_node_launches";
 inline constexpr char kBlocksBadBuffer[] = "blocks_bad_buffer_header";  // launches whose buffer header was wrong
 

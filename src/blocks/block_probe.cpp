@@ -24,7 +24,10 @@
 //   used (then, at the LAUNCH_END of the launch that filled it, everything in
 //   flight is drained), and at exit. A drain copies each run of adjacent
 //   spans with ONE copy, then zeroes the run (memset + stream sync) so its
-//   room is ready again.
+//   room is ready again, and hands the copy to the decoder thread: decoding
+//   and writing block records never holds up the application (or the GPU,
+//   idle while the application waits), unless the decoder falls more than
+//   TWINSCOPE_BLOCKS_DECODE_MB behind (then the drain waits for it).
 // - Never blocks in LAUNCH_BEGIN: a synchronous copy (or free) there, while the
 //   driver is in the middle of submitting a launch, hung the H200 (the 65th
 //   traced launch of blocks_bench, the first one to find the ring full). A
@@ -73,6 +76,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -115,6 +119,14 @@ struct InFlight {
   uint64_t bytes = 0;   // span size
   uint32_t threads_per_block = 0;
   bool recorded = false;  // the launch never got its span (already on record): copy and zero, don't decode
+};
+
+// Launches copied out of the arena in one run, for the decoder thread.
+struct DecodeJob {
+  std::vector<InFlight> launches;
+  std::vector<unsigned char> host;  // the run's bytes; launch i's span at offset - start
+  uint64_t start = 0;
+  SanitizerResult result = SANITIZER_SUCCESS;
 };
 
 // A context's device arena, handed out in spans.
@@ -172,7 +184,15 @@ class BlockProbe final : public NvtxListener {
   // Called with `lock` held; releases it around each copy.
   template <typename Pick>
   void Drain(std::unique_lock<std::mutex>& lock, Pick pick);
-  void RecordDrainedLocked(InFlight& f, const unsigned char* host, uint64_t bytes, SanitizerResult r);
+  // Queues a copied run for the decoder thread (started on first use); waits
+  // (without mu_) while the decoder is too far behind.
+  void EnqueueDecode(std::unique_lock<std::mutex>& lock, DecodeJob job);
+  void DecoderLoop();
+  // Decodes a run's launches and writes their records (no lock held; takes
+  // mu_ once for the counters).
+  void DecodeAndWrite(DecodeJob& job);
+  // Waits (without mu_) until every queued run is written; false on timeout.
+  bool WaitForDecoder(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds timeout);
   void ReleaseContext(std::unique_lock<std::mutex>& lock, CUcontext ctx);
   uint32_t StreamIdLocked(Sanitizer_StreamHandle h);
   void PublishCountersLocked();
@@ -197,6 +217,15 @@ class BlockProbe final : public NvtxListener {
   uint64_t in_transit_ = 0;         // launches taken out of ring_, being copied without mu_
   uint64_t in_transit_blocks_ = 0;  // their blocks
   std::condition_variable transit_cv_;
+  // Decoder thread. Lock order: mu_ before jobs_mu_; the decoder never holds
+  // jobs_mu_ while taking mu_.
+  std::mutex jobs_mu_;
+  std::condition_variable jobs_cv_;  // a job was queued / one finished
+  std::deque<DecodeJob> jobs_;
+  uint64_t jobs_bytes_ = 0;
+  uint64_t jobs_blocks_ = 0;  // blocks of queued and running jobs
+  bool decoder_busy_ = false;
+  bool decoder_started_ = false;
   std::unordered_map<CUcontext, std::unique_ptr<ContextArena>> arenas_;
   std::unordered_map<CUcontext, OffBuffer> off_;  // never freed: launches may use it until exit
   std::atomic<bool> off_sync_wanted_{false};
@@ -763,39 +792,111 @@ void BlockProbe::Drain(std::unique_lock<std::mutex>& lock, Pick pick) {
     }
     lock.lock();
     a = arenas_.find(ctx);
+    DecodeJob job;
+    job.start = start;
+    job.result = r;
     for (size_t k = i; k < j; ++k) {
       --in_transit_;
       in_transit_blocks_ -= BlockCount(taken[k].record.grid);
-      RecordDrainedLocked(taken[k], host.data() + (taken[k].offset - start), taken[k].bytes, r);
       if (a != arenas_.end()) a->second->spans.Release(taken[k].offset, zeroed);
+      job.launches.push_back(std::move(taken[k]));
     }
+    job.host = std::move(host);
+    host.clear();
+    EnqueueDecode(lock, std::move(job));
     i = j;
   }
   transit_cv_.notify_all();
 }
 
-void BlockProbe::RecordDrainedLocked(InFlight& f, const unsigned char* host, uint64_t bytes, SanitizerResult r) {
-  const uint64_t expected = BlockCount(f.record.grid);
-  if (shut_down_) return;  // the trace is closed: counted in blocks_lost_copy_failed by Shutdown
-  if (f.recorded) return;  // never handed to its launch: on record already
-  if (r != SANITIZER_SUCCESS) {
-    SanitizerError("sanitizerMemcpyDeviceToHost (block buffer)", r);
-    counts_[kBlocksLost] += expected;
+void BlockProbe::EnqueueDecode(std::unique_lock<std::mutex>& lock, DecodeJob job) {
+  if (shut_down_) return;  // the trace is closed (counted as lost by Shutdown)
+  uint64_t blocks = 0;
+  for (const InFlight& f : job.launches) blocks += BlockCount(f.record.grid);
+  {
+    std::lock_guard<std::mutex> jl(jobs_mu_);
+    jobs_bytes_ += job.host.size();
+    jobs_blocks_ += blocks;
+    jobs_.push_back(std::move(job));
+    if (!decoder_started_) {
+      decoder_started_ = true;
+      std::thread([this] { DecoderLoop(); }).detach();  // lives until exit, like this object
+    }
+  }
+  jobs_cv_.notify_all();
+  // Backpressure: never let undecoded copies grow without bound.
+  std::unique_lock<std::mutex> jl(jobs_mu_);
+  const uint64_t cap = config_.max_pending_decode_bytes;
+  if (jobs_bytes_ <= cap) return;
+  ++counts_[counters::kBlocksDecoderWaits];
+  lock.unlock();
+  jobs_cv_.wait(jl, [this, cap] { return jobs_bytes_ <= cap; });
+  jl.unlock();
+  lock.lock();
+}
+
+void BlockProbe::DecoderLoop() {
+  Firewall("block probe decoder thread", [this] {
+    std::unique_lock<std::mutex> jl(jobs_mu_);
+    for (;;) {
+      jobs_cv_.wait(jl, [this] { return !jobs_.empty(); });
+      DecodeJob job = std::move(jobs_.front());
+      jobs_.pop_front();
+      decoder_busy_ = true;
+      jl.unlock();
+      uint64_t blocks = 0;
+      for (const InFlight& f : job.launches) blocks += BlockCount(f.record.grid);
+      const uint64_t bytes = job.host.size();
+      DecodeAndWrite(job);
+      jl.lock();
+      decoder_busy_ = false;
+      jobs_bytes_ -= bytes;
+      jobs_blocks_ -= blocks;
+      jobs_cv_.notify_all();
+    }
+  });
+}
+
+void BlockProbe::DecodeAndWrite(DecodeJob& job) {
+  std::map<std::string, uint64_t> add;
+  uint64_t sanitizer_errors = 0;
+  for (InFlight& f : job.launches) {
+    if (f.recorded) continue;  // never handed to its launch: on record already
+    const uint64_t expected = BlockCount(f.record.grid);
+    if (job.result != SANITIZER_SUCCESS) {
+      ++sanitizer_errors;
+      add[kBlocksLost] += expected;
+      writer_->Append(f.record);
+      continue;
+    }
+    DecodedLaunch d = DecodeLaunchBuffer(job.host.data() + (f.offset - job.start), f.bytes, f.record.seq, f.record.grid,
+                                         f.threads_per_block);
+    if (d.bad_header) {
+      ++add[kBlocksBadBuffer];
+      add[kBlocksLost] += expected;
+    }
+    f.record.blocks_recorded = static_cast<uint32_t>(d.blocks.size());
     writer_->Append(f.record);
-    return;
+    if (!d.blocks.empty()) writer_->AppendMany(d.blocks.data(), d.blocks.size());
+    add[counters::kBlocksRecorded] += d.blocks.size();
+    add[counters::kBlocksOverflow] += d.overflow;
+    add[kBlocksMissing] += d.missing;
+    add[kBlocksIncomplete] += d.incomplete;
   }
-  DecodedLaunch d = DecodeLaunchBuffer(host, bytes, f.record.seq, f.record.grid, f.threads_per_block);
-  if (d.bad_header) {
-    ++counts_[kBlocksBadBuffer];
-    counts_[kBlocksLost] += expected;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (sanitizer_errors > 0) SanitizerError("sanitizerMemcpyDeviceToHost / stream sync (block buffers)", job.result);
+  for (const auto& [name, value] : add) counts_[name] += value;
+}
+
+bool BlockProbe::WaitForDecoder(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds timeout) {
+  lock.unlock();
+  bool done = false;
+  {
+    std::unique_lock<std::mutex> jl(jobs_mu_);
+    done = jobs_cv_.wait_for(jl, timeout, [this] { return jobs_.empty() && !decoder_busy_; });
   }
-  f.record.blocks_recorded = static_cast<uint32_t>(d.blocks.size());
-  writer_->Append(f.record);
-  if (!d.blocks.empty()) writer_->AppendMany(d.blocks.data(), d.blocks.size());
-  counts_[counters::kBlocksRecorded] += d.blocks.size();
-  counts_[counters::kBlocksOverflow] += d.overflow;
-  counts_[kBlocksMissing] += d.missing;
-  counts_[kBlocksIncomplete] += d.incomplete;
+  lock.lock();
+  return done;
 }
 
 void BlockProbe::ReleaseContext(std::unique_lock<std::mutex>& lock, CUcontext ctx) {
@@ -861,6 +962,13 @@ void BlockProbe::Shutdown() {
   if (!transit_cv_.wait_for(lock, std::chrono::seconds(2), [this] { return in_transit_ == 0; }))
     counts_[kBlocksLost] += in_transit_blocks_;
   Drain(lock, [](const InFlight&) { return true; });
+  // Everything copied is decoded and written before the trace closes.
+  if (!WaitForDecoder(lock, std::chrono::seconds(10))) {
+    std::lock_guard<std::mutex> jl(jobs_mu_);
+    counts_[kBlocksLost] += jobs_blocks_;
+    LogError("block probe: the decoder did not finish in 10 s at exit; %llu blocks counted as lost",
+             static_cast<unsigned long long>(jobs_blocks_));
+  }
   shut_down_ = true;
   PublishCountersLocked();
   const uint64_t callbacks = callbacks_.load();

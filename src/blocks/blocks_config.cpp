@@ -36,6 +36,8 @@ StatusOr<BlocksConfig> ConfigFromEnv() {
   if (!slots.ok()) return slots.status();
   auto device_mb = Positive(env::kDeviceMb, static_cast<long long>(c.max_device_bytes >> 20), false);
   if (!device_mb.ok()) return device_mb.status();
+  auto decode_mb = Positive(env::kDecodeMb, static_cast<long long>(c.max_pending_decode_bytes >> 20), false);
+  if (!decode_mb.ok()) return decode_mb.status();
   auto buffered_mb =
       Positive(twinscope::env::kMaxBufferedMb, static_cast<long long>(c.max_buffered_bytes >> 20), false);
   if (!buffered_mb.ok()) return buffered_mb.status();
@@ -46,6 +48,7 @@ StatusOr<BlocksConfig> ConfigFromEnv() {
   c.max_slots = static_cast<uint32_t>(std::min<uint64_t>(*slots, 0xffffffffu));
   c.max_device_bytes = *device_mb << 20;
   c.max_buffered_bytes = *buffered_mb << 20;
+  c.max_pending_decode_bytes = *decode_mb << 20;
   c.naive = EnvInt(env::kNaive, 0) != 0;
   return c;
 }

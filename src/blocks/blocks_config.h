@@ -16,6 +16,7 @@ namespace env {
 inline constexpr char kRing[] = "TWINSCOPE_BLOCKS_RING";           // traced launches in flight before a forced drain
 inline constexpr char kMaxSlots[] = "TWINSCOPE_BLOCKS_MAX_SLOTS";  // blocks recorded per launch at most
 inline constexpr char kDeviceMb[] = "TWINSCOPE_BLOCKS_DEVICE_MB";  // device arena per context, MiB
+inline constexpr char kDecodeMb[] = "TWINSCOPE_BLOCKS_DECODE_MB";  // copies waiting for the decoder, MiB
 // 1: the naive probe, as a benchmark baseline only: patch EVERY module and
 // copy each traced launch's buffer right after the launch (a sync per launch).
 inline constexpr char kNaive[] = "TWINSCOPE_BLOCKS_NAIVE";
@@ -30,6 +31,7 @@ struct BlocksConfig {
   uint32_t max_slots = 1u << 20;
   uint64_t max_device_bytes = 64ull << 20;  // each context's arena
   uint64_t max_buffered_bytes = 64ull << 20;
+  uint64_t max_pending_decode_bytes = 256ull << 20;  // past it, a drain waits for the decoder thread
   bool naive = false;
 };
 

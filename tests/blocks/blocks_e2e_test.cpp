@@ -544,6 +544,24 @@ TEST(BlocksE2E, HugeGridGetsHalfTheArenaAndTheRestIsCountedAsOverflow) {
   ExpectCompleteLaunch(r, r.rec.launches[1]);
 }
 
+// Block records are decoded and written on the probe's own thread; a drain
+// waits for it only when more than TWINSCOPE_BLOCKS_DECODE_MB of copies wait.
+TEST(BlocksE2E, DecoderBackpressureWaitsAndLosesNothing) {
+  AppRun r = RunApp("decoder_wait", Script(R"(@modules
+launch target )" + std::string(kTarget) + R"( 40000,1,1 32,1,1
+sync
+launch target )" + kTarget + R"( 40000,1,1 32,1,1
+sync
+launch target )" + kTarget + R"( 100,1,1 32,1,1
+)"),
+                    {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_BLOCKS_DECODE_MB", "1"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.rec.launches.size(), 3u);
+  for (const auto& l : r.rec.launches) ExpectCompleteLaunch(r, l);
+  EXPECT_EQ(r.Counter(counters::kBlocksRecorded), 80100u);
+  EXPECT_EQ(r.Counter(counters::kBlocksDecoderWaits), 2u) << "each 1.28 MB copy is over the 1 MiB cap";
+}
+
 // Graph nodes have no LAUNCH_END, so nothing drains between them: once the
 // arena has no room, nodes go untraced, on record and counted, until a sync.
 TEST(BlocksE2E, FullArenaLeavesLaunchesUntracedButCounted) {
