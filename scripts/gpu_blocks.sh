@@ -147,6 +147,8 @@ printf "%-44s %s\n" "target kernel name as the Sanitizer gives it" "$(json "$C" 
 printf "%-44s %s\n" "graph replays (rc=$graph_rc)" "$(json "$G" "d['graph_mode']+', '+str(d['graph_target_launches'])+' flagged; failures: '+str(d['failures'][:2])")"
 printf "%-44s %s\n" "modules loaded / patched" "$(json "$C" "str(d['counters'].get('modules_loaded'))+' / '+str(d['counters'].get('modules_patched'))")"
 sed 's/^/cost  /' "$LOG/bench.summary.txt"
+printf "%-44s %s\n" "probe bench trace: loss counters" \
+  "$("$BIN/twinscope" stats --json "$LOG/bench.probe.tsc" 2>/dev/null | python3 -c "import json,sys; c=json.load(sys.stdin)['status']['counters']; print({k:v for k,v in c.items() if any(w in k for w in ('drop','lost','overflow','missing','incomplete','decoder','forced','traced'))})" 2>/dev/null || echo '?')"
 echo "cost  goals: other probe/plain <= 1.05; target probe/plain < 2 (1000 tokens); FACTS naive mixed = 252 us/iter"
 printf "%-44s %s\n" "floor (sampled-out) exit codes" "${floor_rc[1]} / ${floor_rc[2]}"
 printf "%-44s %s\n" "twinscope probe (rc=$probe_rc)" "$(grep '^summary' "$LOG/probe.txt" | cut -c1-160)"
