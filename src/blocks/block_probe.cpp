@@ -24,7 +24,8 @@
 //   used (then, at the LAUNCH_END of the launch that filled it, everything in
 //   flight is drained), and at exit. A drain copies each run of adjacent
 //   spans with ONE copy, then zeroes the run (memset + stream sync) so its
-//   room is ready again, and hands the copy to the decoder thread: decoding
+//   room is ready again, and hands the copy (in pooled pinned host memory)
+//   to the decoder thread: decoding
 //   and writing block records never holds up the application (or the GPU,
 //   idle while the application waits), unless the decoder falls more than
 //   TWINSCOPE_BLOCKS_DECODE_MB behind (then the drain waits for it).
@@ -122,9 +123,21 @@ struct InFlight {
 };
 
 // Launches copied out of the arena in one run, for the decoder thread.
+// Host memory a run is copied into: pinned (sanitizerAllocHost, pooled per
+// context: the copy runs at full DMA speed and touches no fresh pages), or
+// pageable when no pinned memory can be had.
+struct HostBuffer {
+  CUcontext context = nullptr;
+  unsigned char* pinned = nullptr;
+  uint64_t capacity = 0;                // of `pinned`
+  std::vector<unsigned char> pageable;  // used when `pinned` is null
+  unsigned char* data() { return pinned != nullptr ? pinned : pageable.data(); }
+};
+
 struct DecodeJob {
   std::vector<InFlight> launches;
-  std::vector<unsigned char> host;  // the run's bytes; launch i's span at offset - start
+  HostBuffer host;  // the run's bytes; launch i's span at host.data() + offset - start
+  uint64_t bytes = 0;
   uint64_t start = 0;
   SanitizerResult result = SANITIZER_SUCCESS;
 };
@@ -191,6 +204,8 @@ class BlockProbe final : public NvtxListener {
   // Decodes a run's launches and writes their records (no lock held; takes
   // mu_ once for the counters).
   void DecodeAndWrite(DecodeJob& job);
+  // Host memory for copying a run of `bytes` (no lock held: may allocate).
+  HostBuffer AcquireHostBuffer(CUcontext ctx, uint64_t bytes);
   // Waits (without mu_) until every queued run is written; false on timeout.
   bool WaitForDecoder(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds timeout);
   void ReleaseContext(std::unique_lock<std::mutex>& lock, CUcontext ctx);
@@ -226,6 +241,8 @@ class BlockProbe final : public NvtxListener {
   uint64_t jobs_blocks_ = 0;  // blocks of queued and running jobs
   bool decoder_busy_ = false;
   bool decoder_started_ = false;
+  std::vector<HostBuffer> host_pool_;  // pinned buffers not in use (under jobs_mu_)
+  uint64_t pinned_bytes_ = 0;          // all pinned buffers, in use or not (under jobs_mu_)
   std::unordered_map<CUcontext, std::unique_ptr<ContextArena>> arenas_;
   std::unordered_map<CUcontext, OffBuffer> off_;  // never freed: launches may use it until exit
   std::atomic<bool> off_sync_wanted_{false};
@@ -757,7 +774,6 @@ void BlockProbe::Drain(std::unique_lock<std::mutex>& lock, Pick pick) {
   if (taken.empty()) return;
   in_transit_ += taken.size();
   for (const InFlight& f : taken) in_transit_blocks_ += BlockCount(f.record.grid);
-  std::vector<unsigned char> host;
   for (size_t i = 0; i < taken.size();) {
     // A run: launches of one context whose spans follow each other in its arena.
     size_t j = i + 1;
@@ -779,11 +795,12 @@ void BlockProbe::Drain(std::unique_lock<std::mutex>& lock, Pick pick) {
     lock.unlock();
     SanitizerResult r = base != nullptr ? SANITIZER_SUCCESS : SANITIZER_ERROR_INVALID_PARAMETER;
     bool zeroed = false;
+    HostBuffer host;
     {
       OwnCalls own;
+      host = AcquireHostBuffer(ctx, bytes);
       for (Sanitizer_StreamHandle s : others)
         if (r == SANITIZER_SUCCESS) r = sanitizerStreamSynchronize(s);
-      host.resize(bytes);
       if (r == SANITIZER_SUCCESS) r = sanitizerMemcpyDeviceToHost(host.data(), base + start, bytes, copy_stream);
       // Zero the run again, and wait for it, so its spans need no memset when reused.
       if (r == SANITIZER_SUCCESS && !config_.naive)
@@ -802,7 +819,7 @@ void BlockProbe::Drain(std::unique_lock<std::mutex>& lock, Pick pick) {
       job.launches.push_back(std::move(taken[k]));
     }
     job.host = std::move(host);
-    host.clear();
+    job.bytes = bytes;
     EnqueueDecode(lock, std::move(job));
     i = j;
   }
@@ -815,7 +832,7 @@ void BlockProbe::EnqueueDecode(std::unique_lock<std::mutex>& lock, DecodeJob job
   for (const InFlight& f : job.launches) blocks += BlockCount(f.record.grid);
   {
     std::lock_guard<std::mutex> jl(jobs_mu_);
-    jobs_bytes_ += job.host.size();
+    jobs_bytes_ += job.bytes;
     jobs_blocks_ += blocks;
     jobs_.push_back(std::move(job));
     if (!decoder_started_) {
@@ -846,9 +863,10 @@ void BlockProbe::DecoderLoop() {
       jl.unlock();
       uint64_t blocks = 0;
       for (const InFlight& f : job.launches) blocks += BlockCount(f.record.grid);
-      const uint64_t bytes = job.host.size();
+      const uint64_t bytes = job.bytes;
       DecodeAndWrite(job);
       jl.lock();
+      if (job.host.pinned != nullptr) host_pool_.push_back(std::move(job.host));
       decoder_busy_ = false;
       jobs_bytes_ -= bytes;
       jobs_blocks_ -= blocks;
@@ -888,6 +906,46 @@ void BlockProbe::DecodeAndWrite(DecodeJob& job) {
   for (const auto& [name, value] : add) counts_[name] += value;
 }
 
+HostBuffer BlockProbe::AcquireHostBuffer(CUcontext ctx, uint64_t bytes) {
+  {
+    std::lock_guard<std::mutex> jl(jobs_mu_);
+    auto best = host_pool_.end();
+    for (auto it = host_pool_.begin(); it != host_pool_.end(); ++it)
+      if (it->context == ctx && it->capacity >= bytes && (best == host_pool_.end() || it->capacity < best->capacity))
+        best = it;
+    if (best != host_pool_.end()) {
+      HostBuffer b = std::move(*best);
+      host_pool_.erase(best);
+      return b;
+    }
+  }
+  HostBuffer b;
+  b.context = ctx;
+  uint64_t capacity = 1ull << 20;  // powers of two from 1 MiB, so buffers are reused
+  while (capacity < bytes) capacity <<= 1;
+  const uint64_t limit = config_.max_pending_decode_bytes + config_.max_device_bytes;
+  bool allowed = false;
+  {
+    std::lock_guard<std::mutex> jl(jobs_mu_);
+    if (pinned_bytes_ + capacity <= limit) {
+      pinned_bytes_ += capacity;
+      allowed = true;
+    }
+  }
+  void* p = nullptr;
+  if (allowed && sanitizerAllocHost(ctx, &p, capacity) == SANITIZER_SUCCESS && p != nullptr) {
+    b.pinned = static_cast<unsigned char*>(p);
+    b.capacity = capacity;
+    return b;
+  }
+  if (allowed) {
+    std::lock_guard<std::mutex> jl(jobs_mu_);
+    pinned_bytes_ -= capacity;
+  }
+  b.pageable.resize(bytes);
+  return b;
+}
+
 bool BlockProbe::WaitForDecoder(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds timeout) {
   lock.unlock();
   bool done = false;
@@ -901,8 +959,23 @@ bool BlockProbe::WaitForDecoder(std::unique_lock<std::mutex>& lock, std::chrono:
 
 void BlockProbe::ReleaseContext(std::unique_lock<std::mutex>& lock, CUcontext ctx) {
   Drain(lock, [ctx](const InFlight& f) { return f.context == ctx; });
-  // Another thread may still be copying out of this arena: wait a little.
+  // Another thread may still be copying out of this arena: wait a little. And
+  // queued runs may sit in this context's pinned memory: write them first.
   transit_cv_.wait_for(lock, std::chrono::seconds(2), [this] { return in_transit_ == 0; });
+  WaitForDecoder(lock, std::chrono::seconds(10));
+  std::vector<void*> freeing_host;
+  {
+    std::lock_guard<std::mutex> jl(jobs_mu_);
+    for (auto it = host_pool_.begin(); it != host_pool_.end();) {
+      if (it->context == ctx) {
+        freeing_host.push_back(it->pinned);
+        pinned_bytes_ -= it->capacity;
+        it = host_pool_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
   std::vector<void*> freeing;
   if (auto a = arenas_.find(ctx); a != arenas_.end()) {
     if (a->second->device != nullptr) freeing.push_back(a->second->device);
@@ -916,6 +989,7 @@ void BlockProbe::ReleaseContext(std::unique_lock<std::mutex>& lock, CUcontext ct
   {
     OwnCalls own;  // like cuMemFree, sanitizerFree may wait for the device
     for (void* p : freeing) sanitizerFree(ctx, p);
+    for (void* p : freeing_host) sanitizerFreeHost(ctx, p);
   }
   lock.lock();
   patch_loaded_.erase(ctx);

@@ -73,8 +73,9 @@ struct State {
   uintptr_t next_module = 1;
   std::map<uintptr_t, std::unique_ptr<Stream>> streams;
   uintptr_t next_stream = 1;
-  std::map<uintptr_t, size_t> allocations;  // base -> size
-  Op* open_launch = nullptr;                // between LAUNCH_BEGIN and END
+  std::map<uintptr_t, size_t> allocations;       // base -> size
+  std::map<uintptr_t, size_t> host_allocations;  // pinned host memory: base -> size
+  Op* open_launch = nullptr;                     // between LAUNCH_BEGIN and END
   uint64_t next_grid_id = 1;
   FakesanStats stats{};
   FILE* log = nullptr;
@@ -549,6 +550,31 @@ SanitizerResult sanitizerFree(CUcontext ctx, void* devPtr) {
   return SANITIZER_SUCCESS;
 }
 
+SanitizerResult sanitizerAllocHost(CUcontext ctx, void** devPtr, size_t size) {
+  State& s = S();
+  if (!devPtr || size == 0) return SANITIZER_ERROR_INVALID_PARAMETER;
+  if (!s.context_alive || (ctx != s.context && ctx != nullptr)) return SANITIZER_ERROR_INVALID_CONTEXT;
+  void* p = std::malloc(size);
+  if (!p) return SANITIZER_ERROR_OUT_OF_MEMORY;
+  s.host_allocations[reinterpret_cast<uintptr_t>(p)] = size;
+  *devPtr = p;
+  ++s.stats.host_allocs;
+  Log("alloc_host %zu", size);
+  return SANITIZER_SUCCESS;
+}
+
+SanitizerResult sanitizerFreeHost(CUcontext ctx, void* devPtr) {
+  State& s = S();
+  auto it = s.host_allocations.find(reinterpret_cast<uintptr_t>(devPtr));
+  if (it == s.host_allocations.end()) return SANITIZER_ERROR_INVALID_PARAMETER;
+  if (!s.context_alive) Log("error free_host_after_context_destroyed");
+  std::free(devPtr);
+  s.host_allocations.erase(it);
+  ++s.stats.host_frees;
+  Log("free_host");
+  return SANITIZER_SUCCESS;
+}
+
 SanitizerResult sanitizerMemset(void* devPtr, int value, size_t count, Sanitizer_StreamHandle stream) {
   Stream* s = StreamOf(stream);
   if (!s || !InAllocation(devPtr, count)) return SANITIZER_ERROR_INVALID_PARAMETER;
@@ -773,13 +799,15 @@ __attribute__((destructor)) static void WriteStatsAtExit() {
   std::fprintf(f,
                "callbacks_fired %llu\nlaunches %llu\nlaunches_executed_patched %llu\nd2h_copies %llu\n"
                "stream_syncs %llu\nallocs %llu\nfrees %llu\nmodules_patched %llu\npatch_images_added %llu\n"
-               "launches_executed_off %llu\nlaunches_null_data_patched %llu\ncallbacks_after_unsubscribe %llu\n",
+               "launches_executed_off %llu\nlaunches_null_data_patched %llu\ncallbacks_after_unsubscribe %llu\n"
+               "host_allocs %llu\nhost_frees %llu\n",
                (unsigned long long)s.callbacks_fired, (unsigned long long)s.launches,
                (unsigned long long)s.launches_executed_patched, (unsigned long long)s.d2h_copies,
                (unsigned long long)s.stream_syncs, (unsigned long long)s.allocs, (unsigned long long)s.frees,
                (unsigned long long)s.modules_patched, (unsigned long long)s.patch_images_added,
                (unsigned long long)s.launches_executed_off, (unsigned long long)s.launches_null_data_patched,
-               (unsigned long long)s.callbacks_after_unsubscribe);
+               (unsigned long long)s.callbacks_after_unsubscribe, (unsigned long long)s.host_allocs,
+               (unsigned long long)s.host_frees);
   std::fclose(f);
 }
 

@@ -64,6 +64,8 @@ typedef struct {
   uint64_t launches_executed_off;       /* patched, ran with an "off" header: wrote nothing */
   uint64_t launches_null_data_patched;  /* patched, given explicit null launch data */
   uint64_t callbacks_after_unsubscribe; /* callbacks that would have fired had the tool stayed subscribed */
+  uint64_t host_allocs;                 /* sanitizerAllocHost (pinned host memory) */
+  uint64_t host_frees;
 } FakesanStats;
 
 void fakesan_set_mode(int mode); /* before fakesan_init */
