@@ -9,12 +9,13 @@
 // One target launch runs first (untimed) so its module is loaded (and patched)
 // before any phase. Each phase: 20 warm-up iterations, then `iters` timed ones
 // with a single sync at the end; repeated `reps` times, median reported.
-// Prints one JSON line per phase.  Usage: blocks_bench [iters] [reps]
+// Prints one JSON line per phase.  Usage: blocks_bench [iters] [reps] [phase,phase,...]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "blocks_kernels.h"
@@ -31,6 +32,7 @@
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 500;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 3;
+  const std::string only = argc > 3 ? std::string(",") + argv[3] + "," : "";  // empty: every phase
   const int tokens = 1000, max_tokens = 65536, heads = 8, head_size = 64, block_size = 16, n = heads * head_size;
   const int gemm_n = 4096 * 256;
   float *key, *value, *kc, *vc, *a;
@@ -70,6 +72,7 @@ int main(int argc, char** argv) {
                 {"target_1", [&] { target_n(1); }},
                 {"target_65536", [&] { target_n(max_tokens); }, 20}};
   for (const Phase& p : phases) {
+    if (!only.empty() && only.find(std::string(",") + p.name + ",") == std::string::npos) continue;
     const int n_iters = std::max(5, iters / p.divisor), warmup = std::min(20, n_iters);
     std::vector<double> us;
     for (int r = 0; r < reps; ++r) {
