@@ -32,7 +32,7 @@ require_gpu "gpu_blocks.sh"
 # ---- build ------------------------------------------------------------------------
 cmake_generator
 echo "== build ($BUILD, log $LOG/build.log)"
-targets=(twinscope_blocks blocks_workload blocks_trace_check blocks_bench twinscope twinscope_probe_child)
+targets=(twinscope_blocks blocks_workload blocks_trace_check blocks_bench bare_sanitizer twinscope twinscope_probe_child)
 if ! {
   cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTWINSCOPE_BUILD_GPU_TESTS=ON \
     -DTWINSCOPE_BUILD_BENCH=ON -DTWINSCOPE_WITH_SQLITE=OFF -DTWINSCOPE_WITH_MIRROR=OFF \
@@ -131,11 +131,14 @@ EOF
 cat "$LOG/bench.summary.txt"
 
 # Kernels of another module under the probe: a small figure (~8 us/iter) with a between-process spread larger
-# than the 5% goal, so: 8 interleaved rounds of plain / probe, "other" phase only, ratio per round.
+# than the 5% goal, so: 8 interleaved rounds of plain / bare Sanitizer subscriber (the same callbacks,
+# returning at once: bench/gpu/bare_sanitizer.cpp) / probe, "other" phase only, ratio per round.
 echo "== cost of the other module's kernels: 8 interleaved rounds"
-rm -f "$LOG"/other.plain.jsonl "$LOG"/other.probe.jsonl
+rm -f "$LOG"/other.plain.jsonl "$LOG"/other.bare.jsonl "$LOG"/other.probe.jsonl
 for round in 1 2 3 4 5 6 7 8; do
   "$BIN/blocks_bench" 2000 3 other >>"$LOG/other.plain.jsonl" 2>>"$LOG/bench.log"
+  CUDA_INJECTION64_PATH=$ROOT/$BUILD/lib/libbare_sanitizer.so "$BIN/blocks_bench" 2000 3 other \
+    >>"$LOG/other.bare.jsonl" 2>>"$LOG/bench.log"
   blocks "$LOG/other.probe.tsc" TWINSCOPE_KERNELS=reshape_and_cache_flash TWINSCOPE_QUIET=1 \
     "$BIN/blocks_bench" 2000 3 other >>"$LOG/other.probe.jsonl" 2>>"$LOG/bench.log"
 done
@@ -143,11 +146,16 @@ python3 - "$LOG" >"$LOG/other.summary.txt" <<'EOF'
 import json, sys, statistics
 log = sys.argv[1]
 plain = [json.loads(l)["us_per_iter"] for l in open(f"{log}/other.plain.jsonl")]
+bare = [json.loads(l)["us_per_iter"] for l in open(f"{log}/other.bare.jsonl")]
 probe = [json.loads(l)["us_per_iter"] for l in open(f"{log}/other.probe.jsonl")]
-ratios = [b / a for a, b in zip(plain, probe)]
 print("plain us/iter: " + " ".join(f"{x:.2f}" for x in plain))
+print("bare  us/iter: " + " ".join(f"{x:.2f}" for x in bare))
 print("probe us/iter: " + " ".join(f"{x:.2f}" for x in probe))
-print(f"probe/plain per round: {' '.join(f'{r:.3f}' for r in ratios)}; median {statistics.median(ratios):.3f}")
+for name, xs in (("bare/plain", bare), ("probe/plain", probe)):
+    r = [b / a for a, b in zip(plain, xs)]
+    print(f"{name} per round: {' '.join(f'{x:.3f}' for x in r)}; median {statistics.median(r):.3f}")
+r = [b / a for a, b in zip(bare, probe)]
+print(f"probe/bare median {statistics.median(r):.3f}")
 EOF
 cat "$LOG/other.summary.txt"
 
