@@ -132,7 +132,9 @@ TraceStats StatsBuilder::Finish(const std::unordered_map<StringId, std::string>&
   l.launches_seen = CounterValue(status_, counters::kLaunchesSeen);
   l.kernel_records = CounterValue(status_, counters::kKernelRecords);
   l.kernel_records_in_file = counts_.count("kernel") ? counts_.at("kernel") : 0;
-  l.missing = static_cast<int64_t>(l.launches_seen) - static_cast<int64_t>(l.kernel_records);
+  // A shadow (block probe) trace has no kernel records by design: its losses are the block counters.
+  if (s.role != "shadow")
+    l.missing = static_cast<int64_t>(l.launches_seen) - static_cast<int64_t>(l.kernel_records);
   l.invalid_timestamps = CounterValue(status_, counters::kKernelInvalidTs);
   l.copy_invalid_timestamps = CounterValue(status_, counters::kCopyInvalidTs);
   l.invalid_timestamps_in_file = invalid_in_file_;

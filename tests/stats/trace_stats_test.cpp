@@ -233,6 +233,7 @@ TEST(StatsBuilder, ShadowLaunchesAndKernels) {
   // Blocks of a launch without a launch record.
   b.OnBlock(Block(9, 0, 0, 0, 1, 2));
   b.OnStatus(Counters({{counters::kLaunchesTraced, 2},
+                       {counters::kLaunchesSeen, 5},
                        {counters::kBlocksExpected, 8},
                        {counters::kBlocksRecorded, 7},
                        {counters::kBlocksOverflow, 0}}),
@@ -281,6 +282,10 @@ TEST(StatsBuilder, ShadowLaunchesAndKernels) {
   EXPECT_EQ(j["shadow_launches"][0]["straggler"]["block"], 3u);
   EXPECT_EQ(j["shadow_launches"][0]["kendall_tau"], 1.0);
   EXPECT_EQ(j["shadow_launches"][1]["blocks_seen"], 3u);
+  // A shadow trace has no kernel records by design: its launches are not "missing" ones.
+  EXPECT_EQ(j["loss"]["launches_seen"], 5u);
+  EXPECT_EQ(j["loss"]["missing"], 0);
+  for (const auto& p : problems) EXPECT_EQ(p.find("without a kernel record"), std::string::npos) << p;
 }
 
 TEST(ComputeTraceStats, ReadsAFileWrittenWithTraceWriter) {
