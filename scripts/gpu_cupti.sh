@@ -11,7 +11,8 @@
 #   scripts/gpu_cupti.sh long     >= 30M graph-replayed kernel records, default pool:
 #                                 0 invalid, 0 lost, GPU memory flat, host RSS vs untraced (~4 min)
 #   scripts/gpu_cupti.sh bench    overhead: 1M eager launches, graph 100 x 10,000, PyTorch;
-#                                 plain / bare CUPTI floor / twinscope (/ torch.profiler),
+#                                 plain / bare CUPTI floor / floor + empty API callbacks /
+#                                 twinscope (/ torch.profiler),
 #                                 interleaved, 3 repetitions                     (~5 min)
 # Environment: BUILD_DIR (default build-gpu), REPLAYS (stress, default 600000),
 # LONG_REPLAYS (default 300000), PYTHON (default /opt/torch/.venv/bin/python, then python3).
@@ -120,12 +121,13 @@ fi
 [[ -n $PY ]] || echo "== no python with a CUDA-enabled torch found: PyTorch rows are left out" | tee "$LOG/torch.missing"
 rm -f "$LOG"/*.json
 for rep in 1 2 3; do
-  for variant in plain bare twinscope profiler; do
+  for variant in plain bare bare_cb twinscope profiler; do
     echo "== rep $rep: $variant"
     run=()
     case $variant in
       plain) run=(env) ;;
       bare) run=(env CUDA_INJECTION64_PATH="$BARE") ;;
+      bare_cb) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_CALLBACKS=1) ;;
       twinscope) run=(traced "$LOG/bench.tsc") ;;
       profiler) run=() ;;
     esac

@@ -3,6 +3,10 @@
 // (CONCURRENT_KERNEL, MEMCPY, MEMSET; only the first with BARE_CUPTI_KERNELS_ONLY=1)
 // and hands every buffer straight back unread. No callbacks, no parsing, no
 // output beyond one line on stderr at exit.
+// BARE_CUPTI_CALLBACKS=1 also subscribes to the API callbacks twinscope
+// enables (every runtime and driver API whose name holds "Launch", "Memcpy"
+// or "Memset") with a callback that returns at once: the floor for a tracer
+// that ties each kernel to its API call, thread and NVTX range.
 #include <cupti.h>
 
 #include <atomic>
@@ -38,9 +42,16 @@ void CUPTIAPI Completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t) {
   g_free.push_back(buffer);
 }
 
+std::atomic<unsigned long long> g_callbacks{0};
+
+void CUPTIAPI OnApi(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {
+  g_callbacks.fetch_add(1, std::memory_order_relaxed);
+}
+
 void AtExit() {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  std::fprintf(stderr, "bare_cupti: %llu buffers discarded\n", g_buffers.load());
+  std::fprintf(stderr, "bare_cupti: %llu buffers discarded, %llu API callbacks\n", g_buffers.load(),
+               g_callbacks.load());
 }
 
 bool Check(CUptiResult r, const char* what) {
@@ -60,6 +71,25 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   if (!(k && std::strcmp(k, "1") == 0)) {
     Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "enable MEMCPY");
     Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "enable MEMSET");
+  }
+  const char* cb = std::getenv("BARE_CUPTI_CALLBACKS");
+  if (cb && std::strcmp(cb, "1") == 0) {
+    CUpti_SubscriberHandle subscriber = nullptr;
+    if (Check(cuptiSubscribe(&subscriber, OnApi, nullptr), "cuptiSubscribe")) {
+      const struct {
+        CUpti_CallbackDomain domain;
+        uint32_t size;
+      } domains[] = {{CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE},
+                     {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE}};
+      for (const auto& d : domains) {
+        for (uint32_t id = 1; id < d.size; ++id) {
+          const char* name = nullptr;
+          if (cuptiGetCallbackName(d.domain, id, &name) != CUPTI_SUCCESS || !name) continue;
+          if (std::strstr(name, "Launch") || std::strstr(name, "Memcpy") || std::strstr(name, "Memset"))
+            cuptiEnableCallback(1, subscriber, d.domain, id);
+        }
+      }
+    }
   }
   std::atexit(AtExit);
   return 1;

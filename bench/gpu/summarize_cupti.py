@@ -2,7 +2,8 @@
 """Summary table of scripts/gpu_cupti.sh bench: reads <logdir>/<variant>.<rep>.json
 (JSON lines {"workload", "ns_per_kernel", ...}) and prints, per workload, the
 median ns/kernel of each variant, the ns added per kernel against plain, and
-twinscope's added cost over the bare-CUPTI floor's.
+twinscope's added cost over the bare-CUPTI floor's (activity only) and over
+the floor with the same API callbacks enabled but empty (bare_cb).
 
 Usage: summarize_cupti.py <logdir>
 """
@@ -31,8 +32,9 @@ def main(log):
     if not data:
         print("no results in", log)
         return 1
-    variants = ["plain", "bare", "twinscope", "profiler"]
-    head = ["workload", "variant", "runs", "median ns/kernel", "added ns/kernel", "twinscope/floor"]
+    variants = ["plain", "bare", "bare_cb", "twinscope", "profiler"]
+    head = ["workload", "variant", "runs", "median ns/kernel", "added ns/kernel", "twinscope/floor",
+            "twinscope/floor+cb"]
     rows = []
     for wl in sorted(data):
         med = {v: statistics.median(xs) for v, xs in data[wl].items()}
@@ -41,12 +43,13 @@ def main(log):
             if v not in med:
                 continue
             added = med[v] - plain if plain is not None else None
-            ratio = ""
-            if v == "twinscope" and plain is not None and "bare" in med:
-                floor = med["bare"] - plain
-                ratio = f"{added / floor:.2f}" if floor > 0 else "n/a (floor <= 0)"
+            ratios = ["", ""]
+            for i, base in enumerate(("bare", "bare_cb")):
+                if v == "twinscope" and plain is not None and base in med:
+                    floor = med[base] - plain
+                    ratios[i] = f"{added / floor:.2f}" if floor > 0 else "n/a (floor <= 0)"
             rows.append([wl, v, len(data[wl][v]), f"{med[v]:.0f}",
-                         "-" if added is None or v == "plain" else f"{added:+.0f}", ratio])
+                         "-" if added is None or v == "plain" else f"{added:+.0f}"] + ratios)
     widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
     print("  ".join(h.ljust(w) for h, w in zip(head, widths)))
     for r in rows:
