@@ -66,8 +66,9 @@ void BM_WriterAppendKernel(benchmark::State& state) {
 BENCHMARK(BM_WriterAppendKernel)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Sustained: Append() of every record plus the drain to disk (zstd level 1,
-// 256 KiB chunks). Arg = memory cap in MiB (64 is the default). Records over
-// the cap are dropped and counted; items/s counts written records only, and
+// 256 KiB chunks). Args = memory cap in MiB (64 is the default), compression
+// threads (WriterOptions::compression_threads). Records over the cap are
+// dropped and counted; items/s counts written records only, and
 // "dropped_per_batch" says how many of the 1M did not make it.
 void BM_WriterSustainedKernel(benchmark::State& state) {
   std::vector<KernelRecord> recs(kBatch);
@@ -78,6 +79,7 @@ void BM_WriterSustainedKernel(benchmark::State& state) {
     WriterOptions o;
     o.path = path;
     o.max_buffered_bytes = static_cast<size_t>(state.range(0)) << 20;
+    o.compression_threads = static_cast<unsigned>(state.range(1));
     std::string error;
     auto w = TraceWriter::Open(o, {{"role", "bench"}}, &error);
     for (const auto& r : recs) w->Append(r);
@@ -92,7 +94,7 @@ void BM_WriterSustainedKernel(benchmark::State& state) {
   state.counters["file_MB"] = static_cast<double>(bytes) / 1e6;
   std::remove(path.c_str());
 }
-BENCHMARK(BM_WriterSustainedKernel)->Arg(64)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_WriterSustainedKernel)->ArgsProduct({{64, 512}, {1, 2, 4}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Same with AppendMany() in batches of state.range(0) records.
 void BM_WriterAppendManyKernel(benchmark::State& state) {

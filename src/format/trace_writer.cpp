@@ -2,11 +2,11 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <zstd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-
-#include <zstd.h>
 
 #include "base/crc32c.h"
 #include "format/chunk.h"
@@ -16,7 +16,9 @@ namespace twinscope {
 
 namespace {
 std::atomic<uint64_t> g_next_writer_id{1};
-std::string DumpJson(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+std::string DumpJson(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 }  // namespace
 
 std::unique_ptr<TraceWriter> TraceWriter::Open(const WriterOptions& options, const nlohmann::json& header,
@@ -42,16 +44,28 @@ std::unique_ptr<TraceWriter> TraceWriter::Open(const WriterOptions& options, con
     w->fd_ = -1;
     return nullptr;
   }
-  w->zstd_ctx_ = ZSTD_createCCtx();
+  const unsigned threads = std::clamp(options.compression_threads, 1u, 64u);
+  for (unsigned i = 0; i < threads; ++i) {
+    ZSTD_CCtx* ctx = ZSTD_createCCtx();
+    if (!ctx) {
+      if (error) *error = "cannot create a zstd compression context for '" + options.path + "' (out of memory?)";
+      ::close(w->fd_);
+      w->fd_ = -1;
+      return nullptr;
+    }
+    w->zstd_ctxs_.push_back(ctx);
+  }
   w->id_ = g_next_writer_id.fetch_add(1);
   w->last_status_ = std::chrono::steady_clock::now();
+  // All threads start here, so they inherit the caller's signal mask.
   w->thread_ = std::thread([raw = w.get()] { raw->WriterLoop(); });
+  for (unsigned i = 1; i < threads; ++i) w->workers_.emplace_back([raw = w.get(), i] { raw->CompressLoop(i); });
   return w;
 }
 
 TraceWriter::~TraceWriter() {
   Close(nullptr);
-  if (zstd_ctx_) ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(zstd_ctx_));
+  for (void* ctx : zstd_ctxs_) ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(ctx));
 }
 
 TraceWriter::ThreadStaging* TraceWriter::LocalStaging() {
@@ -91,7 +105,7 @@ bool TraceWriter::AppendRaw(RecordType type, const void* data, size_t size, size
     return false;
   }
   if (buf.capacity() == 0) {
-    // A recycled buffer from the writer thread: no fresh pages to fault in.
+    // A recycled buffer from a compressing thread: no fresh pages to fault in.
     // (free_mu_, not mu_: CollectAllLocked() holds mu_ while it takes staging
     // locks, so taking mu_ here, under a staging lock, could deadlock.)
     std::lock_guard<std::mutex> lock(free_mu_);
@@ -108,10 +122,10 @@ bool TraceWriter::AppendRaw(RecordType type, const void* data, size_t size, size
     st->Unlock();
     return true;
   }
-  Job job = TakeLocked(st, slot);
+  st->ready.push_back(TakeLocked(st, slot));
   st->Unlock();
   std::lock_guard<std::mutex> lock(mu_);
-  PushLocked(std::move(job));
+  PushReadyLocked(st);  // unless a collection queued it meanwhile
   return true;
 }
 
@@ -126,12 +140,28 @@ void TraceWriter::PushLocked(Job job) {
   if (job.payload.empty()) return;
   HandOffStringsLocked();  // strings first: records may refer to them
   queued_bytes_.fetch_add(job.payload.size(), std::memory_order_relaxed);
-  queue_.push_back(std::move(job));
-  cv_.notify_one();
+  EnqueueLocked(std::move(job));
+}
+
+void TraceWriter::PushReadyLocked(ThreadStaging* st) {
+  st->Lock();
+  std::vector<Job> ready = std::move(st->ready);
+  st->ready.clear();
+  st->Unlock();
+  for (auto& job : ready) PushLocked(std::move(job));
+}
+
+void TraceWriter::EnqueueLocked(Job job) {
+  auto owned = std::make_unique<Job>(std::move(job));
+  to_compress_.push_back(owned.get());
+  queue_.push_back(std::move(owned));
+  work_cv_.notify_one();
+  cv_.notify_one();  // the writer thread compresses too
 }
 
 void TraceWriter::CollectAllLocked() {
   for (auto& st : stagings_) {
+    PushReadyLocked(st.get());  // older than what is still staged
     for (uint32_t slot = 1; slot < kTypeSlots; ++slot) {
       st->Lock();
       Job job = TakeLocked(st.get(), slot);
@@ -146,8 +176,7 @@ void TraceWriter::HandOffStringsLocked() {
   if (pending_strings_.empty()) return;
   Job job{ChunkKind::kStrings, RecordType{}, 0, std::move(pending_strings_)};
   pending_strings_ = {};
-  queue_.push_back(std::move(job));
-  cv_.notify_one();
+  EnqueueLocked(std::move(job));
 }
 
 StringId TraceWriter::Intern(std::string_view s) {
@@ -206,14 +235,13 @@ void TraceWriter::QueueStatusLocked(bool summary) {
   std::string s = DumpJson(StatusObjectLocked(summary));
   Job job{summary ? ChunkKind::kSummary : ChunkKind::kStatus, RecordType{}, 0,
           std::vector<uint8_t>(s.begin(), s.end())};
-  queue_.push_back(std::move(job));
+  EnqueueLocked(std::move(job));
   last_status_ = std::chrono::steady_clock::now();
-  cv_.notify_one();
 }
 
 bool TraceWriter::Close(std::string* error) {
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (closed_ || closing_.load()) {
       if (error && !io_error_.empty()) *error = io_error_;
       return io_error_.empty();
@@ -221,9 +249,15 @@ bool TraceWriter::Close(std::string* error) {
     closing_.store(true, std::memory_order_release);
     CollectAllLocked();
     QueueStatusLocked(/*summary=*/true);
-    cv_.notify_one();
   }
   if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_workers_ = true;
+  }
+  work_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+  workers_.clear();
   std::lock_guard<std::mutex> lock(mu_);
   if (fd_ >= 0) {
     ::close(fd_);
@@ -234,34 +268,87 @@ bool TraceWriter::Close(std::string* error) {
   return io_error_.empty();
 }
 
+// The writer thread: writes compressed jobs strictly in queue order and, while
+// the front job is not ready, compresses the oldest unclaimed job itself (with
+// compression_threads <= 1 it is the only compressing thread).
 void TraceWriter::WriterLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    if (queue_.empty()) {
-      if (closing_.load()) return;
-      cv_.wait_for(lock, options_.status_interval);
-      if (queue_.empty() && !closing_.load() &&
-          std::chrono::steady_clock::now() - last_status_ >= options_.status_interval) {
-        // Periodic: put whatever is staged on disk, then a status snapshot,
-        // so a crash loses at most one interval.
-        CollectAllLocked();
-        QueueStatusLocked(/*summary=*/false);
+    if (!queue_.empty() && queue_.front()->state == Job::State::kCompressed) {
+      std::unique_ptr<Job> job = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      bool ok = WriteChunk(*job);
+      lock.lock();
+      if (job->kind == ChunkKind::kRecords) {
+        // Released only now that the chunk is on disk (or failed: then counted as dropped).
+        queued_bytes_.fetch_sub(job->raw_size, std::memory_order_relaxed);
+        if (!ok) dropped_.fetch_add(job->count, std::memory_order_relaxed);
       }
       continue;
     }
-    Job job = std::move(queue_.front());
-    queue_.pop_front();
-    lock.unlock();
-    bool ok = WriteChunk(job);
-    lock.lock();
-    if (job.kind == ChunkKind::kRecords) {
-      queued_bytes_.fetch_sub(job.payload.size(), std::memory_order_relaxed);
-      if (!ok) dropped_.fetch_add(job.count, std::memory_order_relaxed);
-      job.payload.clear();
-      std::lock_guard<std::mutex> free_lock(free_mu_);
-      if (free_buffers_.size() < kMaxFreeBuffers) free_buffers_.push_back(std::move(job.payload));
+    if (!to_compress_.empty()) {
+      Job* job = to_compress_.front();
+      to_compress_.pop_front();
+      job->state = Job::State::kCompressing;
+      lock.unlock();
+      Compress(*job, zstd_ctxs_[0]);
+      lock.lock();
+      job->state = Job::State::kCompressed;
+      continue;
+    }
+    if (!queue_.empty()) {
+      cv_.wait(lock);  // a worker is compressing the front job
+      continue;
+    }
+    if (closing_.load()) return;  // Close() queued the SUMMARY with closing_ set: all written
+    cv_.wait_for(lock, options_.status_interval);
+    if (queue_.empty() && !closing_.load() &&
+        std::chrono::steady_clock::now() - last_status_ >= options_.status_interval) {
+      // Periodic: put whatever is staged on disk, then a status snapshot,
+      // so a crash loses at most one interval.
+      CollectAllLocked();
+      QueueStatusLocked(/*summary=*/false);
     }
   }
+}
+
+// A compression worker: claims the oldest unclaimed job, compresses it with its
+// own zstd context and tells the writer thread. Ends at Close(), once the
+// writer thread has written everything.
+void TraceWriter::CompressLoop(size_t ctx_index) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [this] { return stop_workers_ || !to_compress_.empty(); });
+    if (to_compress_.empty()) return;
+    Job* job = to_compress_.front();
+    to_compress_.pop_front();
+    job->state = Job::State::kCompressing;
+    lock.unlock();
+    Compress(*job, zstd_ctxs_[ctx_index]);
+    lock.lock();
+    job->state = Job::State::kCompressed;
+    cv_.notify_one();
+  }
+}
+
+void TraceWriter::Compress(Job& job, void* zstd_ctx) {
+  job.stored.resize(ZSTD_compressBound(job.payload.size()));
+  size_t n = ZSTD_compressCCtx(static_cast<ZSTD_CCtx*>(zstd_ctx), job.stored.data(), job.stored.size(),
+                               job.payload.data(), job.payload.size(), options_.zstd_level);
+  if (ZSTD_isError(n)) {
+    job.error = std::string("zstd compression failed: ") + ZSTD_getErrorName(n);
+    job.stored.clear();
+  } else {
+    job.stored.resize(n);
+    job.stored_crc = Crc32c(job.stored.data(), n);
+  }
+  if (job.kind != ChunkKind::kRecords) return;
+  // The raw bytes are no longer needed: hand the buffer back to the appenders.
+  std::vector<uint8_t> buf = std::move(job.payload);
+  buf.clear();
+  std::lock_guard<std::mutex> lock(free_mu_);
+  if (free_buffers_.size() < kMaxFreeBuffers) free_buffers_.push_back(std::move(buf));
 }
 
 bool TraceWriter::WriteAll(const void* data, size_t size) {
@@ -279,13 +366,10 @@ bool TraceWriter::WriteAll(const void* data, size_t size) {
 }
 
 bool TraceWriter::WriteChunk(const Job& job) {
-  if (!io_error_.empty()) return false;  // after the first I/O error the file is abandoned
-  std::vector<uint8_t> stored(ZSTD_compressBound(job.payload.size()));
-  size_t n = ZSTD_compressCCtx(static_cast<ZSTD_CCtx*>(zstd_ctx_), stored.data(), stored.size(), job.payload.data(),
-                               job.payload.size(), options_.zstd_level);
-  if (ZSTD_isError(n)) {
+  if (!io_error_.empty()) return false;  // after the first error the file is abandoned
+  if (!job.error.empty()) {
     std::lock_guard<std::mutex> lock(mu_);
-    io_error_ = std::string("zstd compression failed: ") + ZSTD_getErrorName(n);
+    io_error_ = job.error;
     return false;
   }
   format::ChunkHeader h{};
@@ -293,16 +377,16 @@ bool TraceWriter::WriteChunk(const Job& job) {
   h.kind = static_cast<uint32_t>(job.kind);
   h.record_type = static_cast<uint32_t>(job.type);
   h.record_count = job.count;
-  h.raw_size = static_cast<uint32_t>(job.payload.size());
-  h.stored_size = static_cast<uint32_t>(n);
-  h.payload_crc = Crc32c(stored.data(), n);
+  h.raw_size = job.raw_size;
+  h.stored_size = static_cast<uint32_t>(job.stored.size());
+  h.payload_crc = job.stored_crc;
   h.header_crc = Crc32c(&h, offsetof(format::ChunkHeader, header_crc));
-  if (!WriteAll(&h, sizeof h) || !WriteAll(stored.data(), n)) {
+  if (!WriteAll(&h, sizeof h) || !WriteAll(job.stored.data(), job.stored.size())) {
     std::lock_guard<std::mutex> lock(mu_);
     io_error_ = "write to '" + options_.path + "' failed: " + std::strerror(errno);
     return false;
   }
-  bytes_written_.fetch_add(sizeof h + n, std::memory_order_relaxed);
+  bytes_written_.fetch_add(sizeof h + job.stored.size(), std::memory_order_relaxed);
   return true;
 }
 

@@ -2,15 +2,19 @@
 //
 // Used by the collectors. Append() may be called from any thread (application
 // threads, CUPTI's buffer thread, Sanitizer callbacks) and never does I/O: it
-// copies the record into its thread's staging buffer. Full staging
-// buffers are handed to one background thread that compresses (zstd),
-// checksums and appends them as chunks. Memory is bounded by
-// WriterOptions::max_buffered_bytes (bytes queued for the writer thread, plus
+// copies the record into its thread's staging buffer. Full staging buffers
+// become jobs, queued in submission order. WriterOptions::compression_threads
+// threads (the writer thread and compression workers) compress (zstd) and
+// checksum jobs in parallel; the one writer thread appends them to the file
+// strictly in submission order, so the file's chunk order does not depend on
+// the number of threads. Memory is bounded by
+// WriterOptions::max_buffered_bytes (bytes queued and not yet written, plus
 // at most one chunk_bytes staging buffer per record type per appending
 // thread): past it, records are dropped and counted (counter
 // "writer_dropped_records", written into the trace itself).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -20,13 +24,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "twinscope/records.h"
 
@@ -41,6 +44,10 @@ struct WriterOptions {
   int zstd_level = 1;
   // A STATUS chunk (counters) is written at most this often.
   std::chrono::milliseconds status_interval{1000};
+  // Threads that compress chunks, the writer thread included: 0 or 1 means
+  // the writer thread compresses alone; n > 1 adds n - 1 workers (at most 64).
+  // Default: min(4, cores).
+  unsigned compression_threads = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
 };
 
 class TraceWriter {
@@ -87,20 +94,34 @@ class TraceWriter {
  private:
   static constexpr size_t kTypeSlots = 8;  // RecordType values are 1..7
 
+  // One chunk on its way to the file. Created under mu_ (or by its appending
+  // thread), compressed by the one thread that claimed it (outside mu_), then
+  // written by the writer thread; `state` is read and written under mu_ only.
   struct Job {
+    enum class State { kQueued, kCompressing, kCompressed };
+    Job(ChunkKind k, RecordType t, uint32_t n, std::vector<uint8_t> raw)
+        : kind(k), type(t), count(n), payload(std::move(raw)), raw_size(static_cast<uint32_t>(payload.size())) {}
     ChunkKind kind;
     RecordType type;
     uint32_t count;
-    std::vector<uint8_t> payload;  // uncompressed
+    std::vector<uint8_t> payload;  // uncompressed; a records buffer is recycled once compressed
+    uint32_t raw_size;             // payload's size, kept after the payload is recycled
+    State state = State::kQueued;
+    std::vector<uint8_t> stored;  // the zstd frame
+    uint32_t stored_crc = 0;
+    std::string error;  // compression failure, reported when the job's turn to be written comes
   };
 
   // One application thread's staging buffers. The owning thread appends under
   // `lock` (uncontended but for hand-offs), so appends from different threads
-  // never wait for each other.
+  // never wait for each other. A full buffer waits in `ready` until its thread
+  // (or a collection, whichever takes mu_ first) queues it, so no record is
+  // ever outside both the staging and the queue.
   struct ThreadStaging {
     std::atomic_flag lock = ATOMIC_FLAG_INIT;
     std::array<std::vector<uint8_t>, kTypeSlots> bufs;
     std::array<uint32_t, kTypeSlots> counts{};
+    std::vector<Job> ready;
     void Lock() {
       while (lock.test_and_set(std::memory_order_acquire)) {
       }
@@ -113,33 +134,45 @@ class TraceWriter {
   ThreadStaging* LocalStaging();
   // Moves one staging buffer into a job (caller holds st->lock).
   Job TakeLocked(ThreadStaging* st, uint32_t slot);
-  void PushLocked(Job job);  // mu_ held; strings are queued first
-  void CollectAllLocked();   // mu_ held: every thread's staging -> queue
+  void PushLocked(Job job);                 // mu_ held; strings are queued first
+  void PushReadyLocked(ThreadStaging* st);  // mu_ held: st's full buffers -> queue
+  void EnqueueLocked(Job job);              // mu_ held: append to queue_ and to_compress_
+  void CollectAllLocked();                  // mu_ held: every thread's staging -> queue
   void HandOffStringsLocked();
   void QueueStatusLocked(bool summary);
   nlohmann::json StatusObjectLocked(bool summary);
   void WriterLoop();
+  void CompressLoop(size_t ctx_index);  // a compression worker
+  // Compresses and checksums `job` (no lock held by the caller).
+  void Compress(Job& job, void* zstd_ctx);
   bool WriteChunk(const Job& job);
   bool WriteAll(const void* data, size_t size);
 
   WriterOptions options_;
   uint64_t id_ = 0;  // distinguishes writers in the thread-local staging cache
   int fd_ = -1;
-  void* zstd_ctx_ = nullptr;  // ZSTD_CCtx*, used by the writer thread only
+  // One ZSTD_CCtx* per compressing thread: [0] the writer thread's, [i] worker i's.
+  std::vector<void*> zstd_ctxs_;
   std::atomic<bool> closing_{false};
   std::atomic<uint64_t> queued_bytes_{0};  // bytes in jobs not yet written
 
-  // Lock order: mu_ -> a ThreadStaging's lock -> free_mu_.
+  // Lock order: mu_ -> a ThreadStaging's lock -> free_mu_. No other mutex;
+  // cv_ and work_cv_ wait on mu_.
   std::mutex free_mu_;
   static constexpr size_t kMaxFreeBuffers = 16;
-  std::vector<std::vector<uint8_t>> free_buffers_;  // written chunks' buffers, for reuse
+  std::vector<std::vector<uint8_t>> free_buffers_;  // compressed chunks' buffers, for reuse
 
-  mutable std::mutex mu_;  // guards everything below up to the thread
-  std::condition_variable cv_;  // wakes the writer thread
+  mutable std::mutex mu_;            // guards everything below up to the threads
+  std::condition_variable cv_;       // wakes the writer thread
+  std::condition_variable work_cv_;  // wakes compression workers
   std::vector<std::shared_ptr<ThreadStaging>> stagings_;
-  std::deque<Job> queue_;
+  // Jobs not yet written, in submission (= file) order. Only the writer thread
+  // pops, and only a compressed front job, so the Job* below stay valid.
+  std::deque<std::unique_ptr<Job>> queue_;
+  std::deque<Job*> to_compress_;  // the jobs of queue_ nobody has claimed yet, oldest first
+  bool stop_workers_ = false;
   bool closed_ = false;
-  std::string io_error_;
+  std::string io_error_;  // written by the writer thread only, under mu_
   std::unordered_map<std::string, StringId> string_ids_;
   std::vector<uint8_t> pending_strings_;
   StringId next_string_id_ = 1;
@@ -147,6 +180,7 @@ class TraceWriter {
   nlohmann::json metadata_ = nlohmann::json::object();
   std::chrono::steady_clock::time_point last_status_{};
   std::thread thread_;
+  std::vector<std::thread> workers_;
 
   std::atomic<uint64_t> dropped_{0};
   std::atomic<uint64_t> bytes_written_{0};
