@@ -182,6 +182,20 @@ int Run(const std::string& scenario) {
     fakecupti_flush();
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("THROUGHPUT %ld kernels in %.2f s: %.0f ns/kernel\n", replays * 100, s, s * 1e9 / (replays * 100.0));
+  } else if (scenario == "eager_throughput") {
+    // Not a ctest: the collector's eager launch path on CPU (for perf).
+    // FAKE_LAUNCHES runtime launches of one kernel inside an NVTX range, flushed every 1000.
+    long launches = std::atol(std::getenv("FAKE_LAUNCHES") ? std::getenv("FAKE_LAUNCHES") : "1000000");
+    auto t0 = std::chrono::steady_clock::now();
+    nvtxRangePushA("step");
+    for (long i = 0; i < launches; ++i) {
+      Launch("_Z4tinyPi", 1, 32);
+      if (i % 1000 == 999) fakecupti_flush();
+    }
+    nvtxRangePop();
+    fakecupti_flush();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("THROUGHPUT %ld launches in %.2f s: %.0f ns/launch\n", launches, s, s * 1e9 / launches);
   } else if (scenario == "held") {
     for (int i = 0; i < 3; ++i) Launch("_Z1kv", 1, 32);
     fakecupti_flush();
