@@ -14,14 +14,17 @@
 #                                 plain / bare CUPTI floor / floor + empty API callbacks /
 #                                 twinscope (/ torch.profiler),
 #                                 interleaved, 3 repetitions                     (~5 min)
+#   scripts/gpu_cupti.sh ablate   what each per-launch step costs: 300,000 eager launches under
+#                                 twinscope with TWINSCOPE_CUPTI_SKIP=<step> (benchmark-only knob)
+#                                 and without API records, against plain and the floors (~2 min)
 # Environment: BUILD_DIR (default build-gpu), REPLAYS (stress, default 600000),
 # LONG_REPLAYS (default 300000), PYTHON (default /opt/torch/.venv/bin/python, then python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 MODE=${1:-stress}
-case "$MODE" in stress | long | bench) ;; *)
-  echo "usage: $0 stress|long|bench" >&2
+case "$MODE" in stress | long | bench | ablate) ;; *)
+  echo "usage: $0 stress|long|bench|ablate" >&2
   exit 2
   ;;
 esac
@@ -105,6 +108,50 @@ if [[ $MODE == long ]]; then
   echo "== long run (logs: $LOG)"
   python3 tests/gpu/cupti_report.py long "$LOG"
   exit $?
+fi
+
+# ---- ablate ---------------------------------------------------------------------------
+if [[ $MODE == ablate ]]; then
+  rm -f "$LOG"/*.jsonl
+  variants=(plain bare bare_cb twinscope skip_pending skip_capture skip_stream skip_key skip_all no_api)
+  for rep in 1 2 3; do
+    for v in "${variants[@]}"; do
+      run=(env)
+      case $v in
+        bare) run=(env CUDA_INJECTION64_PATH="$BARE") ;;
+        bare_cb) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_CALLBACKS=1) ;;
+        twinscope) run=(traced "$LOG/a.tsc") ;;
+        skip_all) run=(traced "$LOG/a.tsc" TWINSCOPE_CUPTI_SKIP=pending,capture,stream,key) ;;
+        skip_*) run=(traced "$LOG/a.tsc" TWINSCOPE_CUPTI_SKIP="${v#skip_}") ;;
+        no_api) run=(traced "$LOG/a.tsc" TWINSCOPE_KINDS=kernel,memcpy,memset,nvtx) ;;
+      esac
+      "${run[@]}" TWINSCOPE_QUIET=1 "$BIN/bench_kernels" --eager 300000 --graph-kernels 1 --graph-replays 1 2>>"$LOG/$v.log" |
+        grep '"eager"' >>"$LOG/$v.jsonl"
+    done
+  done
+  python3 - "$LOG" "${variants[@]}" <<'EOF'
+import json, statistics, sys
+log, variants = sys.argv[1], sys.argv[2:]
+med = {}
+for v in variants:
+    try:
+        xs = [json.loads(l)["ns_per_kernel"] for l in open(f"{log}/{v}.jsonl") if l.strip()]
+        med[v] = (statistics.median(xs), xs)
+    except Exception:
+        pass
+plain = med.get("plain", (None,))[0]
+ts = med.get("twinscope", (None,))[0]
+print(f"{'variant':14} {'median ns/launch':>16} {'added vs plain':>15} {'saved vs twinscope':>19}  runs")
+for v in variants:
+    if v not in med:
+        print(f"{v:14} (no result)")
+        continue
+    m, xs = med[v]
+    added = f"{m - plain:+.0f}" if plain else "-"
+    saved = f"{ts - m:+.0f}" if ts and v not in ("plain", "bare", "bare_cb", "twinscope") else ""
+    print(f"{v:14} {m:16.0f} {added:>15} {saved:>19}  {' '.join(f'{x:.0f}' for x in xs)}")
+EOF
+  exit 0
 fi
 
 # ---- bench ----------------------------------------------------------------------------

@@ -6,21 +6,25 @@
 namespace twinscope::env {
 
 // Both collectors.
-inline constexpr char kOutput[] = "TWINSCOPE_OUTPUT";                // trace file path
+inline constexpr char kOutput[] = "TWINSCOPE_OUTPUT";                  // trace file path
 inline constexpr char kMaxBufferedMb[] = "TWINSCOPE_MAX_BUFFERED_MB";  // writer memory cap
-inline constexpr char kFlushMs[] = "TWINSCOPE_FLUSH_MS";             // periodic flush interval
-inline constexpr char kQuiet[] = "TWINSCOPE_QUIET";                  // 1: no info lines on stderr
+inline constexpr char kFlushMs[] = "TWINSCOPE_FLUSH_MS";               // periodic flush interval
+inline constexpr char kQuiet[] = "TWINSCOPE_QUIET";                    // 1: no info lines on stderr
 
 // CUPTI collector.
-inline constexpr char kKinds[] = "TWINSCOPE_KINDS";                // comma list: kernel,memcpy,memset,api,nvtx
-inline constexpr char kKernelsOnly[] = "TWINSCOPE_KERNELS_ONLY";   // 1: disable the seed-001 mitigation
+inline constexpr char kKinds[] = "TWINSCOPE_KINDS";                  // comma list: kernel,memcpy,memset,api,nvtx
+inline constexpr char kKernelsOnly[] = "TWINSCOPE_KERNELS_ONLY";     // 1: disable the seed-001 mitigation
 inline constexpr char kBufferSizeKb[] = "TWINSCOPE_BUFFER_SIZE_KB";  // CUPTI host buffer size
 inline constexpr char kDeviceBufferPoolLimit[] = "TWINSCOPE_DEVICE_BUFFER_POOL_LIMIT";
 inline constexpr char kDeviceBufferSizeMb[] = "TWINSCOPE_DEVICE_BUFFER_SIZE_MB";
+// Benchmarks only (bench/, scripts/gpu_cupti.sh ablate): comma list of per-launch steps to skip to measure
+// what each costs: pending (no key for kernel records), capture (no capture check), stream (stream id 0),
+// key (zero launch key). Breaks the data it skips; never for real use.
+inline constexpr char kCuptiSkip[] = "TWINSCOPE_CUPTI_SKIP";
 
 // Block probe.
-inline constexpr char kKernelPatterns[] = "TWINSCOPE_KERNELS";  // ';'-separated; "re:" prefix = regex
-inline constexpr char kEvery[] = "TWINSCOPE_EVERY";              // trace every Nth matching launch
+inline constexpr char kKernelPatterns[] = "TWINSCOPE_KERNELS";    // ';'-separated; "re:" prefix = regex
+inline constexpr char kEvery[] = "TWINSCOPE_EVERY";               // trace every Nth matching launch
 inline constexpr char kMaxLaunches[] = "TWINSCOPE_MAX_LAUNCHES";  // stop after N traced launches
 
 }  // namespace twinscope::env

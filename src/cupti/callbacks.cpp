@@ -214,6 +214,7 @@ void Collector::OnLaunchEnter(CUpti_CallbackDomain domain, CUpti_CallbackId cbid
   }
 
   auto make_key = [&](std::string_view kernel, Dim3 grid, Dim3 block) {
+    if (config_.skip_key) return LaunchKey{};
     LaunchKeyParts p = ThreadRangeStack().NextLaunch(kernel, grid, block);
     if (!t_strings.have_path || t_strings.path != p.path) {
       t_strings.path = p.path;
@@ -224,7 +225,7 @@ void Collector::OnLaunchEnter(CUpti_CallbackDomain domain, CUpti_CallbackId cbid
   };
   auto stream_id = [&](CUstream s) {
     uint32_t id = 0;
-    if (cb->context) Cupti().GetStreamIdEx(cb->context, s, info.per_thread_stream ? 1 : 0, &id);
+    if (cb->context && !config_.skip_stream) Cupti().GetStreamIdEx(cb->context, s, info.per_thread_stream ? 1 : 0, &id);
     return id;
   };
 
@@ -271,7 +272,7 @@ void Collector::OnLaunchEnter(CUpti_CallbackDomain domain, CUpti_CallbackId cbid
 
   KernelLaunch k;
   if (!ReadKernelLaunch(info.api, cb, &k)) k.name = cb->symbolName ? cb->symbolName : "";
-  if (Capturing(k.stream, info.per_thread_stream)) {
+  if (!config_.skip_capture && Capturing(k.stream, info.per_thread_stream)) {
     t.capturing = true;
     return;
   }
@@ -283,7 +284,7 @@ void Collector::OnLaunchEnter(CUpti_CallbackDomain domain, CUpti_CallbackId cbid
   r.block = k.block;
   r.cluster = k.cluster;
   t.records.push_back(r);
-  pending_->AddPlain(cb->correlationId, r.key, r.kernel);
+  if (!config_.skip_pending) pending_->AddPlain(cb->correlationId, r.key, r.kernel);
   t.registered = true;
 }
 

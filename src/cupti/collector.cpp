@@ -135,6 +135,13 @@ Config Config::FromEnv() {
                  env::kKinds, kinds.c_str());
     }
   }
+  const std::string skip = "," + EnvString(env::kCuptiSkip, "") + ",";
+  c.skip_pending = skip.find(",pending,") != std::string::npos;
+  c.skip_capture = skip.find(",capture,") != std::string::npos;
+  c.skip_stream = skip.find(",stream,") != std::string::npos;
+  c.skip_key = skip.find(",key,") != std::string::npos;
+  if (skip != ",,")
+    LogError("%s=%s: benchmark mode, the trace is missing what is skipped", env::kCuptiSkip, skip.c_str());
   long long kb = EnvInt(env::kBufferSizeKb, 8192);
   if (kb < 64 || kb > (1 << 20)) {
     LogError("%s=%lld is outside 64..1048576; using 8192", env::kBufferSizeKb, kb);

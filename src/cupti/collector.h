@@ -40,6 +40,8 @@ struct Config {
   long long flush_ms = 500;  // 0: no periodic flush
   size_t max_buffered_bytes = 64u << 20;
   size_t max_pending_keys = 1u << 20;
+  // TWINSCOPE_CUPTI_SKIP (benchmarks only): per-launch steps left out to measure their cost.
+  bool skip_pending = false, skip_capture = false, skip_stream = false, skip_key = false;
   nlohmann::json ToJson() const;
   static Config FromEnv();
 };
