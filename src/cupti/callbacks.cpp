@@ -4,6 +4,7 @@
 
 #include <cupti.h>  // with the generated *_params structs of every API
 
+#include <atomic>
 #include <unordered_map>
 
 #include "base/log.h"
@@ -46,6 +47,22 @@ struct ThreadStrings {
   uint32_t device = 0;
 };
 thread_local ThreadStrings t_strings;
+
+// Per-thread memo of CUPTI stream ids: cuptiGetStreamIdEx on every launch
+// cost ~0.6 us on the H200 (bench/RESULTS.md section 3, ablate). A CUstream
+// handle names another stream only after its stream (or context) is
+// destroyed, which bumps g_stream_generation and so empties every memo.
+// Trivially destructible: valid during exit.
+struct StreamMemo {
+  CUcontext context;
+  CUstream stream;
+  uint64_t generation;  // 0: empty
+  uint32_t id;
+  uint8_t per_thread;
+};
+constexpr size_t kStreamMemoSlots = 16;
+thread_local StreamMemo t_stream_memo[kStreamMemoSlots] = {};
+std::atomic<uint64_t> g_stream_generation{1};
 
 uint64_t Now() {
   uint64_t t = 0;
@@ -225,7 +242,13 @@ void Collector::OnLaunchEnter(CUpti_CallbackDomain domain, CUpti_CallbackId cbid
   };
   auto stream_id = [&](CUstream s) {
     uint32_t id = 0;
-    if (cb->context && !config_.skip_stream) Cupti().GetStreamIdEx(cb->context, s, info.per_thread_stream ? 1 : 0, &id);
+    if (!cb->context || config_.skip_stream) return id;
+    const uint8_t per_thread = info.per_thread_stream ? 1 : 0;
+    const uint64_t gen = g_stream_generation.load(std::memory_order_acquire);
+    StreamMemo& m = t_stream_memo[(reinterpret_cast<uintptr_t>(s) >> 4) % kStreamMemoSlots];
+    if (m.generation == gen && m.stream == s && m.context == cb->context && m.per_thread == per_thread) return m.id;
+    if (Cupti().GetStreamIdEx(cb->context, s, per_thread, &id) == CUPTI_SUCCESS)
+      m = StreamMemo{cb->context, s, gen, id, per_thread};
     return id;
   };
 
@@ -315,6 +338,10 @@ void Collector::OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* res)
   switch (cbid) {
     case CUPTI_CBID_RESOURCE_CONTEXT_CREATED:
       if (res->context) RecordDevice(res->context);
+      break;
+    case CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING:
+    case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING:
+      g_stream_generation.fetch_add(1, std::memory_order_release);  // stream id memos are stale
       break;
     case CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATE_STARTING:
       graphs_->OnExecCreateStarting();

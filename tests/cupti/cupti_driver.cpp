@@ -182,6 +182,18 @@ int Run(const std::string& scenario) {
     fakecupti_flush();
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("THROUGHPUT %ld kernels in %.2f s: %.0f ns/kernel\n", replays * 100, s, s * 1e9 / (replays * 100.0));
+  } else if (scenario == "streams") {
+    // Stream ids: s1 x3, s2 x3, default x2, then s1 destroyed and its handle reused by s3 x2.
+    CUstream s1 = fakecupti_create_stream(), s2 = fakecupti_create_stream();
+    for (int i = 0; i < 3; ++i) Launch("_Z2k1v", 1, 32, FAKE_API_RUNTIME, s1);
+    for (int i = 0; i < 3; ++i) Launch("_Z2k2v", 1, 32, FAKE_API_RUNTIME, s2);
+    for (int i = 0; i < 2; ++i) Launch("_Z2k0v", 1, 32);
+    fakecupti_destroy_stream(s1);
+    CUstream s3 = fakecupti_create_stream();
+    std::printf("SAME_HANDLE %d\n", s3 == s1 ? 1 : 0);
+    for (int i = 0; i < 2; ++i) Launch("_Z2k3v", 1, 32, FAKE_API_RUNTIME, s3);
+    fakecupti_flush();
+    std::printf("STREAM_ID_CALLS %llu\n", static_cast<unsigned long long>(fakecupti_stream_id_calls()));
   } else if (scenario == "eager_throughput") {
     // Not a ctest: the collector's eager launch path on CPU (for perf).
     // FAKE_LAUNCHES runtime launches of one kernel inside an NVTX range, flushed every 1000.

@@ -289,6 +289,28 @@ TEST_F(CuptiE2E, LaunchApiVariantsCaptureAndFailures) {
   for (const auto& l : t.launches) EXPECT_EQ(t.S(l.key.path), "apis#0");
 }
 
+// Stream ids come from CUPTI once per stream and thread, not per launch, and a
+// destroyed stream's handle, reused by the driver for a new stream, gets the
+// new stream's id.
+TEST_F(CuptiE2E, StreamIdsAreAskedOncePerStreamAndFollowHandleReuse) {
+  RunResult r = Run("streams");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_NE(r.out.find("SAME_HANDLE 1"), std::string::npos) << r.out;
+  Trace t = Read();
+  ASSERT_EQ(t.launches.size(), 10u);
+  std::map<std::string, std::set<uint32_t>> streams;
+  for (const auto& l : t.launches) streams[t.S(l.kernel)].insert(l.stream);
+  ASSERT_EQ(streams["_Z2k1v"].size(), 1u);
+  ASSERT_EQ(streams["_Z2k3v"].size(), 1u);
+  EXPECT_NE(*streams["_Z2k1v"].begin(), *streams["_Z2k3v"].begin()) << "a reused handle kept the old stream's id";
+  EXPECT_NE(*streams["_Z2k1v"].begin(), *streams["_Z2k2v"].begin());
+  EXPECT_EQ(*streams["_Z2k0v"].begin(), 7u);  // the fake's default stream
+  // Kernel records (from the fake's activity) agree with the launch records.
+  for (const auto& k : t.kernels) EXPECT_EQ(streams[t.S(k.name)].count(k.stream), 1u) << t.S(k.name);
+  // s1, s2, default, s3: four queries for ten launches.
+  EXPECT_NE(r.out.find("STREAM_ID_CALLS 4"), std::string::npos) << r.out;
+}
+
 TEST_F(CuptiE2E, GraphLaunchesKeyEveryKernelNode) {
   RunResult r = Run("graph");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -443,10 +443,15 @@ FAKE_EXPORT CUptiResult cuptiGetDeviceId(CUcontext ctx, uint32_t* device) {
   return CUPTI_SUCCESS;
 }
 
+std::atomic<uint64_t> g_stream_id_calls{0};
+
 FAKE_EXPORT CUptiResult cuptiGetStreamIdEx(CUcontext, CUstream stream, uint8_t per_thread, uint32_t* id) {
+  g_stream_id_calls.fetch_add(1, std::memory_order_relaxed);
   *id = stream ? stream->id : (per_thread ? 2u : 7u);
   return CUPTI_SUCCESS;
 }
+
+FAKE_EXPORT uint64_t fakecupti_stream_id_calls(void) { return g_stream_id_calls.load(); }
 
 FAKE_EXPORT CUptiResult cuptiGetGraphNodeId(CUgraphNode node, uint64_t* id) {
   if (!node) return CUPTI_ERROR_INVALID_PARAMETER;
@@ -475,9 +480,26 @@ FAKE_EXPORT CUcontext fakecupti_create_context(int ordinal) {
   return ctx;
 }
 
+std::vector<CUstream> g_destroyed_streams;  // handles the driver may hand out again
+
 FAKE_EXPORT CUstream fakecupti_create_stream(void) {
   std::lock_guard<std::mutex> lock(S().mu);
+  if (!g_destroyed_streams.empty()) {  // like the driver, reuse a destroyed stream's handle
+    CUstream s = g_destroyed_streams.back();
+    g_destroyed_streams.pop_back();
+    *s = CUstream_st{static_cast<uint32_t>(++S().uid), false};
+    return s;
+  }
   return new CUstream_st{static_cast<uint32_t>(++S().uid), false};
+}
+
+FAKE_EXPORT void fakecupti_destroy_stream(CUstream stream) {
+  CUpti_ResourceData rd{};
+  rd.context = S().context;
+  rd.resourceHandle.stream = stream;
+  Fire(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING, &rd);
+  std::lock_guard<std::mutex> lock(S().mu);
+  g_destroyed_streams.push_back(stream);
 }
 
 FAKE_EXPORT void fakecupti_set_capturing(CUstream stream, int capturing) { stream->capturing = capturing != 0; }

@@ -47,7 +47,10 @@ uint32_t fakecupti_memset(uint64_t bytes);
 
 // Context creation (resource callback CONTEXT_CREATED) for device `ordinal`.
 CUcontext fakecupti_create_context(int ordinal);
-CUstream fakecupti_create_stream(void);
+CUstream fakecupti_create_stream(void);  // may return a destroyed stream's handle, with a new id
+// Fires RESOURCE STREAM_DESTROY_STARTING; the handle may come back from fakecupti_create_stream.
+void fakecupti_destroy_stream(CUstream stream);
+uint64_t fakecupti_stream_id_calls(void);  // cuptiGetStreamIdEx calls so far
 void fakecupti_set_capturing(CUstream stream, int capturing);
 
 // Graphs. Nodes are kept in the order added (cuGraphGetNodes order).
