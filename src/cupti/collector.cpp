@@ -270,6 +270,11 @@ void Collector::StartLocked() {
   names_ = std::make_unique<NameCache>([w](std::string_view s) { return w->Intern(s); });
   size_t max_buffers = std::max<size_t>(4, kHostPoolBytes / config_.buffer_bytes);
   pool_ = std::make_unique<BufferPool>(config_.buffer_bytes, max_buffers);
+  {
+    BlockTerminatingSignals block;
+    process_thread_ = std::thread([this] { Firewall("buffer processing thread", [this] { ProcessLoop(); }); });
+    process_started_.store(true, std::memory_order_release);
+  }
   g_collector = this;
   SetNvtxListener(config_.write_nvtx ? this : nullptr, &Clock);
 
@@ -425,6 +430,7 @@ void Collector::FlushLoop() {
       return;
     }
     if (collecting()) CUPTI_CHECK(Cupti().ActivityFlushAll(request ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0));
+    WaitForProcessing(std::chrono::milliseconds(request ? kSignalFlushWaitMs / 2 : 1000));
     PublishCounters();
     if (writer_) writer_->Flush();
     if (request) signal_done_.store(true);
@@ -449,6 +455,10 @@ void Collector::Finalize() {
   WriteByte(wake_pipe_[1]);
   if (flush_thread_.joinable() && flush_thread_.get_id() != std::this_thread::get_id()) flush_thread_.join();
   if (collecting()) CUPTI_CHECK(Cupti().ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  // Every completed buffer is written before the trace closes.
+  if (!WaitForProcessing(std::chrono::seconds(10)))
+    LogError("CUPTI buffers were still being processed after 10 s at exit; their records are not in %s",
+             config_.output.c_str());
   FlushOpenNvtxRanges();
   collecting_.store(false);
   if (!writer_) return;
@@ -476,17 +486,53 @@ void Collector::OnBufferRequested(uint8_t** buffer, size_t* size, size_t* max_re
 }
 
 void Collector::OnBufferCompleted(CUcontext ctx, uint32_t stream_id, uint8_t* buffer, size_t size, size_t valid) {
+  (void)size;
+  loss_.buffers_completed.fetch_add(1, std::memory_order_relaxed);
+  size_t dropped = 0;
+  if (CUPTI_CHECK(Cupti().ActivityGetNumDroppedRecords(ctx, stream_id, &dropped)) && dropped)
+    loss_.cupti_dropped.fetch_add(dropped, std::memory_order_relaxed);
+  if (!buffer || valid == 0) {
+    if (buffer) pool_->Release(buffer);
+    return;
+  }
+  if (!process_started_.load(std::memory_order_acquire)) {
+    ProcessBuffer(buffer, valid);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(completed_mu_);
+    completed_.push_back({buffer, valid});
+  }
+  completed_cv_.notify_all();
+}
+
+void Collector::ProcessLoop() {
+  std::unique_lock<std::mutex> lock(completed_mu_);
+  for (;;) {
+    completed_cv_.wait(lock, [this] { return !completed_.empty(); });
+    CompletedBuffer b = completed_.front();
+    completed_.pop_front();
+    processing_ = true;
+    lock.unlock();
+    Firewall("CUPTI buffer processing", [&] { ProcessBuffer(b.buffer, b.valid); });
+    lock.lock();
+    processing_ = false;
+    completed_cv_.notify_all();
+  }
+}
+
+bool Collector::WaitForProcessing(std::chrono::milliseconds timeout) {
+  if (!process_started_.load(std::memory_order_acquire)) return true;
+  std::unique_lock<std::mutex> lock(completed_mu_);
+  return completed_cv_.wait_for(lock, timeout, [this] { return completed_.empty() && !processing_; });
+}
+
+void Collector::ProcessBuffer(uint8_t* buffer, size_t valid) {
   struct Return {
     BufferPool* pool;
     uint8_t* b;
     ~Return() { pool->Release(b); }
   } give_back{pool_.get(), buffer};
-  loss_.buffers_completed.fetch_add(1, std::memory_order_relaxed);
-  size_t dropped = 0;
-  if (CUPTI_CHECK(Cupti().ActivityGetNumDroppedRecords(ctx, stream_id, &dropped)) && dropped)
-    loss_.cupti_dropped.fetch_add(dropped, std::memory_order_relaxed);
-  if (!buffer || valid == 0) return;
-
   std::lock_guard<std::mutex> lock(buffer_mu_);
   ParsedBuffer parsed;
   ParseBuffer(buffer, valid, Cupti().ActivityGetNextRecord, *names_, &parsed);
@@ -523,7 +569,6 @@ void Collector::OnBufferCompleted(CUcontext ctx, uint32_t stream_id, uint8_t* bu
     writer_->AppendMany(parsed.memcpys.data(), parsed.memcpys.size());
   if (config_.write_memset && !parsed.memsets.empty())
     writer_->AppendMany(parsed.memsets.data(), parsed.memsets.size());
-  (void)size;
 }
 
 // ---- NVTX and devices --------------------------------------------------------------

@@ -3,8 +3,10 @@
 //
 // Threads: CUPTI callbacks run on application threads (API, resource) and on
 // CUPTI's own thread (buffer completion, also the thread that calls
-// cuptiActivityFlushAll). A background thread flushes every flush_ms and
-// performs the flush a SIGTERM/SIGINT asks for. Every entry point is behind a
+// cuptiActivityFlushAll). A completed buffer is only queued there: our
+// processing thread parses it, ties its kernels to their launches and writes
+// the records, so CUPTI's thread is free at once. A background thread flushes
+// every flush_ms and performs the flush a SIGTERM/SIGINT asks for. Every entry point is behind a
 // Firewall (injection.cpp); after an internal error collection stops and the
 // program runs on.
 #pragma once
@@ -12,7 +14,9 @@
 #include <cupti.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -91,6 +95,12 @@ class Collector : public NvtxListener {
   void SetToolState(const std::string& state, const std::string& message, int cupti_result,
                     const std::string& other_subscriber = "");
   void FlushLoop();
+  void ProcessLoop();
+  // Parses one completed buffer, resolves its kernels' launch keys, writes the
+  // records and gives the buffer back to the pool.
+  void ProcessBuffer(uint8_t* buffer, size_t valid);
+  // Waits until every queued buffer is processed; false after `timeout`.
+  bool WaitForProcessing(std::chrono::milliseconds timeout);
   void PublishCounters();
   void RecordDevice(CUcontext ctx);
 
@@ -124,6 +134,17 @@ class Collector : public NvtxListener {
   nlohmann::json devices_ = nlohmann::json::array();
 
   std::thread flush_thread_;
+  // Completed buffers waiting for the processing thread.
+  struct CompletedBuffer {
+    uint8_t* buffer;
+    size_t valid;
+  };
+  std::mutex completed_mu_;
+  std::condition_variable completed_cv_;  // a buffer was queued / one was processed
+  std::deque<CompletedBuffer> completed_;
+  bool processing_ = false;                   // under completed_mu_
+  std::atomic<bool> process_started_{false};  // else buffers are processed where they complete
+  std::thread process_thread_;
   int wake_pipe_[2] = {-1, -1};
   std::atomic<bool> stop_{false};
   std::atomic<int> signal_request_{0};  // 1: flush, 2: flush and finalize
