@@ -89,6 +89,7 @@
 #include "blocks/coexistence.h"
 #include "blocks/cubin_symbols.h"
 #include "blocks/kernel_selector.h"
+#include "blocks/probe_callbacks.h"
 #include "blocks/span_arena.h"
 #include "format/header.h"
 #include "format/trace_writer.h"
@@ -384,23 +385,7 @@ int BlockProbe::Initialize() {
     subscribe_error_ = std::string("sanitizerSubscribe returned ") + std::to_string(int(r)) + " " + ResultString(r);
     subscriber_ = nullptr;
   } else {
-    const struct {
-      Sanitizer_CallbackDomain domain;
-      Sanitizer_CallbackId cbid;
-    } wanted[] = {
-        {SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_CONTEXT_CREATION_FINISHED},
-        {SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_CONTEXT_DESTROY_STARTING},
-        {SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_STREAM_DESTROY_STARTING},
-        {SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_MODULE_LOADED},
-        {SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_MODULE_UNLOAD_STARTING},
-        {SANITIZER_CB_DOMAIN_LAUNCH, SANITIZER_CBID_LAUNCH_BEGIN},
-        {SANITIZER_CB_DOMAIN_LAUNCH, SANITIZER_CBID_LAUNCH_END},
-        {SANITIZER_CB_DOMAIN_SYNCHRONIZE, SANITIZER_CBID_SYNCHRONIZE_STREAM_SYNCHRONIZED},
-        {SANITIZER_CB_DOMAIN_SYNCHRONIZE, SANITIZER_CBID_SYNCHRONIZE_CONTEXT_SYNCHRONIZED},
-        {SANITIZER_CB_DOMAIN_GRAPHS, SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN},
-        {SANITIZER_CB_DOMAIN_GRAPHS, SANITIZER_CBID_GRAPHS_LAUNCH_END},
-    };
-    for (const auto& w : wanted) {
+    for (const auto& w : kProbeCallbacks) {
       SanitizerResult e = sanitizerEnableCallback(1, subscriber_, w.domain, w.cbid);
       if (e != SANITIZER_SUCCESS) {
         LogError("block probe: sanitizerEnableCallback(domain %d, cbid %u) failed: %s", int(w.domain), w.cbid,

@@ -1,0 +1,29 @@
+// The Sanitizer callbacks the block probe enables. Shared with the benchmark's
+// bare subscriber (bench/gpu/bare_sanitizer.cpp), whose cost is the floor for
+// the kernels the probe does not trace: both must enable exactly these.
+#pragma once
+
+#include <sanitizer.h>
+
+namespace twinscope::blocks {
+
+struct ProbeCallback {
+  Sanitizer_CallbackDomain domain;
+  Sanitizer_CallbackId cbid;
+};
+
+inline constexpr ProbeCallback kProbeCallbacks[] = {
+    {SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_CONTEXT_CREATION_FINISHED},
+    {SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_CONTEXT_DESTROY_STARTING},
+    {SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_STREAM_DESTROY_STARTING},
+    {SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_MODULE_LOADED},
+    {SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_MODULE_UNLOAD_STARTING},
+    {SANITIZER_CB_DOMAIN_LAUNCH, SANITIZER_CBID_LAUNCH_BEGIN},
+    {SANITIZER_CB_DOMAIN_LAUNCH, SANITIZER_CBID_LAUNCH_END},
+    {SANITIZER_CB_DOMAIN_SYNCHRONIZE, SANITIZER_CBID_SYNCHRONIZE_STREAM_SYNCHRONIZED},
+    {SANITIZER_CB_DOMAIN_SYNCHRONIZE, SANITIZER_CBID_SYNCHRONIZE_CONTEXT_SYNCHRONIZED},
+    {SANITIZER_CB_DOMAIN_GRAPHS, SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN},
+    {SANITIZER_CB_DOMAIN_GRAPHS, SANITIZER_CBID_GRAPHS_LAUNCH_END},
+};
+
+}  // namespace twinscope::blocks
