@@ -20,15 +20,6 @@
 
 #include "blocks_kernels.h"
 
-#define CHECK(x)                                                                               \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
-
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 500;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 3;
