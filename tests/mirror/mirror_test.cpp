@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -39,6 +40,12 @@ std::unique_ptr<Mirror> StartMirror(const std::string& primary, const std::strin
   return m;
 }
 
+// A request-log path of this process alone: ctest runs in several build
+// directories at once must not remove or read each other's logs.
+std::string TempLogPath(const std::string& name) {
+  return ::testing::TempDir() + "/" + name + "." + std::to_string(::getpid()) + ".jsonl";
+}
+
 std::string ChatBody(int i = 0) {
   return Json{{"model", "demo"}, {"messages", {{{"role", "user"}, {"content", "hello " + std::to_string(i)}}}}}.dump();
 }
@@ -65,8 +72,8 @@ TEST(Mirror, PlainRequestGetsPrimaryReplyAndShadowGetsTheSameRequest) {
   EXPECT_EQ(r.headers["X-Upstream-Port"], std::to_string(primary.port()));
   EXPECT_EQ(std::string(r.headers["X-Request-Id"]), j["id"].get<std::string>());
 
-  ASSERT_TRUE(TestUpstream::WaitFor([&] { return shadow.requests() == 1; }));
-  auto seen = shadow.seen();
+  auto seen = shadow.WaitForSeen(1);
+  ASSERT_EQ(seen.size(), 1u);
   EXPECT_EQ(seen[0].role, "shadow");
   EXPECT_EQ(seen[0].method, "POST");
   EXPECT_EQ(seen[0].target, "/v1/chat/completions");
@@ -152,8 +159,9 @@ TEST(Mirror, ClientRequestIdIsKeptForBothUpstreams) {
   ASSERT_EQ(r.status, 200) << r.error;
   EXPECT_EQ(Json::parse(r.body)["id"], "req-abc.123");
   EXPECT_EQ(r.headers["X-Request-Id"], "req-abc.123");
-  ASSERT_TRUE(TestUpstream::WaitFor([&] { return shadow.requests() == 1; }));
-  EXPECT_EQ(shadow.seen()[0].id, "req-abc.123");
+  auto seen = shadow.WaitForSeen(1);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].id, "req-abc.123");
 
   // An id that is not visible ASCII is replaced.
   r = c.Request(http::verb::post, "/v1/completions", ChatBody(), {{"X-Request-Id", "bad id with spaces"}});
@@ -173,9 +181,10 @@ TEST(Mirror, GeneratedRequestIdsAreSharedAndUnique) {
     ids.insert(Json::parse(r.body)["id"].get<std::string>());
   }
   EXPECT_EQ(ids.size(), 50u);
-  ASSERT_TRUE(TestUpstream::WaitFor([&] { return shadow.requests() == 50; }));
+  auto seen = shadow.WaitForSeen(50);
+  ASSERT_EQ(seen.size(), 50u);
   std::set<std::string> shadow_ids;
-  for (auto& s : shadow.seen()) shadow_ids.insert(s.id);
+  for (auto& s : seen) shadow_ids.insert(s.id);
   EXPECT_EQ(shadow_ids, ids);
 }
 
@@ -460,7 +469,7 @@ TEST(Mirror, RequestLogHasOneLinePerRequestWithBothSides) {
   UpstreamBehavior slow;
   slow.delay_ms = 50;
   TestUpstream primary, shadow(slow);
-  std::string path = ::testing::TempDir() + "/mirror_log_test.jsonl";
+  std::string path = TempLogPath("mirror_log_test");
   std::remove(path.c_str());
   auto m = StartMirror(primary.url(), shadow.url(), [&](MirrorOptions& o) { o.log_path = path; });
   TestClient c(m->port());
@@ -496,7 +505,7 @@ TEST(Mirror, RequestLogHasOneLinePerRequestWithBothSides) {
 
 TEST(Mirror, RequestLogRecordsSkippedAndFailedShadows) {
   TestUpstream primary;
-  std::string path = ::testing::TempDir() + "/mirror_log_test2.jsonl";
+  std::string path = TempLogPath("mirror_log_test2");
   std::remove(path.c_str());
   auto m = StartMirror(primary.url(), "http://127.0.0.1:" + std::to_string(testing::ClosedPort()),
                        [&](MirrorOptions& o) { o.log_path = path; });

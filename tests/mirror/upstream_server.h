@@ -86,7 +86,10 @@ class TestUpstream {
 
   uint16_t port() const { return port_; }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  int requests() const { return requests_.load(); }
+  int requests() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int>(seen_.size());
+  }
   int connections() const { return connections_.load(); }
   int cancels() const { return cancels_.load(); }      // streams cut by the peer
   int completed() const { return completed_.load(); }  // replies written to the end
@@ -94,6 +97,12 @@ class TestUpstream {
   std::vector<SeenRequest> seen() const {
     std::lock_guard<std::mutex> lock(mu_);
     return seen_;
+  }
+  // The requests seen so far, once there are at least `n` of them (fewer if
+  // `timeout` passes first: callers check the size before indexing).
+  std::vector<SeenRequest> WaitForSeen(size_t n, std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
+    WaitFor([&] { return static_cast<size_t>(requests()) >= n; }, timeout);
+    return seen();
   }
   // Waits until `pred()` holds or `timeout` passes; returns pred().
   template <typename Pred>
@@ -135,7 +144,6 @@ class TestUpstream {
       co_await http::async_read(s, buf, parser, asio::redirect_error(asio::use_awaitable, ec));
       if (ec) co_return;
       auto req = parser.release();
-      ++requests_;
       SeenRequest seen{std::string(req[kRequestId]),
                        std::string(req["X-Twinscope-Mirror"]),
                        std::string(req.method_string()),
@@ -143,6 +151,8 @@ class TestUpstream {
                        req.body().size(),
                        Fnv1a(req.body())};
       {
+        // Counted and recorded in one step: a test that has seen requests()
+        // reach N always finds N entries in seen().
         std::lock_guard<std::mutex> lock(mu_);
         seen_.push_back(seen);
       }
@@ -226,9 +236,9 @@ class TestUpstream {
   tcp::acceptor acceptor_;
   uint16_t port_ = 0;
   std::vector<std::thread> threads_;
-  std::atomic<int> delay_ms_{0}, requests_{0}, connections_{0}, cancels_{0}, completed_{0};
+  std::atomic<int> delay_ms_{0}, connections_{0}, cancels_{0}, completed_{0};
   mutable std::mutex mu_;
-  std::vector<SeenRequest> seen_;
+  std::vector<SeenRequest> seen_;  // every request read, in arrival order; its size is requests()
 };
 
 // A free port with nothing listening on it (bound, then closed).
