@@ -1,5 +1,4 @@
 #include "cli/run_child.h"
-#include "format/trace_tail.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -17,6 +16,8 @@
 #include <map>
 #include <mutex>
 #include <thread>
+
+#include "format/trace_tail.h"
 
 extern char** environ;
 
@@ -169,10 +170,19 @@ ChildResult RunChild(const ChildOptions& options) {
   sigemptyset(&sa.sa_mask);
   for (int i = 0; i < 3; ++i) sigaction(kForwarded[i], &sa, &old_actions[i]);
 
+  // The forwarded signals stay blocked until the child's pid is known: one that
+  // came between fork() and `g_child_pid = pid` (a busy machine can run the
+  // child's exec first) would otherwise find no child to forward to and be lost.
+  sigset_t forwarded, old_mask;
+  sigemptyset(&forwarded);
+  for (int sig : kForwarded) sigaddset(&forwarded, sig);
+  pthread_sigmask(SIG_BLOCK, &forwarded, &old_mask);
+
   const auto start = std::chrono::steady_clock::now();
   std::fflush(nullptr);
   pid_t pid = fork();
   if (pid < 0) {
+    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     for (int i = 0; i < 3; ++i) sigaction(kForwarded[i], &old_actions[i], nullptr);
     close(err_pipe[0]);
     close(err_pipe[1]);
@@ -181,8 +191,9 @@ ChildResult RunChild(const ChildOptions& options) {
     return result;
   }
   if (pid == 0) {
-    // Child: default dispositions for the forwarded signals, then exec.
+    // Child: the program's own dispositions and mask for the forwarded signals, then exec.
     for (int i = 0; i < 3; ++i) sigaction(kForwarded[i], &old_actions[i], nullptr);
+    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     close(err_pipe[0]);
     execvpe(argv[0], argv.data(), envp.data());
     int e = errno;
@@ -191,6 +202,7 @@ ChildResult RunChild(const ChildOptions& options) {
     _exit(127);
   }
   g_child_pid = pid;
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);  // a signal held meanwhile is forwarded now
   close(err_pipe[1]);
   int exec_errno = 0;
   ssize_t n;
