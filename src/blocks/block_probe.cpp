@@ -999,16 +999,7 @@ void BlockProbe::PublishCountersLocked() {
 void BlockProbe::OnNvtx(const NvtxEvent& e) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!writer_ || shut_down_) return;
-  NvtxRecord r{};
-  r.start_ns = e.start_ns;
-  r.end_ns = e.end_ns;
-  r.thread_id = e.thread_id;
-  r.range_id = e.range_id;
-  r.kind = static_cast<uint32_t>(e.kind);
-  r.domain = e.domain.empty() ? 0 : writer_->Intern(e.domain);
-  r.name = writer_->Intern(e.name);
-  r.depth = e.depth;
-  writer_->Append(r);
+  writer_->Append(ToNvtxRecord(e, [this](std::string_view s) { return writer_->Intern(s); }));
   ++counts_[counters::kNvtxRecords];
 }
 
