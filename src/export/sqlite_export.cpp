@@ -142,6 +142,7 @@ class Row {
     return *this;
   }
   Row& Opt(bool present, uint64_t v) { return present ? I(v) : Null(); }
+  Row& Dims(Dim3 d) { return I(d.x).I(d.y).I(d.z); }  // three columns: x, y, z
 
  private:
   sqlite3_stmt* s_;
@@ -192,12 +193,8 @@ class SqliteSink : public RecordSink {
         .I(r.graph_id)
         .I(r.graph_node_id)
         .I(r.flags)
-        .I(r.grid.x)
-        .I(r.grid.y)
-        .I(r.grid.z)
-        .I(r.block.x)
-        .I(r.block.y)
-        .I(r.block.z)
+        .Dims(r.grid)
+        .Dims(r.block)
         .I(r.static_shared_bytes)
         .I(r.dynamic_shared_bytes)
         .I(r.registers_per_thread)
@@ -292,15 +289,9 @@ class SqliteSink : public RecordSink {
         .I(r.device)
         .I(r.stream)
         .I(r.kernel)
-        .I(r.grid.x)
-        .I(r.grid.y)
-        .I(r.grid.z)
-        .I(r.block.x)
-        .I(r.block.y)
-        .I(r.block.z)
-        .I(r.cluster.x)
-        .I(r.cluster.y)
-        .I(r.cluster.z)
+        .Dims(r.grid)
+        .Dims(r.block)
+        .Dims(r.cluster)
         .I(r.flags)
         .I(r.blocks_recorded);
     db_.Step(launch_);
