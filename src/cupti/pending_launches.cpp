@@ -26,7 +26,6 @@ PendingLaunches::OpRing* PendingLaunches::ThreadRing() {
   {
     std::lock_guard<std::mutex> lock(rings_mu_);
     rings_.push_back(std::move(ring));
-    ring_count_.store(rings_.size(), std::memory_order_release);
   }
   t_ring = ThreadRingMemo{instance_, r};
   return r;
@@ -47,13 +46,9 @@ void PendingLaunches::Push(const Op& op) {
 }
 
 void PendingLaunches::DrainLocked() {
-  const size_t n = ring_count_.load(std::memory_order_acquire);
-  for (size_t i = 0; i < n; ++i) {
-    OpRing* r;
-    {
-      std::lock_guard<std::mutex> lock(rings_mu_);
-      r = rings_[i].get();
-    }
+  std::lock_guard<std::mutex> lock(rings_mu_);  // ApplyLocked never takes it
+  for (const auto& ring : rings_) {
+    OpRing* r = ring.get();
     uint64_t tail = r->tail.load(std::memory_order_relaxed);
     const uint64_t head = r->head.load(std::memory_order_acquire);
     for (; tail != head; ++tail) ApplyLocked(r->ops[tail % OpRing::kSize]);

@@ -91,7 +91,6 @@ class PendingLaunches {
   std::mutex mu_;
   std::mutex rings_mu_;                         // registration of rings (after mu_ if both)
   std::vector<std::unique_ptr<OpRing>> rings_;  // one per producing thread, kept until destruction
-  std::atomic<size_t> ring_count_{0};           // rings_.size(), readable without rings_mu_
   std::unordered_map<uint32_t, std::shared_ptr<Entry>> by_id_;
   std::list<std::shared_ptr<Entry>> order_;  // oldest first
   size_t keys_ = 0;
