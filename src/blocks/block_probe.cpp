@@ -139,6 +139,7 @@ struct DecodeJob {
   std::vector<InFlight> launches;
   HostBuffer host;  // the run's bytes; launch i's span at host.data() + offset - start
   uint64_t bytes = 0;
+  uint64_t blocks = 0;  // of its launches' grids
   uint64_t start = 0;
   SanitizerResult result = SANITIZER_SUCCESS;
 };
@@ -801,6 +802,7 @@ void BlockProbe::Drain(std::unique_lock<std::mutex>& lock, Pick pick) {
       --in_transit_;
       in_transit_blocks_ -= BlockCount(taken[k].record.grid);
       if (a != arenas_.end()) a->second->spans.Release(taken[k].offset, zeroed);
+      job.blocks += BlockCount(taken[k].record.grid);
       job.launches.push_back(std::move(taken[k]));
     }
     job.host = std::move(host);
@@ -813,12 +815,10 @@ void BlockProbe::Drain(std::unique_lock<std::mutex>& lock, Pick pick) {
 
 void BlockProbe::EnqueueDecode(std::unique_lock<std::mutex>& lock, DecodeJob job) {
   if (shut_down_) return;  // the trace is closed (counted as lost by Shutdown)
-  uint64_t blocks = 0;
-  for (const InFlight& f : job.launches) blocks += BlockCount(f.record.grid);
   {
     std::lock_guard<std::mutex> jl(jobs_mu_);
     jobs_bytes_ += job.bytes;
-    jobs_blocks_ += blocks;
+    jobs_blocks_ += job.blocks;
     jobs_.push_back(std::move(job));
     if (!decoder_started_) {
       decoder_started_ = true;
@@ -846,15 +846,12 @@ void BlockProbe::DecoderLoop() {
       jobs_.pop_front();
       decoder_busy_ = true;
       jl.unlock();
-      uint64_t blocks = 0;
-      for (const InFlight& f : job.launches) blocks += BlockCount(f.record.grid);
-      const uint64_t bytes = job.bytes;
       DecodeAndWrite(job);
       jl.lock();
       if (job.host.pinned != nullptr) host_pool_.push_back(std::move(job.host));
       decoder_busy_ = false;
-      jobs_bytes_ -= bytes;
-      jobs_blocks_ -= blocks;
+      jobs_bytes_ -= job.bytes;
+      jobs_blocks_ -= job.blocks;
       jobs_cv_.notify_all();
     }
   });
