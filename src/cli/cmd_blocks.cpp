@@ -1,6 +1,4 @@
 // twinscope blocks: run a program under the block probe (shadow trace).
-#include <regex>
-
 #include "base/env_names.h"
 #include "cli/command.h"
 #include "cli/record_common.h"
@@ -16,19 +14,6 @@ struct BlocksFlags {
   std::vector<std::string> command;
 };
 
-std::string CheckPattern(const std::string& p) {
-  if (p.empty() || p == "re:") return "empty kernel pattern";
-  if (p.find(';') != std::string::npos) return "a pattern cannot contain ';' (give --kernel once per pattern)";
-  if (p.rfind("re:", 0) == 0) {
-    try {
-      std::regex re(p.substr(3));
-    } catch (const std::regex_error& e) {
-      return "bad regular expression '" + p.substr(3) + "': " + e.what();
-    }
-  }
-  return "";
-}
-
 CommandRegistration kBlocks(
     "blocks", "Run a program under the block probe: per-block SM, enter/exit time and order of chosen kernels",
     [](CLI::App* sub) -> CommandRun {
@@ -37,7 +22,7 @@ CommandRegistration kBlocks(
                       "Kernel name pattern (substring of the mangled or demangled name; 're:' prefix for a regex); "
                       "repeat for more")
           ->required()
-          ->check(CLI::Validator(CheckPattern, "PATTERN"));
+          ->check(CLI::Validator(CheckKernelPattern, "PATTERN"));
       sub->add_option("--every", f->every, "Trace every Nth matching launch")->check(CLI::PositiveNumber);
       sub->add_option("--max-launches", f->max_launches, "Stop tracing after N launches")->check(CLI::PositiveNumber);
       sub->add_option("-o,--output", f->output, "Trace file to write (replaced if it exists)")->required();
@@ -49,11 +34,7 @@ CommandRegistration kBlocks(
         r.output = f->output;
         r.command = f->command;
         r.label = "tracing blocks";
-        std::string patterns;
-        for (const auto& p : f->kernels) patterns += (patterns.empty() ? "" : ";") + p;
-        r.env.emplace_back(env::kKernelPatterns, patterns);
-        if (f->every) r.env.emplace_back(env::kEvery, std::to_string(f->every));
-        if (f->max_launches) r.env.emplace_back(env::kMaxLaunches, std::to_string(f->max_launches));
+        r.env = BlocksEnv(f->kernels, f->every, f->max_launches);
         return RecordCommand(r);
       };
     });

@@ -6,6 +6,7 @@
 
 #include "cli/cli_text.h"
 #include "cli/command.h"
+#include "cli/join_outputs.h"
 #include "stats/trace_stats.h"
 
 namespace twinscope::cli {
@@ -176,18 +177,23 @@ struct StatsFlags {
   bool strict = false;
   bool json = false;
   size_t top = 20;
+  std::string join_shadow;
 };
 
 CommandRegistration kStats(
     "stats", "Summarise a trace: counts, loss accounting, top kernels, devices, NVTX, block statistics",
     [](CLI::App* sub) -> CommandRun {
       auto f = std::make_shared<StatsFlags>();
-      sub->add_option("file", f->path, "Trace file (.tsc)")->required();
+      sub->add_option("file", f->path, "Trace file (.tsc), or a twin/join folder (primary.tsc + shadow.tsc)")
+          ->required();
+      sub->add_option("--join", f->join_shadow, "Shadow trace to join with FILE (the primary): show the joined model");
       sub->add_flag("--strict", f->strict,
                     "Exit with code 3 if anything was missing, invalid or dropped, or the read was not complete");
       sub->add_flag("--json", f->json, "Print the statistics as JSON");
       sub->add_option("--top", f->top, "Rows per table (0 = all)")->capture_default_str();
       return [f]() {
+        if (!f->join_shadow.empty() || IsJoinFolder(f->path))
+          return StatsOnJoin(f->path, f->join_shadow, f->json, f->top);
         auto stats = stats::ComputeTraceStats(f->path);
         if (!stats.ok()) {
           std::fprintf(stderr, "twinscope stats: %s\n", stats.status().message().c_str());

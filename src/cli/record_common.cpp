@@ -5,12 +5,37 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <regex>
 
 #include "base/env_names.h"
 #include "cli/cli_text.h"
 #include "cli/run_child.h"
 
 namespace twinscope::cli {
+
+std::string CheckKernelPattern(const std::string& p) {
+  if (p.empty() || p == "re:") return "empty kernel pattern";
+  if (p.find(';') != std::string::npos) return "a pattern cannot contain ';' (give --kernel once per pattern)";
+  if (p.rfind("re:", 0) == 0) {
+    try {
+      std::regex re(p.substr(3));
+    } catch (const std::regex_error& e) {
+      return "bad regular expression '" + p.substr(3) + "': " + e.what();
+    }
+  }
+  return "";
+}
+
+std::vector<std::pair<std::string, std::string>> BlocksEnv(const std::vector<std::string>& kernels, long long every,
+                                                           long long max_launches) {
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string patterns;
+  for (const auto& p : kernels) patterns += (patterns.empty() ? "" : ";") + p;
+  env.emplace_back(env::kKernelPatterns, patterns);
+  if (every) env.emplace_back(env::kEvery, std::to_string(every));
+  if (max_launches) env.emplace_back(env::kMaxLaunches, std::to_string(max_launches));
+  return env;
+}
 
 int RecordCommand(const RecordRequest& request) {
   if (request.command.empty()) {

@@ -16,6 +16,14 @@ struct RecordRequest {
   std::string label;  // for the live status line
 };
 
+// "" if `pattern` is a valid --kernel pattern (substring, or "re:" + regular
+// expression), else what is wrong with it.
+std::string CheckKernelPattern(const std::string& pattern);
+
+// The block probe's environment for --kernel/--every/--max-launches.
+std::vector<std::pair<std::string, std::string>> BlocksEnv(const std::vector<std::string>& patterns, long long every,
+                                                           long long max_launches);
+
 // Returns the program's exit code (128+signal if killed), 127/126 if it could
 // not be started, 1 if the recording could not be set up.
 int RecordCommand(const RecordRequest& request);

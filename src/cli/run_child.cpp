@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "format/trace_tail.h"
+#include "twin/child_group.h"
 
 extern char** environ;
 
@@ -67,19 +68,6 @@ std::string HumanBytes(double bytes) {
 }
 
 namespace {
-
-volatile sig_atomic_t g_child_pid = 0;
-
-// Forwards a signal that was sent to twinscope alone (kill/sigqueue). Signals
-// raised by the terminal (si_code SI_KERNEL) reached the child's process group
-// already; forwarding them would deliver them twice.
-void ForwardSignal(int sig, siginfo_t* info, void*) {
-  if (info && info->si_code == SI_KERNEL) return;
-  pid_t pid = g_child_pid;
-  if (pid > 0) kill(pid, sig);
-}
-
-constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP};
 
 class StatusLine {
  public:
@@ -132,115 +120,22 @@ class StatusLine {
 
 ChildResult RunChild(const ChildOptions& options) {
   ChildResult result;
-  if (options.argv.empty()) {
-    result.exit_code = 2;
-    result.error = "no command given";
-    return result;
-  }
-
-  // Everything the child needs is built before fork().
-  std::map<std::string, std::string> overrides(options.env.begin(), options.env.end());
-  std::vector<std::string> env_strings;
-  for (char** e = environ; e && *e; ++e) {
-    std::string kv(*e);
-    auto eq = kv.find('=');
-    if (eq != std::string::npos && overrides.count(kv.substr(0, eq))) continue;
-    env_strings.push_back(std::move(kv));
-  }
-  for (const auto& [k, v] : overrides) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_copy = options.argv;
-  std::vector<char*> argv;
-  for (auto& s : argv_copy) argv.push_back(s.data());
-  argv.push_back(nullptr);
-
-  int err_pipe[2];
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
-    result.exit_code = 126;
-    result.error = std::string("pipe failed: ") + std::strerror(errno);
-    return result;
-  }
-
-  struct sigaction old_actions[3];
-  struct sigaction sa {};
-  sa.sa_sigaction = ForwardSignal;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  for (int i = 0; i < 3; ++i) sigaction(kForwarded[i], &sa, &old_actions[i]);
-
-  // The forwarded signals stay blocked until the child's pid is known: one that
-  // came between fork() and `g_child_pid = pid` (a busy machine can run the
-  // child's exec first) would otherwise find no child to forward to and be lost.
-  sigset_t forwarded, old_mask;
-  sigemptyset(&forwarded);
-  for (int sig : kForwarded) sigaddset(&forwarded, sig);
-  pthread_sigmask(SIG_BLOCK, &forwarded, &old_mask);
-
-  const auto start = std::chrono::steady_clock::now();
-  std::fflush(nullptr);
-  pid_t pid = fork();
-  if (pid < 0) {
-    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-    for (int i = 0; i < 3; ++i) sigaction(kForwarded[i], &old_actions[i], nullptr);
-    close(err_pipe[0]);
-    close(err_pipe[1]);
-    result.exit_code = 126;
-    result.error = std::string("fork failed: ") + std::strerror(errno);
-    return result;
-  }
-  if (pid == 0) {
-    // Child: the program's own dispositions and mask for the forwarded signals, then exec.
-    for (int i = 0; i < 3; ++i) sigaction(kForwarded[i], &old_actions[i], nullptr);
-    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-    close(err_pipe[0]);
-    execvpe(argv[0], argv.data(), envp.data());
-    int e = errno;
-    ssize_t ignored = write(err_pipe[1], &e, sizeof e);
-    (void)ignored;
-    _exit(127);
-  }
-  g_child_pid = pid;
-  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);  // a signal held meanwhile is forwarded now
-  close(err_pipe[1]);
-  int exec_errno = 0;
-  ssize_t n;
-  do {
-    n = read(err_pipe[0], &exec_errno, sizeof exec_errno);
-  } while (n < 0 && errno == EINTR);
-  close(err_pipe[0]);
-
-  if (n == sizeof exec_errno) {
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    g_child_pid = 0;
-    for (int i = 0; i < 3; ++i) sigaction(kForwarded[i], &old_actions[i], nullptr);
-    result.exit_code = (exec_errno == ENOENT || exec_errno == ENOTDIR) ? 127 : 126;
-    result.error =
-        "cannot run '" + options.argv[0] + "': " + std::strerror(exec_errno) +
-        (exec_errno == ENOENT && options.argv[0].find('/') == std::string::npos ? " (not found in PATH)" : "");
+  twin::ChildGroup group;
+  const size_t i = group.Start(twin::ChildSpec{options.argv, options.env, false});
+  if (!group.exit(i).started) {
+    result.exit_code = group.exit(i).exit_code;
+    result.error = group.exit(i).error;
     return result;
   }
   result.started = true;
-
-  int status = 0;
   {
     StatusLine line(options);
-    while (waitpid(pid, &status, 0) < 0) {
-      if (errno != EINTR) break;
-    }
+    group.WaitAll();
   }
-  g_child_pid = 0;
-  for (int i = 0; i < 3; ++i) sigaction(kForwarded[i], &old_actions[i], nullptr);
-  result.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (WIFEXITED(status)) {
-    result.exit_code = WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
-    result.term_signal = WTERMSIG(status);
-    result.exit_code = 128 + result.term_signal;
-  }
+  const twin::ChildExit& e = group.exit(i);
+  result.exit_code = e.exit_code;
+  result.term_signal = e.term_signal;
+  result.elapsed_s = e.elapsed_s;
   return result;
 }
 

@@ -242,6 +242,9 @@ void Collector::StartLocked() {
   nlohmann::json header = BaseHeader("primary");
   header["collector"] = "cupti";
   header["config"] = config_.ToJson();
+  // One reading of the collector's clock beside CLOCK_REALTIME, so tools can
+  // put this trace's times beside another process's (the join's --concurrent).
+  header["clock"] = {{"cupti_ns", Clock()}, {"realtime_ns", RealtimeNs()}};
   header["cupti_api_version_compiled"] = CUPTI_API_VERSION;
   uint32_t cupti_version = 0;
   if (have_cupti && Cupti().GetVersion(&cupti_version) == CUPTI_SUCCESS) header["cupti_version"] = cupti_version;

@@ -29,7 +29,10 @@ uint64_t TraceTail::Poll() {
     // Count the chunk only once its payload is on disk.
     if (std::fseek(f, static_cast<long>(offset_ + sizeof h + h.stored_size - 1), SEEK_SET) != 0 || std::fgetc(f) == EOF)
       break;
-    if (h.kind == static_cast<uint32_t>(ChunkKind::kRecords)) records_ += h.record_count;
+    if (h.kind == static_cast<uint32_t>(ChunkKind::kRecords)) {
+      records_ += h.record_count;
+      if (h.record_type == static_cast<uint32_t>(RecordType::kLaunch)) launches_ += h.record_count;
+    }
     offset_ += sizeof h + h.stored_size;
   }
   std::fclose(f);

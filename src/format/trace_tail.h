@@ -16,11 +16,14 @@ class TraceTail {
   // of records in whole chunks so far (0 while the file does not exist).
   uint64_t Poll();
   uint64_t bytes() const { return offset_; }
+  // Launch records among them (as of the last Poll()).
+  uint64_t launches() const { return launches_; }
 
  private:
   std::string path_;
   uint64_t offset_ = 0;  // start of the next chunk header (0: preamble not read yet)
   uint64_t records_ = 0;
+  uint64_t launches_ = 0;
   bool broken_ = false;  // not a trace, or a damaged chunk header: stop following
 };
 

@@ -1,0 +1,44 @@
+// twinscope join: match a primary and a shadow trace launch by launch and
+// write the joined views. The model lives in src/join.
+#include <sys/stat.h>
+
+#include "cli/command.h"
+#include "cli/join_outputs.h"
+
+namespace twinscope::cli {
+namespace {
+
+struct JoinFlags {
+  std::string primary, shadow, out;
+  bool concurrent = false;
+  size_t top = 10;
+};
+
+CommandRegistration kJoin(
+    "join", "Match a primary trace (record) and a shadow trace (blocks) launch by launch; write the joined views",
+    [](CLI::App* sub) -> CommandRun {
+      auto f = std::make_shared<JoinFlags>();
+      sub->add_option("primary", f->primary, "Primary trace (twinscope record)")->required()->check(CLI::ExistingFile);
+      sub->add_option("shadow", f->shadow, "Shadow trace (twinscope blocks)")->required()->check(CLI::ExistingFile);
+      sub->add_option("-o,--output", f->out, "Folder for join.json, the report and the other views")->required();
+      sub->add_flag("--concurrent", f->concurrent,
+                    "The two ran at the same time: flag primary kernels that ran while the shadow had GPU work");
+      sub->add_option("--top", f->top, "Slowest matched launches to print")->capture_default_str();
+      sub->footer("Example: twinscope join run/primary.tsc run/shadow.tsc -o run");
+      return [f]() {
+        if (mkdir(f->out.c_str(), 0755) != 0 && errno != EEXIST) {
+          std::fprintf(stderr, "twinscope join: cannot make folder %s: %s\n", f->out.c_str(), std::strerror(errno));
+          return 1;
+        }
+        JoinOutputRequest r;
+        r.primary = f->primary;
+        r.shadow = f->shadow;
+        r.out_dir = f->out;
+        r.options.concurrent = f->concurrent;
+        r.top = f->top;
+        return JoinAndReport(r);
+      };
+    });
+
+}  // namespace
+}  // namespace twinscope::cli

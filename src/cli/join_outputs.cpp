@@ -1,0 +1,93 @@
+#include "cli/join_outputs.h"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "join/join_views.h"
+
+namespace twinscope::cli {
+namespace {
+
+constexpr size_t kDetailLaunches = 32;
+
+bool WriteText(const std::string& path, const std::string& text, std::string* error) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();
+  if (!f) {
+    *error = "cannot write " + path;
+    return false;
+  }
+  return true;
+}
+
+bool IsFile(const std::string& p) {
+  struct stat st {};
+  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+}  // namespace
+
+join::JoinOptions TwinOptions(const std::string& dir) {
+  join::JoinOptions o;
+  std::ifstream f(dir + "/twin.json");
+  if (!f) return o;
+  auto j = nlohmann::json::parse(f, nullptr, false);
+  if (!j.is_object()) return o;
+  o.concurrent = j.value("concurrent", false);
+  o.shadow_window_start_realtime_ns = j.value("shadow_start_realtime_ns", uint64_t{0});
+  o.shadow_window_end_realtime_ns = j.value("shadow_end_realtime_ns", uint64_t{0});
+  return o;
+}
+
+bool IsJoinFolder(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && IsFile(path + "/primary.tsc") &&
+         IsFile(path + "/shadow.tsc");
+}
+
+int JoinAndReport(const JoinOutputRequest& r) {
+  auto model = join::JoinTraces(r.primary, r.shadow, r.options);
+  if (!model.ok()) {
+    std::fprintf(stderr, "twinscope join: %s\n", model.status().message().c_str());
+    return 1;
+  }
+  const join::JoinedModel& m = *model;
+  join::PrintJoin(stdout, m, r.top);
+  if (r.out_dir.empty()) return 0;
+
+  auto blocks = join::ReadShadowBlocks(r.shadow, join::DetailSeqs(m, kDetailLaunches));
+  std::vector<join::LaunchBlocks> detail;
+  if (blocks.ok()) detail = std::move(*blocks);
+  else std::fprintf(stderr, "twinscope join: warning: block detail not read: %s\n", blocks.status().message().c_str());
+
+  std::string error;
+  const std::string json_path = r.out_dir + "/join.json";
+  if (!WriteText(json_path, join::JoinToJson(m, {}, detail).dump(), &error)) {
+    std::fprintf(stderr, "twinscope join: %s\n", error.c_str());
+    return 1;
+  }
+  std::printf("joined model: %s\n", json_path.c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
+int StatsOnJoin(const std::string& path, const std::string& shadow, bool json, size_t top) {
+  const std::string p = shadow.empty() ? path + "/primary.tsc" : path;
+  const std::string s = shadow.empty() ? path + "/shadow.tsc" : shadow;
+  auto model = join::JoinTraces(p, s, shadow.empty() ? TwinOptions(path) : join::JoinOptions{});
+  if (!model.ok()) {
+    std::fprintf(stderr, "twinscope stats: %s\n", model.status().message().c_str());
+    return 1;
+  }
+  if (json) {
+    std::printf("%s\n", join::JoinToJson(*model, {}, {}).dump(2).c_str());
+  } else {
+    join::PrintJoin(stdout, *model, top);
+  }
+  return 0;
+}
+
+}  // namespace twinscope::cli

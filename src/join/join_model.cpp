@@ -1,0 +1,346 @@
+// Builds the joined model: reads the shadow (targets, blocks), then the
+// primary (the targets' launches and kernel records), matches them by launch
+// key, then by time, and derives drift, steps and the why-slow groups.
+#include "join/join_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "join/match.h"
+#include "join/why_slow.h"
+#include "twinscope/trace_reader.h"
+
+namespace twinscope::join {
+
+const char* MatchKindName(MatchKind k) { return k == MatchKind::kExact ? "exact" : "time"; }
+
+namespace {
+
+// Forwards every record to two sinks.
+class TeeSink : public RecordSink {
+ public:
+  TeeSink(RecordSink& a, RecordSink& b) : a_(a), b_(b) {}
+  void OnKernel(const KernelRecord& r) override { a_.OnKernel(r), b_.OnKernel(r); }
+  void OnMemcpy(const MemcpyRecord& r) override { a_.OnMemcpy(r), b_.OnMemcpy(r); }
+  void OnMemset(const MemsetRecord& r) override { a_.OnMemset(r), b_.OnMemset(r); }
+  void OnApi(const ApiRecord& r) override { a_.OnApi(r), b_.OnApi(r); }
+  void OnNvtx(const NvtxRecord& r) override { a_.OnNvtx(r), b_.OnNvtx(r); }
+  void OnLaunch(const LaunchRecord& r) override { a_.OnLaunch(r), b_.OnLaunch(r); }
+  void OnBlock(const BlockRecord& r) override { a_.OnBlock(r), b_.OnBlock(r); }
+  void OnStatus(const nlohmann::json& s, bool summary) override { a_.OnStatus(s, summary), b_.OnStatus(s, summary); }
+
+ private:
+  RecordSink& a_;
+  RecordSink& b_;
+};
+
+// The shadow's launch records and each launch's valid block durations.
+class ShadowSink : public RecordSink {
+ public:
+  void OnLaunch(const LaunchRecord& r) override { launches[r.seq] = r; }
+  void OnBlock(const BlockRecord& r) override {
+    if (r.enter_ns && r.exit_ns && r.exit_ns >= r.enter_ns) durations[r.launch_seq].push_back(r.exit_ns - r.enter_ns);
+  }
+  std::unordered_map<uint64_t, LaunchRecord> launches;
+  std::unordered_map<uint64_t, std::vector<uint64_t>> durations;
+};
+
+bool ValidTimes(uint64_t start, uint64_t end, uint32_t flags) {
+  return !(flags & kFlagInvalidTimestamp) && start && end && end >= start;
+}
+
+// First element of a key path: "step#3/attn#0" -> "step#3".
+std::string TopLevel(const std::string& path) { return path.substr(0, path.find('/')); }
+
+// The primary's target launches: launch records of target kernels tied to
+// their kernel records (by correlation id and key hash), plus kernel records
+// whose launch record is missing; and per-top-level-range kernel time.
+class PrimarySink : public RecordSink {
+ public:
+  PrimarySink(const TraceReader& reader, const std::unordered_set<std::string>& targets)
+      : reader_(reader), targets_(targets) {}
+
+  void OnLaunch(const LaunchRecord& r) override {
+    if (!IsTarget(r.kernel)) return;
+    PrimaryLaunch p;
+    p.kernel = std::string(reader_.String(r.kernel));
+    p.path = std::string(reader_.String(r.key.path));
+    p.ordinal = r.key.ordinal;
+    p.hash = r.key.hash;
+    p.grid = r.grid;
+    p.block = r.block;
+    p.cpu_ns = r.cpu_ns;
+    p.stream = r.stream;
+    p.device = r.device;
+    p.graph = (r.flags & kFlagGraph) != 0;
+    const uint64_t tie = Tie(r.correlation_id, r.key.hash);
+    auto k = orphan_kernels_.find(tie);
+    if (k != orphan_kernels_.end() && !k->second.empty()) {
+      Attach(p, k->second.back());
+      k->second.pop_back();
+    } else {
+      waiting_[tie].push_back(launches.size());
+    }
+    launches.push_back(std::move(p));
+  }
+
+  void OnKernel(const KernelRecord& r) override {
+    const bool valid = ValidTimes(r.start_ns, r.end_ns, r.flags);
+    if (valid && (!t0 || r.start_ns < t0)) t0 = r.start_ns;
+    const bool target = IsTarget(r.name);
+    if (valid) {
+      StepRow& s = Step(r.key.path);
+      ++s.kernels;
+      s.kernel_ns += r.end_ns - r.start_ns;
+      if (target) s.target_ns += r.end_ns - r.start_ns;
+    }
+    if (!target) return;
+    if (r.demangled && !demangled_.count(r.name)) demangled_[r.name] = std::string(reader_.String(r.demangled));
+    const uint64_t tie = Tie(r.correlation_id, r.key.hash);
+    auto w = waiting_.find(tie);
+    if (w != waiting_.end() && !w->second.empty()) {
+      Attach(launches[w->second.front()], r);
+      w->second.erase(w->second.begin());
+      if (w->second.empty()) waiting_.erase(w);
+    } else {
+      orphan_kernels_[tie].push_back(r);
+    }
+  }
+
+  // Kernel records never tied to a launch record become launches of their own.
+  void Finish() {
+    for (auto& [tie, list] : orphan_kernels_) {
+      for (const KernelRecord& r : list) {
+        PrimaryLaunch p;
+        p.kernel = std::string(reader_.String(r.name));
+        p.path = std::string(reader_.String(r.key.path));
+        p.ordinal = r.key.ordinal;
+        p.hash = r.key.hash;
+        p.grid = r.grid;
+        p.block = r.block;
+        p.cpu_ns = r.start_ns;  // the CUPTI clock: best estimate of the launch time
+        p.graph = (r.flags & kFlagGraph) != 0;
+        Attach(p, r);
+        launches.push_back(std::move(p));
+      }
+    }
+    orphan_kernels_.clear();
+    std::stable_sort(launches.begin(), launches.end(),
+                     [](const PrimaryLaunch& a, const PrimaryLaunch& b) { return a.cpu_ns < b.cpu_ns; });
+    for (auto& [id, d] : demangled_) demangled_by_name_.emplace(std::string(reader_.String(id)), d);
+    for (auto& p : launches) {
+      auto it = demangled_by_name_.find(p.kernel);
+      if (it != demangled_by_name_.end()) p.demangled = it->second;
+    }
+  }
+
+  std::vector<PrimaryLaunch> launches;
+  std::vector<StepRow> steps;
+  uint64_t t0 = 0;
+
+ private:
+  static uint64_t Tie(uint32_t correlation, uint64_t hash) { return hash * 1000003u ^ correlation; }
+  void Attach(PrimaryLaunch& p, const KernelRecord& r) {
+    p.device = r.device;
+    p.stream = r.stream;
+    p.graph = p.graph || (r.flags & kFlagGraph);
+    if (ValidTimes(r.start_ns, r.end_ns, r.flags)) {
+      p.have_kernel = true;
+      p.start_ns = r.start_ns;
+      p.end_ns = r.end_ns;
+    }
+  }
+  bool IsTarget(StringId id) {
+    auto it = target_ids_.find(id);
+    if (it != target_ids_.end()) return it->second;
+    const bool t = targets_.count(std::string(reader_.String(id))) > 0;
+    target_ids_.emplace(id, t);
+    return t;
+  }
+  StepRow& Step(StringId path) {
+    auto it = step_index_.find(path);
+    if (it == step_index_.end()) {
+      std::string top = TopLevel(std::string(reader_.String(path)));
+      auto named = step_by_name_.find(top);
+      size_t idx;
+      if (named == step_by_name_.end()) {
+        idx = steps.size();
+        steps.push_back(StepRow{top});
+        step_by_name_.emplace(top, idx);
+      } else {
+        idx = named->second;
+      }
+      it = step_index_.emplace(path, idx).first;
+    }
+    return steps[it->second];
+  }
+
+  const TraceReader& reader_;
+  const std::unordered_set<std::string>& targets_;
+  std::unordered_map<StringId, bool> target_ids_;
+  std::unordered_map<uint64_t, std::vector<size_t>> waiting_;          // launches without kernel yet
+  std::unordered_map<uint64_t, std::vector<KernelRecord>> orphan_kernels_;  // kernels without launch yet
+  std::unordered_map<StringId, std::string> demangled_;
+  std::unordered_map<std::string, std::string> demangled_by_name_;
+  std::unordered_map<StringId, size_t> step_index_;
+  std::unordered_map<std::string, size_t> step_by_name_;
+};
+
+std::string RoleOf(const TraceReader& r) { return r.header().is_object() ? r.header().value("role", "") : ""; }
+
+void Warn(JoinedModel& m, const std::string& side, const ReadReport& rep) {
+  if (rep.end == ReadEnd::kComplete) return;
+  if (rep.end == ReadEnd::kNoSummary) {
+    m.warnings.push_back(side + " trace has no summary (the process did not shut down cleanly): joined what it holds");
+  } else {
+    m.warnings.push_back(side + " trace is damaged: " + rep.message + "; joined what could be read");
+  }
+}
+
+// CUPTI clock -> CLOCK_REALTIME, from the primary header's clock pair; 0 offset
+// if the header has none (older traces), which assumes CUPTI's clock is realtime.
+int64_t PrimaryToRealtime(const nlohmann::json& h) {
+  if (h.is_object() && h.contains("clock") && h["clock"].is_object()) {
+    const auto& c = h["clock"];
+    if (c.contains("cupti_ns") && c.contains("realtime_ns"))
+      return c["realtime_ns"].get<int64_t>() - c["cupti_ns"].get<int64_t>();
+  }
+  return 0;
+}
+
+int64_t ShadowMonotonicToRealtime(const nlohmann::json& h) {
+  if (!h.is_object()) return 0;
+  return h.value("start_realtime_ns", int64_t{0}) - h.value("start_monotonic_ns", int64_t{0});
+}
+
+}  // namespace
+
+StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::string& shadow_path,
+                                 const JoinOptions& options) {
+  JoinedModel m;
+  m.primary_path = primary_path;
+  m.shadow_path = shadow_path;
+  m.options = options;
+
+  // Shadow first: it names the target kernels.
+  std::string error;
+  auto sreader = TraceReader::Open(shadow_path, &error);
+  if (!sreader) return Status::Error("shadow: " + error);
+  if (RoleOf(*sreader) != "shadow")
+    return Status::Error(shadow_path + " is not a shadow trace (role '" + RoleOf(*sreader) +
+                         "'): give the primary (twinscope record) first, then the shadow (twinscope blocks)");
+  auto preader = TraceReader::Open(primary_path, &error);
+  if (!preader) return Status::Error("primary: " + error);
+  if (RoleOf(*preader) != "primary")
+    return Status::Error(primary_path + " is not a primary trace (role '" + RoleOf(*preader) +
+                         "'): give the primary (twinscope record) first, then the shadow (twinscope blocks)");
+
+  {
+    stats::StatsBuilder sb;
+    sb.set_keep_launches(true);
+    ShadowSink ss;
+    TeeSink tee(sb, ss);
+    ReadReport rep = sreader->Read(tee);
+    m.shadow_side.stats = sb.Finish(sreader->strings(), sreader->header(), rep);
+    m.shadow_side.stats.path = shadow_path;
+    m.shadow_side.launches = ss.launches.size();
+    Warn(m, "shadow", rep);
+    for (auto& sl : m.shadow_side.stats.shadow_launches) {
+      auto li = ss.launches.find(sl.blocks.seq);
+      if (li == ss.launches.end()) continue;  // blocks without a launch record: counted by stats
+      const LaunchRecord& lr = li->second;
+      ShadowLaunch s;
+      s.seq = lr.seq;
+      s.kernel = sl.kernel;
+      s.path = sl.key_path;
+      s.ordinal = sl.key_ordinal;
+      s.hash = sl.key_hash;
+      s.grid = lr.grid;
+      s.block = lr.block;
+      s.cpu_ns = lr.cpu_ns;
+      s.stream = lr.stream;
+      s.blocks = sl.blocks;
+      auto d = ss.durations.find(lr.seq);
+      if (d != ss.durations.end()) {
+        s.block_durations = std::move(d->second);
+        std::sort(s.block_durations.begin(), s.block_durations.end());
+      }
+      m.shadow.push_back(std::move(s));
+    }
+    // The per-launch detail now lives in m.shadow; the side keeps the totals.
+    m.shadow_side.stats.shadow_launches.clear();
+  }
+
+  std::unordered_set<std::string> targets;
+  for (const auto& s : m.shadow) targets.insert(s.kernel);
+  m.summary.target_kernels.assign(targets.begin(), targets.end());
+  std::sort(m.summary.target_kernels.begin(), m.summary.target_kernels.end());
+
+  {
+    stats::StatsBuilder sb;
+    PrimarySink ps(*preader, targets);
+    TeeSink tee(sb, ps);
+    ReadReport rep = preader->Read(tee);
+    ps.Finish();
+    m.primary_side.stats = sb.Finish(preader->strings(), preader->header(), rep);
+    m.primary_side.stats.path = primary_path;
+    m.primary_side.launches = m.primary_side.stats.counts.count("launch") ? m.primary_side.stats.counts.at("launch") : 0;
+    Warn(m, "primary", rep);
+    m.primary = std::move(ps.launches);
+    m.steps = std::move(ps.steps);
+    m.primary_t0_ns = ps.t0;
+  }
+  if (m.shadow.empty())
+    m.warnings.push_back("the shadow traced no launch: nothing to join (did the kernel pattern match a kernel?)");
+
+  MatchLaunches(m);
+
+  if (options.concurrent) {
+    const int64_t p2r = PrimaryToRealtime(preader->header());
+    const int64_t s2r = ShadowMonotonicToRealtime(sreader->header());
+    uint64_t ws = options.shadow_window_start_realtime_ns, we = options.shadow_window_end_realtime_ns;
+    if (!ws && !we) {
+      ws = sreader->header().value("start_realtime_ns", uint64_t{0});
+      uint64_t last = 0, span = 0;
+      for (const auto& s : m.shadow) last = std::max(last, s.cpu_ns), span = std::max(span, s.blocks.span_ns);
+      we = last ? static_cast<uint64_t>(static_cast<int64_t>(last) + s2r) + span : ws;
+    }
+    for (auto& p : m.primary) {
+      if (!p.have_kernel) continue;
+      const int64_t s = static_cast<int64_t>(p.start_ns) + p2r, e = static_cast<int64_t>(p.end_ns) + p2r;
+      p.overlapped = e >= static_cast<int64_t>(ws) && s <= static_cast<int64_t>(we);
+      if (p.overlapped) ++m.summary.overlapped_primary_kernels;
+    }
+  }
+
+  ComputeWhySlow(m);
+  return m;
+}
+
+StatusOr<std::vector<LaunchBlocks>> ReadShadowBlocks(const std::string& shadow_path, const std::vector<uint64_t>& seqs) {
+  std::string error;
+  auto reader = TraceReader::Open(shadow_path, &error);
+  if (!reader) return Status::Error(error);
+  struct Sink : RecordSink {
+    std::unordered_map<uint64_t, size_t> index;
+    std::vector<LaunchBlocks> out;
+    void OnBlock(const BlockRecord& r) override {
+      auto it = index.find(r.launch_seq);
+      if (it != index.end()) out[it->second].blocks.push_back(r);
+    }
+  } sink;
+  for (uint64_t s : seqs) {
+    if (sink.index.emplace(s, sink.out.size()).second) sink.out.push_back(LaunchBlocks{s, {}});
+  }
+  reader->Read(sink);
+  for (auto& l : sink.out) {
+    std::sort(l.blocks.begin(), l.blocks.end(),
+              [](const BlockRecord& a, const BlockRecord& b) { return a.order < b.order; });
+  }
+  return std::move(sink.out);
+}
+
+}  // namespace twinscope::join

@@ -1,0 +1,31 @@
+// Views of the joined model that every front end shares: its JSON form
+// (docs/join.md; `stats --json` on a join, DIR/join.json, the report's
+// data) and the text `twinscope join`, `twin` and `stats` print.
+#pragma once
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "join/join_model.h"
+
+namespace twinscope::join {
+
+struct JsonBounds {
+  size_t max_launches = 0;      // slowest first; 0 = all (launches named by why_slow are always kept)
+  size_t max_drift_rows = 0;    // 0 = all (drifting ranges first)
+  size_t max_step_rows = 0;     // 0 = all
+};
+
+// Shadow seqs whose blocks the views draw: each group's reference and slow
+// launches first, then the slowest other launches, at most `max`.
+std::vector<uint64_t> DetailSeqs(const JoinedModel& m, size_t max);
+
+// The model as JSON. `blocks` (from ReadShadowBlocks) fills "block_detail".
+nlohmann::json JoinToJson(const JoinedModel& m, const JsonBounds& bounds, const std::vector<LaunchBlocks>& blocks);
+
+// The text summary: sides, matches, drift, why slow, then the `top` slowest
+// matched launches (0 = none).
+void PrintJoin(std::FILE* out, const JoinedModel& m, size_t top);
+
+}  // namespace twinscope::join

@@ -1,0 +1,142 @@
+// Shape groups, reference launches and verdicts of the why-slow view.
+#include "join/why_slow.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <tuple>
+
+namespace twinscope::join {
+namespace {
+
+uint64_t Working(const ShadowLaunch& s, uint64_t threshold) {
+  const auto& d = s.block_durations;
+  return static_cast<uint64_t>(d.end() - std::lower_bound(d.begin(), d.end(), threshold));
+}
+
+double TailShare(const stats::LaunchBlockStats& b) {
+  return b.span_ns ? static_cast<double>(b.tail_ns) / static_cast<double>(b.span_ns) : 0;
+}
+
+std::string Pct(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f%%", v * 100);
+  return buf;
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace
+
+std::string HumanNs(uint64_t ns) {
+  char buf[32];
+  if (ns < 10'000) std::snprintf(buf, sizeof buf, "%llu ns", static_cast<unsigned long long>(ns));
+  else if (ns < 10'000'000) std::snprintf(buf, sizeof buf, "%.1f us", static_cast<double>(ns) / 1e3);
+  else if (ns < 10'000'000'000ull) std::snprintf(buf, sizeof buf, "%.1f ms", static_cast<double>(ns) / 1e6);
+  else std::snprintf(buf, sizeof buf, "%.2f s", static_cast<double>(ns) / 1e9);
+  return buf;
+}
+
+std::vector<std::string> VerdictNames(uint32_t v) {
+  std::vector<std::string> out;
+  if (v & kVerdictFewerBlocks) out.push_back("fewer_blocks");
+  if (v & kVerdictFewerSms) out.push_back("fewer_sms");
+  if (v & kVerdictReordered) out.push_back("reordered");
+  if (v & kVerdictStraggler) out.push_back("straggler");
+  if (out.empty()) out.push_back("none");
+  return out;
+}
+
+void ComputeWhySlow(JoinedModel& m) {
+  // (kernel, grid, block) -> match indices with a primary duration and blocks.
+  using Shape = std::tuple<std::string, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>;
+  std::map<Shape, std::vector<size_t>> groups;
+  for (size_t i = 0; i < m.matches.size(); ++i) {
+    const Match& mt = m.matches[i];
+    const PrimaryLaunch& p = m.primary[mt.primary];
+    const ShadowLaunch& s = m.shadow[mt.shadow];
+    if (!p.have_kernel || s.blocks.blocks_seen == 0) continue;
+    groups[{p.kernel, p.grid.x, p.grid.y, p.grid.z, p.block.x, p.block.y, p.block.z}].push_back(i);
+  }
+  auto dur = [&](size_t match) {
+    const PrimaryLaunch& p = m.primary[m.matches[match].primary];
+    return p.end_ns - p.start_ns;
+  };
+  for (auto& [shape, list] : groups) {
+    std::stable_sort(list.begin(), list.end(), [&](size_t a, size_t b) { return dur(a) < dur(b); });
+    ShapeGroup g;
+    const PrimaryLaunch& first = m.primary[m.matches[list[0]].primary];
+    g.kernel = first.demangled.empty() ? first.kernel : first.demangled;
+    g.grid = first.grid;
+    g.block = first.block;
+    g.launches = list.size();
+    g.reference = list[(list.size() - 1) / 2];
+    g.median_dur_ns = dur(g.reference);
+    const ShadowLaunch& ref = m.shadow[m.matches[g.reference].shadow];
+    const uint64_t ref_p50 = stats::PercentileSorted(ref.block_durations, 50);
+    const uint64_t threshold = static_cast<uint64_t>(std::ceil(static_cast<double>(ref_p50) * kWorkingBlockShare));
+    for (size_t i : list) {
+      ShadowLaunch& s = m.shadow[m.matches[i].shadow];
+      s.blocks_working = Working(s, threshold);
+    }
+    if (list.size() >= m.options.min_group_launches) {
+      for (size_t k = 0; k < m.options.slow_per_group && k + 1 < list.size(); ++k) {
+        const size_t i = list[list.size() - 1 - k];
+        if (dur(i) <= g.median_dur_ns) break;
+        const Match& mt = m.matches[i];
+        const ShadowLaunch& s = m.shadow[mt.shadow];
+        SlowLaunch sl;
+        sl.match = i;
+        sl.dur_ns = dur(i);
+        sl.ratio = g.median_dur_ns ? static_cast<double>(sl.dur_ns) / static_cast<double>(g.median_dur_ns) : 0;
+        std::vector<std::string> why;
+        if (static_cast<double>(s.blocks_working) < kFewerShare * static_cast<double>(ref.blocks_working)) {
+          sl.verdicts |= kVerdictFewerBlocks;
+          why.push_back("fewer blocks did the work: " + std::to_string(s.blocks_working) + " of " +
+                        std::to_string(s.blocks.blocks_expected) + " blocks worked vs " +
+                        std::to_string(ref.blocks_working) + " in the median launch");
+        }
+        if (static_cast<double>(s.blocks.sms_used) < kFewerShare * static_cast<double>(ref.blocks.sms_used)) {
+          sl.verdicts |= kVerdictFewerSms;
+          why.push_back("its blocks ran on " + std::to_string(s.blocks.sms_used) + " SMs vs " +
+                        std::to_string(ref.blocks.sms_used) + " (up to " + std::to_string(s.blocks.blocks_per_sm_max) +
+                        " blocks per SM vs " + std::to_string(ref.blocks.blocks_per_sm_max) + ")");
+        }
+        if (!std::isnan(s.blocks.kendall_tau) && !std::isnan(ref.blocks.kendall_tau) &&
+            std::fabs(s.blocks.kendall_tau - ref.blocks.kendall_tau) > kTauDifference) {
+          sl.verdicts |= kVerdictReordered;
+          why.push_back("blocks arrived in another order: Kendall tau " + Fixed(s.blocks.kendall_tau, 2) + " vs " +
+                        Fixed(ref.blocks.kendall_tau, 2));
+        }
+        const double share = TailShare(s.blocks), ref_share = TailShare(ref.blocks);
+        if (share > kStragglerTailShare && share > 2 * ref_share) {
+          sl.verdicts |= kVerdictStraggler;
+          why.push_back("one block held it up: block " + std::to_string(s.blocks.straggler.block_linear) + " on SM " +
+                        std::to_string(s.blocks.straggler.sm) + " left " + Pct(share) +
+                        " of the span after the median block (median launch: " + Pct(ref_share) + ")");
+        }
+        if (why.empty()) {
+          why.push_back("its block structure matches the median launch (" + std::to_string(s.blocks_working) +
+                        " blocks worked, " + std::to_string(s.blocks.sms_used) + " SMs, tail " + Pct(share) +
+                        " of the span): the time went elsewhere (contention, clocks, memory)");
+        }
+        sl.text = Fixed(sl.ratio, 2) + "x the median (" + HumanNs(sl.dur_ns) + " vs " + HumanNs(g.median_dur_ns) + "): ";
+        for (size_t w = 0; w < why.size(); ++w) sl.text += (w ? "; " : "") + why[w];
+        if (mt.kind == MatchKind::kTime) sl.text += " [matched by time only]";
+        if (m.primary[mt.primary].overlapped) sl.text += " [ran while the shadow had GPU work]";
+        g.slow.push_back(std::move(sl));
+      }
+    }
+    m.groups.push_back(std::move(g));
+  }
+  std::stable_sort(m.groups.begin(), m.groups.end(), [](const ShapeGroup& a, const ShapeGroup& b) {
+    return a.kernel != b.kernel ? a.kernel < b.kernel : a.launches > b.launches;
+  });
+}
+
+}  // namespace twinscope::join

@@ -1,0 +1,22 @@
+// "Why slow" (docs/join.md): target launches grouped by shape, ranked by the
+// primary's duration, the slowest compared with the group's median launch on
+// the shadow's block structure, with a verdict per difference.
+#pragma once
+
+#include "join/join_model.h"
+
+namespace twinscope::join {
+
+// Thresholds of the verdicts (docs/join.md documents them).
+inline constexpr double kWorkingBlockShare = 0.25;  // of the reference's median block time
+inline constexpr double kFewerShare = 0.75;         // working blocks / SMs against the reference
+inline constexpr double kTauDifference = 0.3;
+inline constexpr double kStragglerTailShare = 0.5;  // tail / span
+
+// Fills m.groups and each shadow launch's blocks_working, from m.matches.
+void ComputeWhySlow(JoinedModel& m);
+
+// "12.3 us" style duration.
+std::string HumanNs(uint64_t ns);
+
+}  // namespace twinscope::join

@@ -1,0 +1,176 @@
+// `twinscope twin` end to end: the real CUPTI collector over the fake CUPTI as
+// the primary, the real block probe over the fake Sanitizer as the shadow, one
+// scripted program (a dispatcher picks the fake driver by TWINSCOPE_ROLE, as
+// a real program would simply run on the real driver twice).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace twinscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char kTarget[] = "_ZN4vllm30reshape_and_cache_flash_kernelIffEEvPKT_PT0_PKlii";
+
+std::string Script() {
+  std::string t = kTarget;
+  std::string s = std::string("module target ") + TWINSCOPE_TEST_TARGET_CUBIN + "\nmodule other " +
+                  TWINSCOPE_TEST_OTHER_CUBIN + "\nstream s1\n";
+  s += "launch target " + t + " 1000,1,1 512,1,1\n";
+  for (int step = 0; step < 4; ++step) {
+    s += "push decode\n";
+    s += "launch target " + t + " 12,1,1 512,1,1\n";
+    s += "launch other rms_norm_kernel 16,1,1 128,1,1\n";
+    s += "push attn\nlaunch target " + t + " 12,1,1 512,1,1 repeat=2\npop\n";
+    s += "pop\nsync\n";
+  }
+  s += "launch other rms_norm_kernel 16,1,1 128,1,1\nsync\n";
+  return s;
+}
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+struct Outcome {
+  int code = -1;
+  std::string out, err;
+};
+
+class TwinE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(TWINSCOPE_TEST_WORKDIR) / ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "lib");
+    fs::create_symlink(TWINSCOPE_TEST_CUPTI_LIB, dir_ / "lib" / "libtwinscope_cupti.so");
+    fs::create_symlink(TWINSCOPE_TEST_BLOCKS_LIB, dir_ / "lib" / "libtwinscope_blocks.so");
+    std::ofstream(dir_ / "script.txt") << Script();
+  }
+
+  // The program: the fake-CUPTI player as the primary, the fake-Sanitizer one
+  // as the shadow; `shadow_tail` runs after the shadow's player (e.g. a kill).
+  fs::path Dispatcher(const std::string& shadow_tail = "") {
+    fs::path p = dir_ / "app.sh";
+    std::ofstream(p) << "#!/bin/sh\n"
+                     << "if [ \"$TWINSCOPE_ROLE\" = primary ]; then exec " << TWINSCOPE_TEST_CUPTI_APP << " \"$@\"; fi\n"
+                     << "if [ \"$TWINSCOPE_ROLE\" != shadow ]; then echo 'no role' >&2; exit 9; fi\n"
+                     << TWINSCOPE_TEST_FAKESAN_APP << " \"$@\" || exit $?\n"
+                     << shadow_tail << "\n";
+    fs::permissions(p, fs::perms::owner_all);
+    return p;
+  }
+
+  Outcome Twin(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {TWINSCOPE_BIN, "twin"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<std::string> envs;
+    for (char** e = environ; *e; ++e) {
+      std::string kv = *e;
+      if (kv.rfind("TWINSCOPE_", 0) != 0 && kv.rfind("LD_LIBRARY_PATH=", 0) != 0) envs.push_back(kv);
+    }
+    envs.push_back("TWINSCOPE_LIB_DIR=" + (dir_ / "lib").string());
+    envs.push_back(std::string("LD_LIBRARY_PATH=") + TWINSCOPE_TEST_FAKE_CUPTI_DIR);
+    std::vector<char*> envp, av;
+    for (auto& s : envs) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    for (auto& a : argv) av.push_back(a.data());
+    av.push_back(nullptr);
+    const std::string out = (dir_ / "stdout.txt").string(), err = (dir_ / "stderr.txt").string();
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = 0;
+    EXPECT_EQ(posix_spawn(&pid, av[0], &fa, nullptr, av.data(), envp.data()), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    Outcome r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
+    r.out = Slurp(out);
+    r.err = Slurp(err);
+    return r;
+  }
+
+  nlohmann::json JoinJson(const fs::path& out) { return nlohmann::json::parse(Slurp(out / "join.json")); }
+
+  fs::path dir_;
+};
+
+TEST_F(TwinE2E, SequentialTwinMatchesEveryTracedLaunchExactly) {
+  const fs::path out = dir_ / "run";
+  Outcome r = Twin({"--kernel", "reshape_and_cache", "-o", out.string(), "--", Dispatcher().string(),
+                (dir_ / "script.txt").string()});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_TRUE(fs::exists(out / "primary.tsc"));
+  EXPECT_TRUE(fs::exists(out / "shadow.tsc"));
+  EXPECT_NE(r.err.find("primary first, then the shadow"), std::string::npos) << r.err;
+  auto j = JoinJson(out);
+  // 1 + 4 * 3 launches of the target; every one traced and matched by key.
+  EXPECT_EQ(j["summary"]["shadow_launches"], 13);
+  EXPECT_EQ(j["summary"]["exact"], 13);
+  EXPECT_EQ(j["summary"]["time_only"], 0);
+  EXPECT_EQ(j["summary"]["unmatched_shadow"], 0);
+  EXPECT_EQ(j["summary"]["primary_target_unmatched"], 0);
+  EXPECT_NE(r.out.find("exact 13 (100.0%"), std::string::npos) << r.out;
+  for (const auto& l : j["launches"]) {
+    EXPECT_EQ(l["match"], "exact");
+    EXPECT_EQ(l["shadow"]["blocks_seen"], l["shadow"]["blocks_expected"]);
+  }
+}
+
+TEST_F(TwinE2E, ShadowThatDiesStillGivesThePrimarysExitCodeAndAJoin) {
+  const fs::path out = dir_ / "run";
+  Outcome r = Twin({"--kernel", "reshape_and_cache", "-o", out.string(), "--", Dispatcher("kill -KILL $$").string(),
+                (dir_ / "script.txt").string()});
+  EXPECT_EQ(r.code, 0) << "the exit code is the primary's\n" << r.err;
+  EXPECT_NE(r.err.find("the shadow was killed by SIGKILL"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("joining with what it left"), std::string::npos) << r.err;
+  EXPECT_EQ(JoinJson(out)["summary"]["exact"], 13);
+}
+
+TEST_F(TwinE2E, PatternMatchingNothingSaysSoAndListsKernels) {
+  const fs::path out = dir_ / "run";
+  Outcome r = Twin({"--kernel", "no_such_kernel", "-o", out.string(), "--", Dispatcher().string(),
+                (dir_ / "script.txt").string()});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("matched no launched kernel"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("reshape_and_cache_flash_kernel"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rms_norm_kernel"), std::string::npos) << r.err;
+}
+
+TEST_F(TwinE2E, ConcurrentTwinFlagsOverlappedPrimaryKernels) {
+  const fs::path out = dir_ / "run";
+  Outcome r = Twin({"--kernel", "reshape_and_cache", "--concurrent", "-o", out.string(), "--", Dispatcher().string(),
+                (dir_ / "script.txt").string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = JoinJson(out);
+  EXPECT_EQ(j["options"]["concurrent"], true);
+  EXPECT_EQ(j["summary"]["exact"], 13);
+  EXPECT_NE(r.out.find("primary target kernels ran while the shadow had GPU work"), std::string::npos) << r.out;
+}
+
+TEST_F(TwinE2E, BadCommandIsAClearError) {
+  Outcome r = Twin({"--kernel", "x", "-o", (dir_ / "run").string(), "--", (dir_ / "missing-program").string()});
+  EXPECT_EQ(r.code, 127) << r.err;
+  EXPECT_NE(r.err.find("the primary could not run"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace twinscope
