@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# The README's main command: builds twinscope for this machine's GPU, records
-# the bundled example CUDA program (CUDA Graphs, NVTX ranges, copies, memsets)
-# with the CUPTI collector, and prints its stats. Needs an NVIDIA GPU.
+# The README's main command: builds twinscope for this machine's GPU and runs
+# `twinscope twin` on the bundled example CUDA program (CUDA Graphs, NVTX
+# step ranges, copies, memsets): a primary under the CUPTI collector, then a
+# shadow under the block probe tracing the example's reduce_sum kernel, joined
+# launch by launch. Prints the joined summary and where the report is.
+# Needs an NVIDIA GPU.
 # Usage: scripts/demo.sh [build-dir]   (default: build-gpu)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,10 +23,11 @@ opts=(-DCMAKE_BUILD_TYPE=Release -DTWINSCOPE_BUILD_TESTS=OFF -DTWINSCOPE_CUDA_AR
 [[ -f /usr/include/boost/beast.hpp ]] || opts+=(-DTWINSCOPE_WITH_MIRROR=OFF)
 cmake_generator
 cmake -S . -B "$BUILD" "${gen[@]}" "${opts[@]}" >/dev/null
-cmake --build "$BUILD" -j "$(nproc)" --target twinscope twinscope_cupti twinscope_example
+cmake --build "$BUILD" -j "$(nproc)" --target twinscope twinscope_cupti twinscope_blocks twinscope_example
 
-out=${TWINSCOPE_DEMO_OUT:-example.tsc}
-"$BUILD/bin/twinscope" record -o "$out" -- "$BUILD/bin/twinscope_example"
-"$BUILD/bin/twinscope" stats "$out"
+out=${TWINSCOPE_DEMO_OUT:-example-twin}
+"$BUILD/bin/twinscope" twin --kernel reduce_sum -o "$out" -- "$BUILD/bin/twinscope_example" 50
 echo
-echo "Open it in Perfetto (https://ui.perfetto.dev): $BUILD/bin/twinscope export $out --format chrome -o example.json"
+echo "Joined model: $out/join.json   (twinscope stats $out   shows it again)"
+[[ -f $out/report.html ]] && echo "Report: $out/report.html (one self-contained file: open it in a browser)"
+exit 0

@@ -113,6 +113,8 @@ CommandRegistration kTwin(
         nlohmann::json twin_json = {{"concurrent", f->concurrent},
                                     {"primary_exit", o.primary.exit_code},
                                     {"shadow_exit", o.shadow.exit_code},
+                                    {"primary_elapsed_s", o.primary.elapsed_s},
+                                    {"shadow_elapsed_s", o.shadow.elapsed_s},
                                     {"shadow_start_realtime_ns", o.shadow.start_realtime_ns},
                                     {"shadow_end_realtime_ns", o.shadow.end_realtime_ns},
                                     {"command", f->command},
