@@ -22,6 +22,7 @@ CommandRegistration kBlocks(
                       "Kernel name pattern (substring of the mangled or demangled name; 're:' prefix for a regex); "
                       "repeat for more")
           ->required()
+          ->allow_extra_args(false)  // one pattern per --kernel: a '--' after it still starts the command
           ->check(CLI::Validator(CheckKernelPattern, "PATTERN"));
       sub->add_option("--every", f->every, "Trace every Nth matching launch")->check(CLI::PositiveNumber);
       sub->add_option("--max-launches", f->max_launches, "Stop tracing after N launches")->check(CLI::PositiveNumber);

@@ -63,6 +63,7 @@ CommandRegistration kTwin(
                       "Kernel to trace blocks of (substring of the mangled or demangled name; 're:' prefix for a "
                       "regex); repeat for more")
           ->required()
+          ->allow_extra_args(false)  // one pattern per --kernel: a '--' after it still starts the command
           ->check(CLI::Validator(CheckKernelPattern, "PATTERN"));
       sub->add_option("--every", f->every, "Shadow: trace every Nth matching launch")->check(CLI::PositiveNumber);
       sub->add_option("--max-launches", f->max_launches, "Shadow: stop tracing after N launches")

@@ -42,10 +42,20 @@ class ShadowSink : public RecordSink {
  public:
   void OnLaunch(const LaunchRecord& r) override { launches[r.seq] = r; }
   void OnBlock(const BlockRecord& r) override {
-    if (r.enter_ns && r.exit_ns && r.exit_ns >= r.enter_ns) durations[r.launch_seq].push_back(r.exit_ns - r.enter_ns);
+    if (!(r.enter_ns && r.exit_ns && r.exit_ns >= r.enter_ns)) return;
+    // Blocks of one launch come together: look the launch up once per run of them.
+    if (!last_ || r.launch_seq != last_seq_) {
+      last_ = &durations[r.launch_seq];
+      last_seq_ = r.launch_seq;
+    }
+    last_->push_back(r.exit_ns - r.enter_ns);
   }
   std::unordered_map<uint64_t, LaunchRecord> launches;
   std::unordered_map<uint64_t, std::vector<uint64_t>> durations;
+
+ private:
+  std::vector<uint64_t>* last_ = nullptr;  // durations[last_seq_] (node-based map: stable)
+  uint64_t last_seq_ = 0;
 };
 
 bool ValidTimes(uint64_t start, uint64_t end, uint32_t flags) {

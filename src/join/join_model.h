@@ -68,6 +68,7 @@ struct Summary {
   uint64_t primary_target_launches = 0;
   uint64_t primary_target_unmatched = 0;
   uint64_t primary_target_without_kernel = 0;  // launch records whose kernel record is missing
+  uint64_t shadow_without_blocks = 0;  // traced launches whose block records never arrived
   uint64_t time_only_evaluated = 0, time_only_agree = 0;
   uint64_t overlapped_primary_kernels = 0;
   std::vector<std::string> target_kernels;

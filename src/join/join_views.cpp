@@ -142,6 +142,7 @@ json JoinToJson(const JoinedModel& m, const JsonBounds& bounds, const std::vecto
                   {"primary_target_launches", s.primary_target_launches},
                   {"primary_target_unmatched", s.primary_target_unmatched},
                   {"primary_target_without_kernel", s.primary_target_without_kernel},
+                  {"shadow_without_blocks", s.shadow_without_blocks},
                   {"time_only_accuracy", {{"evaluated", s.time_only_evaluated}, {"agree", s.time_only_agree}}},
                   {"overlapped_primary_kernels", s.overlapped_primary_kernels},
                   {"target_kernels", s.target_kernels}};
@@ -246,6 +247,12 @@ void PrintJoin(std::FILE* out, const JoinedModel& m, size_t top) {
                "primary launches of the targets %" PRIu64 ": without a shadow launch %" PRIu64
                ", without a kernel record %" PRIu64 "\n",
                s.primary_target_launches, s.primary_target_unmatched, s.primary_target_without_kernel);
+  if (s.shadow_without_blocks) {
+    std::fprintf(out,
+                 "warning: %" PRIu64 " traced shadow launches have no block records (lost in the shadow: see its "
+                 "counters with twinscope stats %s)\n",
+                 s.shadow_without_blocks, m.shadow_path.c_str());
+  }
   if (s.time_only_evaluated) {
     std::fprintf(out, "a time-only join of the same data agrees on %" PRIu64 " of %" PRIu64 " exact matches (%.1f%%)\n",
                  s.time_only_agree, s.time_only_evaluated, pct(s.time_only_agree, s.time_only_evaluated));

@@ -58,6 +58,7 @@ size_t Nearest(const std::vector<PrimaryLaunch>& primary, const TimeIndex& idx, 
 void MatchLaunches(JoinedModel& m) {
   Summary& sum = m.summary;
   sum.shadow_launches = m.shadow.size();
+  for (const auto& sh : m.shadow) sum.shadow_without_blocks += sh.blocks.blocks_seen == 0 ? 1 : 0;
   sum.primary_target_launches = m.primary.size();
 
   // Candidate lists in launch order, each with a cursor past its taken entries.

@@ -105,9 +105,15 @@ void StatsBuilder::OnLaunch(const LaunchRecord& r) {
 }
 
 void StatsBuilder::OnBlock(const BlockRecord& r) {
-  ++counts_["block"];
+  if (!block_count_) block_count_ = &counts_["block"];
+  ++*block_count_;
   keep_launches_ = true;
-  blocks_[r.launch_seq].push_back(r);
+  // Blocks of one launch come together: look the launch up once per run of them.
+  if (!last_blocks_ || r.launch_seq != last_block_seq_) {
+    last_blocks_ = &blocks_[r.launch_seq];
+    last_block_seq_ = r.launch_seq;
+  }
+  last_blocks_->push_back(r);
 }
 
 void StatsBuilder::OnStatus(const nlohmann::json& status, bool is_summary) {
@@ -232,6 +238,7 @@ TraceStats StatsBuilder::Finish(const std::unordered_map<StringId, std::string>&
       s.shadow_launches.push_back(std::move(sl));
     }
     blocks_.clear();
+    last_blocks_ = nullptr;
 
     std::map<std::string, std::vector<const ShadowLaunch*>> per_kernel;
     for (const auto& sl : s.shadow_launches) per_kernel[sl.kernel].push_back(&sl);

@@ -153,6 +153,9 @@ class StatsBuilder : public RecordSink {
   bool keep_launches_ = false;
   std::unordered_map<uint64_t, LaunchRecord> launches_;
   std::unordered_map<uint64_t, std::vector<BlockRecord>> blocks_;
+  std::vector<BlockRecord>* last_blocks_ = nullptr;  // blocks_[last_block_seq_] (node-based map: stable)
+  uint64_t last_block_seq_ = 0;
+  uint64_t* block_count_ = nullptr;  // counts_["block"]
   nlohmann::json status_ = nlohmann::json::object();
   bool have_summary_ = false;
 };

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -303,6 +305,38 @@ TEST(JoinViews, JsonIsBoundedButKeepsEveryLaunchWhySlowNames) {
     ASSERT_EQ(d["blocks"].size(), 64u);
     EXPECT_EQ(d["blocks"][0][2], 0) << "enter times are relative to the launch's first block";
   }
+}
+
+}  // namespace
+}  // namespace twinscope
+
+namespace twinscope {
+namespace {
+
+// The text view of a join (what `stats DIR`, `join` and `twin` print), against
+// a golden file; TWINSCOPE_UPDATE_GOLDEN=1 rewrites it.
+TEST(JoinViews, TextMatchesGolden) {
+  auto launches = Steps(3, 3);
+  launches[4].shadow_grid = {5, 1, 1};  // step#1 #1: another batch shape
+  launches[7].in_shadow = false;        // step#2 #1: not traced
+  launches[8].dur_ns = 50'000;          // step#2 #2: slow, one straggler block
+  launches[8].blocks = EvenBlocks(8, 4, 1'000);
+  launches[8].blocks[5].exit_ns += 40'000;
+  const std::string dir = Dir();
+  auto m = Join(WriteTwin(dir, launches));
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* f = open_memstream(&buf, &len);
+  join::PrintJoin(f, m, 5);
+  std::fclose(f);
+  std::string text(buf, len);
+  std::free(buf);
+  for (size_t p; (p = text.find(dir)) != std::string::npos;) text.replace(p, dir.size(), "DIR");
+  const std::string golden = std::string(TWINSCOPE_JOIN_GOLDEN_DIR) + "/stats.txt";
+  if (std::getenv("TWINSCOPE_UPDATE_GOLDEN")) std::ofstream(golden) << text;
+  std::ifstream g(golden);
+  std::string want((std::istreambuf_iterator<char>(g)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, want) << "rewrite with TWINSCOPE_UPDATE_GOLDEN=1 if the change is intended";
 }
 
 }  // namespace

@@ -68,9 +68,10 @@ class TwinE2E : public ::testing::Test {
   fs::path Dispatcher(const std::string& shadow_tail = "") {
     fs::path p = dir_ / "app.sh";
     std::ofstream(p) << "#!/bin/sh\n"
-                     << "if [ \"$TWINSCOPE_ROLE\" = primary ]; then exec " << TWINSCOPE_TEST_CUPTI_APP << " \"$@\"; fi\n"
+                     << "[ $# -le 1 ] || [ \"$2\" = --verbose ] || { echo \"bad arguments: $*\" >&2; exit 8; }\n"
+                     << "if [ \"$TWINSCOPE_ROLE\" = primary ]; then exec " << TWINSCOPE_TEST_CUPTI_APP << " \"$1\"; fi\n"
                      << "if [ \"$TWINSCOPE_ROLE\" != shadow ]; then echo 'no role' >&2; exit 9; fi\n"
-                     << TWINSCOPE_TEST_FAKESAN_APP << " \"$@\" || exit $?\n"
+                     << TWINSCOPE_TEST_FAKESAN_APP << " \"$1\" || exit $?\n"
                      << shadow_tail << "\n";
     fs::permissions(p, fs::perms::owner_all);
     return p;
@@ -164,6 +165,14 @@ TEST_F(TwinE2E, ConcurrentTwinFlagsOverlappedPrimaryKernels) {
   EXPECT_EQ(j["options"]["concurrent"], true);
   EXPECT_EQ(j["summary"]["exact"], 13);
   EXPECT_NE(r.out.find("primary target kernels ran while the shadow had GPU work"), std::string::npos) << r.out;
+}
+
+TEST_F(TwinE2E, ProgramFlagsAfterDashDashReachTheProgram) {
+  // Two --kernel patterns, then the program with a flag of its own.
+  Outcome r = Twin({"--kernel", "reshape_and_cache", "--kernel", "neighbour", "-o", (dir_ / "run").string(), "--",
+                    Dispatcher().string(), (dir_ / "script.txt").string(), "--verbose"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(JoinJson(dir_ / "run")["summary"]["exact"], 13);
 }
 
 TEST_F(TwinE2E, BadCommandIsAClearError) {
