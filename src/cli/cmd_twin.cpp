@@ -1,5 +1,6 @@
 // twinscope twin: run one command as a primary (CUPTI collector) and a shadow
 // (block probe), then join them launch by launch (src/twin, src/join).
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,8 @@
 #include "cli/join_outputs.h"
 #include "cli/record_common.h"
 #include "cli/run_child.h"
+#include "cli/twin_command.h"
+#include "twin/serve.h"
 #include "twin/twin_runner.h"
 
 namespace twinscope::cli {
@@ -24,6 +27,14 @@ struct TwinFlags {
   int shadow_device = -1;
   size_t top = 10;
   std::vector<std::string> command;
+  // --serve
+  bool serve = false;
+  bool follow = false;
+  std::string listen = "127.0.0.1:8000";
+  double duration = 0;
+  double health_timeout = 300;
+  std::string health_path = "/health";
+  std::vector<std::string> primary_args, shadow_args;
 };
 
 void ReportSide(const char* side, const twin::ChildExit& e) {
@@ -54,6 +65,131 @@ void SuggestKernels(const std::string& primary_trace, const std::vector<std::str
 
 bool FileExists(const std::string& p) { return access(p.c_str(), R_OK) == 0; }
 
+// After either kind of twin run: twin.json, the sides' exits, the join.
+int FinishTwin(const TwinSetup& f, const std::string& out_dir, const twin::ChildExit& primary,
+               const twin::ChildExit& shadow, const std::string& primary_trace, const std::string& shadow_trace,
+               bool shadow_skipped, const nlohmann::json& extra) {
+  ReportSide("primary", primary);
+  if (shadow_skipped) {
+    std::fprintf(stderr, "twinscope twin: stopped by a signal: the shadow was not started\n");
+  } else {
+    ReportSide("shadow", shadow);
+  }
+  const int code = primary.exit_code;
+  nlohmann::json twin_json = {{"concurrent", f.concurrent},
+                              {"primary_exit", primary.exit_code},
+                              {"shadow_exit", shadow.exit_code},
+                              {"primary_elapsed_s", primary.elapsed_s},
+                              {"shadow_elapsed_s", shadow.elapsed_s},
+                              {"shadow_start_realtime_ns", shadow.start_realtime_ns},
+                              {"shadow_end_realtime_ns", shadow.end_realtime_ns},
+                              {"command", f.command},
+                              {"kernels", f.kernels}};
+  for (const auto& [k, v] : extra.items()) twin_json[k] = v;
+  std::ofstream(out_dir + "/twin.json") << twin_json.dump(2) << "\n";
+  if (!FileExists(primary_trace)) {
+    std::fprintf(stderr,
+                 "twinscope twin: the primary wrote no trace (%s): nothing to join. Did the program make CUDA "
+                 "calls? Look for 'twinscope:' messages above\n",
+                 primary_trace.c_str());
+    return code ? code : 1;
+  }
+  if (!FileExists(shadow_trace)) {
+    std::fprintf(stderr,
+                 "twinscope twin: the shadow wrote no trace (%s): nothing to join; the primary's trace "
+                 "is complete on its own\n",
+                 shadow_trace.c_str());
+    return code;
+  }
+  if (shadow.term_signal || (shadow.exit_code && !primary.exit_code))
+    std::fprintf(stderr, "twinscope twin: the shadow did not finish cleanly: joining with what it left\n");
+  JoinOutputRequest jr;
+  jr.primary = primary_trace;
+  jr.shadow = shadow_trace;
+  jr.out_dir = out_dir;
+  jr.options = TwinOptions(out_dir);
+  jr.top = f.top;
+  if (JoinAndReport(jr) != 0) return code ? code : 1;
+  auto shadow_stats = stats::ComputeTraceStats(shadow_trace);
+  if (shadow_stats.ok() && shadow_stats->counts["launch"] == 0) SuggestKernels(primary_trace, f.kernels);
+  return code;
+}
+
+bool Libraries(std::string* primary, std::string* shadow) {
+  auto p = FindCollectorLibrary("libtwinscope_cupti.so");
+  auto s = FindCollectorLibrary("libtwinscope_blocks.so");
+  for (auto* l : {&p, &s}) {
+    if (!l->ok()) {
+      std::fprintf(stderr, "twinscope twin: %s\n", l->status().message().c_str());
+      return false;
+    }
+  }
+  *primary = *p;
+  *shadow = *s;
+  return true;
+}
+
+}  // namespace
+
+int RunTwinAndJoin(const TwinSetup& f) {
+  twin::TwinRequest r;
+  if (!Libraries(&r.primary_library, &r.shadow_library)) return 1;
+  r.command = f.command;
+  r.out_dir = AbsolutePath(f.out);
+  r.shadow_env = BlocksEnv(f.kernels, f.every, f.max_launches);
+  r.concurrent = f.concurrent;
+  r.shadow_device = f.shadow_device;
+  r.progress = isatty(STDERR_FILENO);
+  std::fprintf(stderr, "twinscope twin: %s, results in %s\n",
+               f.concurrent ? "primary and shadow at once" : "primary first, then the shadow", r.out_dir.c_str());
+  twin::TwinOutcome o = twin::RunTwin(r);
+  if (!o.error.empty()) {
+    std::fprintf(stderr, "twinscope twin: %s\n", o.error.c_str());
+    return 1;
+  }
+  return FinishTwin(f, r.out_dir, o.primary, o.shadow, o.primary_trace, o.shadow_trace, o.shadow_skipped,
+                    nlohmann::json::object());
+}
+
+int ServeTwinAndJoin(const TwinSetup& f, const std::function<void(const std::string&)>& client) {
+  twin::ServeRequest r;
+  if (!Libraries(&r.primary_library, &r.shadow_library)) return 1;
+  r.command = f.command;
+  r.primary_args = f.primary_args;
+  r.shadow_args = f.shadow_args;
+  r.out_dir = AbsolutePath(f.out);
+  r.shadow_env = BlocksEnv(f.kernels, f.every, f.max_launches);
+  r.listen = f.listen;
+  r.health_path = f.health_path;
+  r.health_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.health_timeout * 1000));
+  r.duration_s = f.duration;
+  r.shadow_device = f.shadow_device;
+  r.progress = isatty(STDERR_FILENO);
+  r.client = client;
+  std::fprintf(stderr, "twinscope twin --serve: primary and shadow servers, results in %s\n", r.out_dir.c_str());
+  twin::ServeOutcome o = twin::RunServe(r);
+  if (!o.error.empty()) {
+    std::fprintf(stderr, "twinscope twin: %s\n", o.error.c_str());
+    return 1;
+  }
+  nlohmann::json extra = {{"serve", true},
+                          {"mirror_url", o.mirror_url},
+                          {"primary_port", o.primary_port},
+                          {"shadow_port", o.shadow_port},
+                          {"request_log", o.request_log},
+                          {"mirror", o.mirror_counters}};
+  std::fprintf(stderr, "twinscope twin: mirror: %s requests, shadow copies ok %s, failed %s\n",
+               o.mirror_counters.value("requests", nlohmann::json(0)).dump().c_str(),
+               o.mirror_counters.value("shadow_ok", nlohmann::json(0)).dump().c_str(),
+               o.mirror_counters.value("shadow_failed", nlohmann::json(0)).dump().c_str());
+  // A server stopped by our SIGTERM ended as asked: report the run's code as 0.
+  twin::ChildExit primary = o.primary;
+  if (primary.term_signal == SIGTERM) primary.exit_code = 0;
+  return FinishTwin(f, r.out_dir, primary, o.shadow, o.primary_trace, o.shadow_trace, false, extra);
+}
+
+namespace {
+
 CommandRegistration kTwin(
     "twin",
     "Run a program twice, a primary (CUPTI) and a shadow (block probe), and join them launch by launch",
@@ -78,75 +214,47 @@ CommandRegistration kTwin(
       sub->add_option("--top", f->top, "Slowest matched launches to print")->capture_default_str();
       sub->add_option("command", f->command, "The program and its arguments, after '--'")->required();
       sub->footer("Example: twinscope twin --kernel reshape_and_cache_flash -o run -- python infer.py");
+      sub->add_flag("--serve", f->serve,
+                    "The command is a server: start a primary and a shadow of it on their own ports ({port} or "
+                    "TWINSCOPE_PORT), wait for GET /health, put the mirror in front, serve until Ctrl-C or --duration, "
+                    "then join");
+      sub->add_flag("--follow", f->follow,
+                    "--serve: the shadow follows the primary's step schedule (appends '--follow "
+                    "http://127.0.0.1:{primary_port}' to the shadow's command, as twinscope-demo-server takes it)");
+      sub->add_option("--listen", f->listen, "--serve: where the mirror listens (HOST:PORT; port 0 picks one)")
+          ->capture_default_str();
+      sub->add_option("--duration", f->duration, "--serve: stop after this many seconds of serving")
+          ->check(CLI::PositiveNumber);
+      sub->add_option("--health-timeout", f->health_timeout, "--serve: seconds to wait for both servers' /health")
+          ->capture_default_str();
+      sub->add_option("--health-path", f->health_path, "--serve: the servers' health endpoint")->capture_default_str();
+      sub->add_option("--primary-args", f->primary_args, "--serve: extra arguments for the primary's command")
+          ->allow_extra_args(false);
+      sub->add_option("--shadow-args", f->shadow_args,
+                      "--serve: extra arguments for the shadow's command (e.g. a smaller GPU memory share)")
+          ->allow_extra_args(false);
       return [f]() {
-        auto primary_lib = FindCollectorLibrary("libtwinscope_cupti.so");
-        auto shadow_lib = FindCollectorLibrary("libtwinscope_blocks.so");
-        for (auto* l : {&primary_lib, &shadow_lib}) {
-          if (!l->ok()) {
-            std::fprintf(stderr, "twinscope twin: %s\n", l->status().message().c_str());
-            return 1;
-          }
+        TwinSetup s;
+        s.kernels = f->kernels;
+        s.every = f->every;
+        s.max_launches = f->max_launches;
+        s.out = f->out;
+        s.concurrent = f->concurrent || f->serve;
+        s.shadow_device = f->shadow_device;
+        s.top = f->top;
+        s.command = f->command;
+        if (!f->serve) return RunTwinAndJoin(s);
+        s.listen = f->listen;
+        s.duration = f->duration;
+        s.health_timeout = f->health_timeout;
+        s.health_path = f->health_path;
+        s.primary_args = f->primary_args;
+        s.shadow_args = f->shadow_args;
+        if (f->follow) {
+          s.shadow_args.push_back("--follow");
+          s.shadow_args.push_back("http://127.0.0.1:{primary_port}");
         }
-        twin::TwinRequest r;
-        r.command = f->command;
-        r.out_dir = AbsolutePath(f->out);
-        r.primary_library = *primary_lib;
-        r.shadow_library = *shadow_lib;
-        r.shadow_env = BlocksEnv(f->kernels, f->every, f->max_launches);
-        r.concurrent = f->concurrent;
-        r.shadow_device = f->shadow_device;
-        r.progress = isatty(STDERR_FILENO);
-        std::fprintf(stderr, "twinscope twin: %s, results in %s\n",
-                     f->concurrent ? "primary and shadow at once" : "primary first, then the shadow",
-                     r.out_dir.c_str());
-        twin::TwinOutcome o = twin::RunTwin(r);
-        if (!o.error.empty()) {
-          std::fprintf(stderr, "twinscope twin: %s\n", o.error.c_str());
-          return 1;
-        }
-        ReportSide("primary", o.primary);
-        if (o.shadow_skipped) {
-          std::fprintf(stderr, "twinscope twin: stopped by a signal: the shadow was not started\n");
-        } else {
-          ReportSide("shadow", o.shadow);
-        }
-        const int code = o.primary.exit_code;
-        nlohmann::json twin_json = {{"concurrent", f->concurrent},
-                                    {"primary_exit", o.primary.exit_code},
-                                    {"shadow_exit", o.shadow.exit_code},
-                                    {"primary_elapsed_s", o.primary.elapsed_s},
-                                    {"shadow_elapsed_s", o.shadow.elapsed_s},
-                                    {"shadow_start_realtime_ns", o.shadow.start_realtime_ns},
-                                    {"shadow_end_realtime_ns", o.shadow.end_realtime_ns},
-                                    {"command", f->command},
-                                    {"kernels", f->kernels}};
-        std::ofstream(r.out_dir + "/twin.json") << twin_json.dump(2) << "\n";
-        if (!FileExists(o.primary_trace)) {
-          std::fprintf(stderr,
-                       "twinscope twin: the primary wrote no trace (%s): nothing to join. Did the program make CUDA "
-                       "calls? Look for 'twinscope:' messages above\n",
-                       o.primary_trace.c_str());
-          return code ? code : 1;
-        }
-        if (!FileExists(o.shadow_trace)) {
-          std::fprintf(stderr, "twinscope twin: the shadow wrote no trace (%s): nothing to join; the primary's trace "
-                               "is complete on its own\n",
-                       o.shadow_trace.c_str());
-          return code;
-        }
-        if (o.shadow.term_signal || (o.shadow.exit_code && !o.primary.exit_code)) {
-          std::fprintf(stderr, "twinscope twin: the shadow did not finish cleanly: joining with what it left\n");
-        }
-        JoinOutputRequest jr;
-        jr.primary = o.primary_trace;
-        jr.shadow = o.shadow_trace;
-        jr.out_dir = r.out_dir;
-        jr.options = TwinOptions(r.out_dir);
-        jr.top = f->top;
-        if (JoinAndReport(jr) != 0) return code ? code : 1;
-        auto shadow_stats = stats::ComputeTraceStats(o.shadow_trace);
-        if (shadow_stats.ok() && shadow_stats->counts["launch"] == 0) SuggestKernels(o.primary_trace, f->kernels);
-        return code;
+        return ServeTwinAndJoin(s, {});
       };
     });
 

@@ -26,6 +26,7 @@ constexpr int kMaxChildren = 16;
 // with forwarded signals blocked, read by the handler.
 volatile sig_atomic_t g_pids[kMaxChildren] = {};
 volatile sig_atomic_t g_forwarded = 0;
+volatile sig_atomic_t g_forward = 1;
 struct sigaction g_old_actions[3];
 
 // Forwards a signal that was sent to twinscope alone (kill/sigqueue). Signals
@@ -34,6 +35,7 @@ struct sigaction g_old_actions[3];
 // process group of their own get them either way.
 void ForwardSignal(int sig, siginfo_t* info, void*) {
   g_forwarded = sig;
+  if (!g_forward) return;
   const bool from_terminal = info && info->si_code == SI_KERNEL;
   for (int i = 0; i < kMaxChildren; ++i) {
     const pid_t p = g_pids[i];
@@ -57,8 +59,9 @@ sigset_t ForwardedSet() {
 
 }  // namespace
 
-ChildGroup::ChildGroup() {
+ChildGroup::ChildGroup(bool forward) {
   g_forwarded = 0;
+  g_forward = forward ? 1 : 0;
   struct sigaction sa {};
   sa.sa_sigaction = ForwardSignal;
   sa.sa_flags = SA_SIGINFO | SA_RESTART;

@@ -31,7 +31,10 @@ struct ChildExit {
 
 class ChildGroup {
  public:
-  ChildGroup();   // installs the forwarding handlers
+  // Installs the handlers for SIGINT/SIGTERM/SIGHUP. With `forward` they are
+  // passed on to every running child; without, they are only noted
+  // (ForwardedSignal()) and the caller stops its children itself.
+  explicit ChildGroup(bool forward = true);
   ~ChildGroup();  // restores them; children still running are left running
   ChildGroup(const ChildGroup&) = delete;
   ChildGroup& operator=(const ChildGroup&) = delete;
@@ -55,7 +58,7 @@ class ChildGroup {
 
   const ChildExit& exit(size_t i) const { return children_[i].exit; }
   size_t size() const { return children_.size(); }
-  // A forwarded signal arrived since this group was made (0 if none).
+  // A signal arrived since this group was made (0 if none).
   static int ForwardedSignal();
 
  private:

@@ -28,6 +28,8 @@ std::string Side(const char* name, TraceTail& tail, const ChildExit* e) {
   return std::string(name) + " " + Count(tail.launches()) + " launches (" + state + ")";
 }
 
+}  // namespace
+
 bool MakeDirs(const std::string& dir, std::string* error) {
   std::string cur;
   for (size_t i = 0; i <= dir.size(); ++i) {
@@ -41,8 +43,6 @@ bool MakeDirs(const std::string& dir, std::string* error) {
   }
   return true;
 }
-
-}  // namespace
 
 EnvList SideEnv(const std::string& library, const std::string& output, const std::string& role, const EnvList& extra) {
   EnvList env = extra;

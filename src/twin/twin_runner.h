@@ -38,4 +38,7 @@ EnvList SideEnv(const std::string& library, const std::string& output, const std
 
 TwinOutcome RunTwin(const TwinRequest& request);
 
+// mkdir -p; false with *error set if a folder cannot be made.
+bool MakeDirs(const std::string& dir, std::string* error);
+
 }  // namespace twinscope::twin

@@ -1,0 +1,35 @@
+// What `twinscope twin` and `twinscope demo` share: run a twin (batch or
+// serving), then write twin.json and the joined views and print the summary.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace twinscope::cli {
+
+struct TwinSetup {
+  std::vector<std::string> kernels;
+  long long every = 0, max_launches = 0;
+  std::string out = "twinscope-twin";
+  bool concurrent = false;
+  int shadow_device = -1;
+  size_t top = 10;
+  std::vector<std::string> command;
+  // Serving only.
+  std::string listen = "127.0.0.1:8000";
+  double duration = 0;
+  double health_timeout = 300;
+  std::string health_path = "/health";
+  std::vector<std::string> primary_args, shadow_args;
+};
+
+// Batch twin: the primary, then (or with --concurrent, beside) the shadow.
+// Returns the primary's exit code (1 if nothing could run).
+int RunTwinAndJoin(const TwinSetup& setup);
+
+// Serving twin (twin --serve). `client` (may be empty) runs once the mirror
+// listens, with its URL; serving stops when it returns.
+int ServeTwinAndJoin(const TwinSetup& setup, const std::function<void(const std::string&)>& client);
+
+}  // namespace twinscope::cli

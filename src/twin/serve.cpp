@@ -1,0 +1,263 @@
+// The serving twin: ports, health waits, the mirror, the stop sequence.
+#include "twin/serve.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "format/trace_tail.h"
+#ifdef TWINSCOPE_HAVE_MIRROR
+#include "mirror/mirror.h"
+#endif
+
+namespace twinscope::twin {
+
+std::string ExpandPlaceholders(const std::string& arg, int port, int primary_port, const std::string& dir) {
+  std::string s = arg;
+  auto replace = [&](const std::string& key, const std::string& value) {
+    for (size_t p = 0; (p = s.find(key, p)) != std::string::npos; p += value.size()) s.replace(p, key.size(), value);
+  };
+  replace("{primary_port}", std::to_string(primary_port));
+  replace("{port}", std::to_string(port));
+  replace("{dir}", dir);
+  return s;
+}
+
+int FreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+int HttpGetStatus(int port, const std::string& path, std::chrono::milliseconds timeout) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto wait = [&](short events) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, events, 0};
+    return poll(&p, 1, static_cast<int>(left.count())) == 1 && !(p.revents & (POLLERR | POLLNVAL));
+  };
+  int status = 0;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 || errno == EINPROGRESS) {
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (wait(POLLOUT) && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
+      const std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+      if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
+        std::string got;
+        char buf[512];
+        while (got.find("\r\n") == std::string::npos && wait(POLLIN)) {
+          ssize_t n = recv(fd, buf, sizeof buf, 0);
+          if (n <= 0) break;
+          got.append(buf, static_cast<size_t>(n));
+        }
+        // "HTTP/1.1 200 OK"
+        if (got.rfind("HTTP/1.", 0) == 0 && got.size() >= 12) status = std::atoi(got.c_str() + 9);
+      }
+    }
+  }
+  close(fd);
+  return status;
+}
+
+namespace {
+
+std::string Count(uint64_t n) {
+  std::string s = std::to_string(n);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+ChildSpec SideSpec(const ServeRequest& r, const std::vector<std::string>& extra, const std::string& library,
+                   const std::string& trace, const char* role, const EnvList& side_env, int port, int primary_port) {
+  ChildSpec spec;
+  for (const auto& a : r.command) spec.argv.push_back(ExpandPlaceholders(a, port, primary_port, r.out_dir));
+  for (const auto& a : extra) spec.argv.push_back(ExpandPlaceholders(a, port, primary_port, r.out_dir));
+  spec.env = SideEnv(library, trace, role, side_env);
+  spec.env.emplace_back("TWINSCOPE_PORT", std::to_string(port));
+  spec.new_process_group = true;  // stopped as a whole, after the mirror has drained
+  return spec;
+}
+
+}  // namespace
+
+ServeOutcome RunServe(const ServeRequest& r) {
+  ServeOutcome out;
+#ifndef TWINSCOPE_HAVE_MIRROR
+  out.error = "this build has no HTTP mirror (TWINSCOPE_WITH_MIRROR=OFF): twin --serve needs it";
+  return out;
+#else
+  if (!MakeDirs(r.out_dir, &out.error)) return out;
+  out.primary_trace = r.out_dir + "/primary.tsc";
+  out.shadow_trace = r.out_dir + "/shadow.tsc";
+  out.request_log = r.out_dir + "/requests.jsonl";
+  for (const auto& p : {out.primary_trace, out.shadow_trace, out.request_log}) {
+    if (unlink(p.c_str()) != 0 && errno != ENOENT) {
+      out.error = "cannot replace " + p + ": " + std::strerror(errno);
+      return out;
+    }
+  }
+  out.primary_port = FreeLoopbackPort();
+  out.shadow_port = FreeLoopbackPort();
+  while (out.shadow_port == out.primary_port && out.primary_port) out.shadow_port = FreeLoopbackPort();
+  if (!out.primary_port || !out.shadow_port) {
+    out.error = "no free TCP port on 127.0.0.1 for the two servers";
+    return out;
+  }
+
+  ChildGroup group(/*forward=*/false);  // we stop the servers ourselves, in order
+  ChildSpec primary = SideSpec(r, r.primary_args, r.primary_library, out.primary_trace, "primary", r.primary_env,
+                               out.primary_port, out.primary_port);
+  ChildSpec shadow = SideSpec(r, r.shadow_args, r.shadow_library, out.shadow_trace, "shadow", r.shadow_env,
+                              out.shadow_port, out.primary_port);
+  if (r.shadow_device >= 0) shadow.env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(r.shadow_device));
+  const size_t pi = group.Start(primary);
+  const size_t si = group.Start(shadow);
+  auto stop_all = [&] {
+    for (size_t i : {pi, si}) group.Signal(i, SIGTERM);
+    const auto end = std::chrono::steady_clock::now() + r.stop_grace;
+    while (group.Poll() > 0 && std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (size_t i : {pi, si}) {
+      if (group.exit(i).running) {
+        std::fprintf(stderr, "twinscope twin: the %s did not stop within %lld s of SIGTERM: SIGKILL\n",
+                     i == pi ? "primary" : "shadow", static_cast<long long>(r.stop_grace.count() / 1000));
+        group.Stop(i, std::chrono::milliseconds(0));
+      }
+    }
+    out.primary = group.exit(pi);
+    out.shadow = group.exit(si);
+  };
+  if (!group.exit(pi).started) {
+    out.error = "the primary server could not run: " + group.exit(pi).error;
+    stop_all();
+    return out;
+  }
+
+  // Both must answer GET health_path with 200 (the shadow is allowed to fail).
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto deadline = t0 + r.health_timeout;
+  while (!out.primary_healthy || (!out.shadow_healthy && group.exit(si).running)) {
+    if (ChildGroup::ForwardedSignal()) {
+      out.error = "stopped by a signal while waiting for the servers to answer " + r.health_path;
+      stop_all();
+      return out;
+    }
+    group.Poll();
+    if (!group.exit(pi).running) {
+      out.error = "the primary server exited (code " + std::to_string(group.exit(pi).exit_code) +
+                  ") before it answered GET " + r.health_path + " on port " + std::to_string(out.primary_port);
+      stop_all();
+      return out;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      out.error = std::string(out.primary_healthy ? "the shadow" : "the primary") + " server did not answer GET " +
+                  r.health_path + " with 200 on port " +
+                  std::to_string(out.primary_healthy ? out.shadow_port : out.primary_port) + " within " +
+                  std::to_string(r.health_timeout.count() / 1000) +
+                  " s: does it take its port from {port} or TWINSCOPE_PORT? (--health-timeout to wait longer)";
+      if (out.primary_healthy) {
+        std::fprintf(stderr, "twinscope twin: %s; serving without it\n", out.error.c_str());
+        out.error.clear();
+        group.Signal(si, SIGTERM);
+        break;
+      }
+      stop_all();
+      return out;
+    }
+    if (!out.primary_healthy) out.primary_healthy = HttpGetStatus(out.primary_port, r.health_path, std::chrono::seconds(2)) == 200;
+    if (!out.shadow_healthy && group.exit(si).running)
+      out.shadow_healthy = HttpGetStatus(out.shadow_port, r.health_path, std::chrono::seconds(2)) == 200;
+    if (!out.primary_healthy || (!out.shadow_healthy && group.exit(si).running))
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (!out.shadow_healthy)
+    std::fprintf(stderr, "twinscope twin: the shadow server is not serving: requests go to the primary alone\n");
+
+  mirror::MirrorOptions mo;
+  mo.listen = r.listen;
+  mo.primary = "http://127.0.0.1:" + std::to_string(out.primary_port);
+  mo.shadow = "http://127.0.0.1:" + std::to_string(out.shadow_port);
+  mo.log_path = out.request_log;
+  mirror::Mirror m(mo);
+  Status st = m.Start();
+  if (!st.ok()) {
+    out.error = "the mirror could not start: " + st.message();
+    stop_all();
+    return out;
+  }
+  out.mirror_url = "http://" + m.listen_address();
+  std::fprintf(stderr,
+               "twinscope twin: serving: primary on port %d, shadow on port %d; send requests to %s "
+               "(Ctrl-C stops, then joins)\n",
+               out.primary_port, out.shadow_port, out.mirror_url.c_str());
+
+  TraceTail ptail(out.primary_trace), stail(out.shadow_trace);
+  const auto serve_t0 = std::chrono::steady_clock::now();
+  auto tick = [&] {
+    if (!r.progress) return;
+    ptail.Poll();
+    stail.Poll();
+    const auto c = m.counters();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - serve_t0).count();
+    std::fprintf(stderr, "\r\033[Ktwinscope twin --serve: %.0fs, %s requests, primary %s launches, shadow %s launches",
+                 s, Count(c.requests).c_str(), Count(ptail.launches()).c_str(), Count(stail.launches()).c_str());
+    std::fflush(stderr);
+  };
+  if (r.client) {
+    std::thread client([&] { r.client(out.mirror_url); });
+    client.join();
+  } else {
+    auto next = std::chrono::steady_clock::now();
+    while (!ChildGroup::ForwardedSignal()) {
+      if (r.duration_s > 0 &&
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - serve_t0).count() >= r.duration_s)
+        break;
+      group.Poll();
+      if (!group.exit(pi).running) {
+        std::fprintf(stderr, "\ntwinscope twin: the primary server exited while serving (code %d)\n",
+                     group.exit(pi).exit_code);
+        break;
+      }
+      if (std::chrono::steady_clock::now() >= next) {
+        tick();
+        next += std::chrono::seconds(1);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  out.stop_signal = ChildGroup::ForwardedSignal();
+  if (r.progress) std::fputs("\r\033[K", stderr);
+  std::fprintf(stderr, "twinscope twin: stopping: mirror first (requests in flight finish), then both servers\n");
+  m.Shutdown();
+  m.Wait();
+  out.mirror_counters = m.counters().ToJson();
+  stop_all();
+  return out;
+#endif
+}
+
+}  // namespace twinscope::twin

@@ -1,0 +1,62 @@
+// `twinscope twin --serve`: a primary and a shadow server of one command, each
+// under its collector on its own port, health-checked, with the HTTP mirror
+// (src/mirror) in front; runs until a signal, a duration, or a client
+// function is done, then stops everything cleanly (mirror drained first, then
+// the servers, SIGKILL only after a grace period). Main thread only.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "twin/twin_runner.h"
+
+namespace twinscope::twin {
+
+struct ServeRequest {
+  // The server command. "{port}" is replaced by each side's own port,
+  // "{primary_port}" by the primary's, "{dir}" by out_dir; TWINSCOPE_PORT is
+  // set to the side's port too.
+  std::vector<std::string> command;
+  std::vector<std::string> primary_args, shadow_args;  // appended to the command of each side (placeholders too)
+  std::string out_dir, primary_library, shadow_library;
+  EnvList primary_env, shadow_env;
+  std::string listen = "127.0.0.1:8000";  // the mirror; port 0 picks a free one
+  std::string health_path = "/health";
+  std::chrono::milliseconds health_timeout{std::chrono::seconds(300)};
+  std::chrono::milliseconds stop_grace{std::chrono::seconds(30)};
+  double duration_s = 0;  // > 0: stop after this long serving
+  int shadow_device = -1;
+  bool progress = false;
+  // Runs once both are healthy and the mirror listens, on this thread; the run
+  // stops when it returns (the demo's built-in client). Empty: serve until a
+  // signal or the duration.
+  std::function<void(const std::string& mirror_url)> client;
+};
+
+struct ServeOutcome {
+  std::string error;  // why serving could not start (servers are stopped then)
+  std::string primary_trace, shadow_trace, request_log;
+  ChildExit primary, shadow;
+  bool primary_healthy = false, shadow_healthy = false;
+  int primary_port = 0, shadow_port = 0;
+  std::string mirror_url;
+  nlohmann::json mirror_counters = nlohmann::json::object();
+  int stop_signal = 0;  // the signal that ended serving, 0 if none
+};
+
+ServeOutcome RunServe(const ServeRequest& request);
+
+// Replaces the placeholders of ServeRequest::command in `arg`.
+std::string ExpandPlaceholders(const std::string& arg, int port, int primary_port, const std::string& dir);
+
+// GET http://127.0.0.1:port/path with a timeout; the status code, or 0 if no
+// valid answer came.
+int HttpGetStatus(int port, const std::string& path, std::chrono::milliseconds timeout);
+
+// A TCP port on 127.0.0.1 free at the moment of asking (0 if none).
+int FreeLoopbackPort();
+
+}  // namespace twinscope::twin
