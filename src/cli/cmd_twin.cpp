@@ -65,10 +65,11 @@ void SuggestKernels(const std::string& primary_trace, const std::vector<std::str
 
 bool FileExists(const std::string& p) { return access(p.c_str(), R_OK) == 0; }
 
-// After either kind of twin run: twin.json, the sides' exits, the join.
+}  // namespace
+
 int FinishTwin(const TwinSetup& f, const std::string& out_dir, const twin::ChildExit& primary,
                const twin::ChildExit& shadow, const std::string& primary_trace, const std::string& shadow_trace,
-               bool shadow_skipped, const nlohmann::json& extra) {
+               bool shadow_skipped, const nlohmann::json& extra, join::JoinedModel* model) {
   ReportSide("primary", primary);
   if (shadow_skipped) {
     std::fprintf(stderr, "twinscope twin: stopped by a signal: the shadow was not started\n");
@@ -109,11 +110,13 @@ int FinishTwin(const TwinSetup& f, const std::string& out_dir, const twin::Child
   jr.out_dir = out_dir;
   jr.options = TwinOptions(out_dir);
   jr.top = f.top;
-  if (JoinAndReport(jr) != 0) return code ? code : 1;
+  if (JoinAndReport(jr, model) != 0) return code ? code : 1;
   auto shadow_stats = stats::ComputeTraceStats(shadow_trace);
   if (shadow_stats.ok() && shadow_stats->counts["launch"] == 0) SuggestKernels(primary_trace, f.kernels);
   return code;
 }
+
+namespace {
 
 bool Libraries(std::string* primary, std::string* shadow) {
   auto p = FindCollectorLibrary("libtwinscope_cupti.so");
@@ -148,10 +151,11 @@ int RunTwinAndJoin(const TwinSetup& f) {
     return 1;
   }
   return FinishTwin(f, r.out_dir, o.primary, o.shadow, o.primary_trace, o.shadow_trace, o.shadow_skipped,
-                    nlohmann::json::object());
+                    nlohmann::json::object(), nullptr);
 }
 
-int ServeTwinAndJoin(const TwinSetup& f, const std::function<void(const std::string&)>& client) {
+int ServeTwinAndJoin(const TwinSetup& f, const std::function<void(const std::string&)>& client,
+                     join::JoinedModel* model) {
   twin::ServeRequest r;
   if (!Libraries(&r.primary_library, &r.shadow_library)) return 1;
   r.command = f.command;
@@ -185,7 +189,7 @@ int ServeTwinAndJoin(const TwinSetup& f, const std::function<void(const std::str
   // A server stopped by our SIGTERM ended as asked: report the run's code as 0.
   twin::ChildExit primary = o.primary;
   if (primary.term_signal == SIGTERM) primary.exit_code = 0;
-  return FinishTwin(f, r.out_dir, primary, o.shadow, o.primary_trace, o.shadow_trace, false, extra);
+  return FinishTwin(f, r.out_dir, primary, o.shadow, o.primary_trace, o.shadow_trace, false, extra, model);
 }
 
 namespace {
@@ -254,7 +258,7 @@ CommandRegistration kTwin(
           s.shadow_args.push_back("--follow");
           s.shadow_args.push_back("http://127.0.0.1:{primary_port}");
         }
-        return ServeTwinAndJoin(s, {});
+        return ServeTwinAndJoin(s, {}, nullptr);
       };
     });
 

@@ -48,7 +48,7 @@ bool IsJoinFolder(const std::string& path) {
          IsFile(path + "/shadow.tsc");
 }
 
-int JoinAndReport(const JoinOutputRequest& r) {
+int JoinAndReport(const JoinOutputRequest& r, join::JoinedModel* model_out) {
   auto model = join::JoinTraces(r.primary, r.shadow, r.options);
   if (!model.ok()) {
     std::fprintf(stderr, "twinscope join: %s\n", model.status().message().c_str());
@@ -71,6 +71,7 @@ int JoinAndReport(const JoinOutputRequest& r) {
   }
   std::printf("joined model: %s\n", json_path.c_str());
   std::fflush(stdout);
+  if (model_out) *model_out = std::move(*model);
   return 0;
 }
 

@@ -17,7 +17,8 @@ struct JoinOutputRequest {
 };
 
 // Joins, writes, prints. Returns 0, or 1 if the traces cannot be joined.
-int JoinAndReport(const JoinOutputRequest& request);
+// `model` (may be null) receives the joined model.
+int JoinAndReport(const JoinOutputRequest& request, join::JoinedModel* model = nullptr);
 
 // `twinscope stats` on a join: `path` is a twin/join folder (primary.tsc and
 // shadow.tsc in it); `shadow` non-empty means `path` is the primary trace.

@@ -6,6 +6,11 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "join/join_model.h"
+#include "twin/child_group.h"
+
 namespace twinscope::cli {
 
 struct TwinSetup {
@@ -29,7 +34,16 @@ struct TwinSetup {
 int RunTwinAndJoin(const TwinSetup& setup);
 
 // Serving twin (twin --serve). `client` (may be empty) runs once the mirror
-// listens, with its URL; serving stops when it returns.
-int ServeTwinAndJoin(const TwinSetup& setup, const std::function<void(const std::string&)>& client);
+// listens, with its URL; serving stops when it returns. `model` (may be
+// null) receives the joined model.
+int ServeTwinAndJoin(const TwinSetup& setup, const std::function<void(const std::string&)>& client,
+                     join::JoinedModel* model);
+
+// After a twin run of either kind: reports both sides' exits, writes
+// DIR/twin.json (plus `extra`), joins and writes the views. Returns the
+// primary's exit code (1 if there is nothing to join).
+int FinishTwin(const TwinSetup& setup, const std::string& out_dir, const twin::ChildExit& primary,
+               const twin::ChildExit& shadow, const std::string& primary_trace, const std::string& shadow_trace,
+               bool shadow_skipped, const nlohmann::json& extra, join::JoinedModel* model);
 
 }  // namespace twinscope::cli

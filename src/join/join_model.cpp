@@ -105,7 +105,7 @@ class PrimarySink : public RecordSink {
       StepRow& s = Step(r.key.path);
       ++s.kernels;
       s.kernel_ns += r.end_ns - r.start_ns;
-      if (target) s.target_ns += r.end_ns - r.start_ns;
+      if (target) s.target_ns += r.end_ns - r.start_ns, ++s.targets;
     }
     if (!target) return;
     if (r.demangled && !demangled_.count(r.name)) demangled_[r.name] = std::string(reader_.String(r.demangled));

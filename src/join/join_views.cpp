@@ -166,7 +166,11 @@ json JoinToJson(const JoinedModel& m, const JsonBounds& bounds, const std::vecto
   json st = json::array();
   for (size_t i = 0; i < m.steps.size() && (!bounds.max_step_rows || i < bounds.max_step_rows); ++i) {
     const StepRow& r = m.steps[i];
-    st.push_back({{"range", r.range}, {"kernels", r.kernels}, {"kernel_ns", r.kernel_ns}, {"target_ns", r.target_ns}});
+    st.push_back({{"range", r.range},
+                  {"kernels", r.kernels},
+                  {"kernel_ns", r.kernel_ns},
+                  {"targets", r.targets},
+                  {"target_ns", r.target_ns}});
   }
   j["steps"] = st;
   j["steps_total"] = m.steps.size();

@@ -135,7 +135,8 @@ ServeOutcome RunServe(const ServeRequest& r) {
                               out.shadow_port, out.primary_port);
   if (r.shadow_device >= 0) shadow.env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(r.shadow_device));
   const size_t pi = group.Start(primary);
-  const size_t si = group.Start(shadow);
+  // Without a shadow, a placeholder child that is never started keeps the indices.
+  const size_t si = r.with_shadow ? group.Start(shadow) : group.Start(ChildSpec{});
   auto stop_all = [&] {
     for (size_t i : {pi, si}) group.Signal(i, SIGTERM);
     const auto end = std::chrono::steady_clock::now() + r.stop_grace;
@@ -194,13 +195,13 @@ ServeOutcome RunServe(const ServeRequest& r) {
     if (!out.primary_healthy || (!out.shadow_healthy && group.exit(si).running))
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  if (!out.shadow_healthy)
+  if (!out.shadow_healthy && r.with_shadow)
     std::fprintf(stderr, "twinscope twin: the shadow server is not serving: requests go to the primary alone\n");
 
   mirror::MirrorOptions mo;
   mo.listen = r.listen;
   mo.primary = "http://127.0.0.1:" + std::to_string(out.primary_port);
-  mo.shadow = "http://127.0.0.1:" + std::to_string(out.shadow_port);
+  if (r.with_shadow) mo.shadow = "http://127.0.0.1:" + std::to_string(out.shadow_port);
   mo.log_path = out.request_log;
   mirror::Mirror m(mo);
   Status st = m.Start();
@@ -210,10 +211,15 @@ ServeOutcome RunServe(const ServeRequest& r) {
     return out;
   }
   out.mirror_url = "http://" + m.listen_address();
-  std::fprintf(stderr,
-               "twinscope twin: serving: primary on port %d, shadow on port %d; send requests to %s "
-               "(Ctrl-C stops, then joins)\n",
-               out.primary_port, out.shadow_port, out.mirror_url.c_str());
+  if (r.with_shadow) {
+    std::fprintf(stderr,
+                 "twinscope twin: serving: primary on port %d, shadow on port %d; send requests to %s "
+                 "(Ctrl-C stops, then joins)\n",
+                 out.primary_port, out.shadow_port, out.mirror_url.c_str());
+  } else {
+    std::fprintf(stderr, "twinscope twin: serving: primary on port %d; send requests to %s (Ctrl-C stops)\n",
+                 out.primary_port, out.mirror_url.c_str());
+  }
 
   TraceTail ptail(out.primary_trace), stail(out.shadow_trace);
   const auto serve_t0 = std::chrono::steady_clock::now();

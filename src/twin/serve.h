@@ -29,6 +29,7 @@ struct ServeRequest {
   std::chrono::milliseconds stop_grace{std::chrono::seconds(30)};
   double duration_s = 0;  // > 0: stop after this long serving
   int shadow_device = -1;
+  bool with_shadow = true;  // false: the primary alone behind the mirror (a shadow replays later)
   bool progress = false;
   // Runs once both are healthy and the mirror listens, on this thread; the run
   // stops when it returns (the demo's built-in client). Empty: serve until a
