@@ -15,10 +15,18 @@ cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTWINSCOPE
 cmake --build "$BUILD" -j "$JOBS"
 (cd "$BUILD" && ctest --output-on-failure -j "$JOBS" --timeout 600)
 
-# Bounded fuzzing with libFuzzer (needs clang with its fuzzer runtime).
+# Bounded fuzzing with libFuzzer (needs clang with its fuzzer runtime), in a
+# build where all code runs under AddressSanitizer and UBSan. The fuzz replay
+# tests (the same entry points on mutated and random inputs) run there too.
 if command -v clang++ >/dev/null && [[ $FUZZ_SECONDS -gt 0 ]]; then
   CC=clang CXX=clang++ cmake -S . -B "$BUILD-fuzz" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTWINSCOPE_FUZZ=ON \
     -DTWINSCOPE_WITH_CUPTI=OFF -DTWINSCOPE_WITH_SANITIZER=OFF -DTWINSCOPE_BUILD_TESTS=ON >/dev/null
+  replays=(reader_fuzz_replay_test twinscope_mirror_unit_tests)
+  cmake --build "$BUILD-fuzz" -j "$JOBS" --target "${replays[@]}"
+  for t in "${replays[@]}"; do
+    echo "fuzz replay $t (ASan, UBSan)"
+    "$BUILD-fuzz/bin/$t" --gtest_brief=1
+  done
   targets=$(cmake --build "$BUILD-fuzz" --target help | grep -oE '^[a-z_]+_fuzzer' | sort -u || true)
   for t in $targets; do
     cmake --build "$BUILD-fuzz" -j "$JOBS" --target "$t"
