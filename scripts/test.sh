@@ -15,10 +15,17 @@ cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTWINSCOPE
 cmake --build "$BUILD" -j "$JOBS"
 (cd "$BUILD" && ctest --output-on-failure -j "$JOBS" --timeout 600)
 
-# Bounded fuzzing with libFuzzer (needs clang with its fuzzer runtime).
+# Bounded fuzzing with libFuzzer (needs clang with its fuzzer runtime), in a
+# build where all code runs under AddressSanitizer and UBSan. The reader's fuzz
+# replay test (its entry point on mutated real traces) runs there too. (The
+# mirror's replay drives the same entry point as mirror_input_fuzzer, which
+# runs here from the same corpus.)
 if command -v clang++ >/dev/null && [[ $FUZZ_SECONDS -gt 0 ]]; then
   CC=clang CXX=clang++ cmake -S . -B "$BUILD-fuzz" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTWINSCOPE_FUZZ=ON \
     -DTWINSCOPE_WITH_CUPTI=OFF -DTWINSCOPE_WITH_SANITIZER=OFF -DTWINSCOPE_BUILD_TESTS=ON >/dev/null
+  cmake --build "$BUILD-fuzz" -j "$JOBS" --target reader_fuzz_replay_test
+  echo "fuzz replay reader_fuzz_replay_test (ASan, UBSan)"
+  "$BUILD-fuzz/bin/reader_fuzz_replay_test" --gtest_brief=1
   targets=$(cmake --build "$BUILD-fuzz" --target help | grep -oE '^[a-z_]+_fuzzer' | sort -u || true)
   for t in $targets; do
     cmake --build "$BUILD-fuzz" -j "$JOBS" --target "$t"

@@ -29,9 +29,16 @@ struct LaunchKeyParts {
   uint64_t hash = 0;
 };
 
+// Version of the launch key: the path syntax above and LaunchKeyHash below.
+// Keys made by two builds join only if both have the same version; it changes
+// whenever any launch would get a different key (docs/launch-key.md).
+inline constexpr uint32_t kLaunchKeyVersion = 1;
+
 // 64-bit FNV-1a over path, '|', kernel, '|', then ordinal and the six
-// dimensions as little-endian u32s. Runs on every launch: no formatting, no
-// allocation.
+// dimensions as little-endian u32s, with offset basis 1469598103934665603
+// (not FNV's 14695981039346656037: a digit short since the first version, and
+// kept, since the key is a stable format). Runs on every launch: no
+// formatting, no allocation.
 uint64_t LaunchKeyHash(std::string_view path, std::string_view kernel, uint32_t ordinal, Dim3 grid, Dim3 block);
 
 // The push/pop ranges open on one thread, with the counters that make keys.

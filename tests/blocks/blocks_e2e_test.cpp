@@ -758,11 +758,16 @@ TEST(BlocksE2E, SilentSanitizerIsReportedWithTheLikelyHolder) {
 }
 
 TEST(BlocksE2E, SilentWithCuptiLoadedNamesIt) {
-  // A process that has libcupti mapped: LD_PRELOAD a library whose name says so.
+  // A process that has a libcupti mapped (a real library of that file name,
+  // preloaded): the probe finds it in /proc/self/maps and names it.
   AppRun r = RunApp("silent_cupti", Script("mode silent\n@modules\n"),
-                    {{"TWINSCOPE_KERNELS", "reshape"}, {"LD_PRELOAD", "/nonexistent/libcupti.so.13"}});
+                    {{"TWINSCOPE_KERNELS", "reshape"}, {"LD_PRELOAD", TWINSCOPE_TEST_CUPTI_STAND_IN}});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("cannot be preloaded"), std::string::npos) << "the stand-in must load:\n" << r.err;
   EXPECT_EQ(r.status["tool_state"], "silent");
-  EXPECT_NE(r.err.find("libcupti"), std::string::npos) << r.err;
+  const std::string mapped = "Likely holder: libcupti.so.13 is loaded in the process (a CUPTI user)";
+  EXPECT_NE(r.err.find(mapped), std::string::npos) << r.err;
+  EXPECT_NE(r.status.value("tool_message", "").find(mapped), std::string::npos) << r.status.dump();
 }
 
 TEST(BlocksE2E, FailedSubscribeIsReported) {

@@ -17,6 +17,10 @@ struct NullSink : twinscope::RecordSink {
 
 int FuzzReadTrace(const uint8_t* data, size_t size) {
   static const std::string path = "/tmp/twinscope_fuzz_" + std::to_string(getpid()) + ".tsc";
+  // A new file each time, not the old one truncated: ext4 writes a file
+  // truncated and rewritten through to disk on close (auto_da_alloc), which
+  // made every input cost milliseconds.
+  unlink(path.c_str());
   FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) return 0;
   std::fwrite(data, 1, size, f);

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
+#include <vector>
 
 namespace twinscope {
 namespace {
@@ -66,10 +68,99 @@ TEST(LaunchKey, SameProgramGivesSameKeysInTwoIndependentStacks) {
   EXPECT_EQ(std::unique(k1.begin(), k1.end()), k1.end()) << "keys must be unique within a run";
 }
 
-TEST(LaunchKey, ShapeAndDomainArePartOfTheKey) {
-  EXPECT_NE(LaunchKeyHash("p", "k", 0, {1, 1, 1}, {32, 1, 1}), LaunchKeyHash("p", "k", 0, {2, 1, 1}, {32, 1, 1}));
-  EXPECT_NE(LaunchKeyHash("p", "k", 0, {1, 1, 1}, {32, 1, 1}), LaunchKeyHash("p", "k", 0, {1, 1, 1}, {64, 1, 1}));
-  EXPECT_EQ(LaunchKeyHash("p", "k", 3, {1, 2, 3}, {4, 5, 6}), LaunchKeyHash("p", "k", 3, {1, 2, 3}, {4, 5, 6}));
+// Golden values of the launch key (docs/launch-key.md: a stable format; keys
+// written by different builds must join). Computed outside this code, by the
+// reference in docs/launch-key.md (Python, over the documented byte layout),
+// and written out here. A failure here means keys changed: either a bug, or a
+// new kLaunchKeyVersion with new values here and a note in the docs.
+constexpr const char* kReshape = "_ZN4vllm30reshape_and_cache_flash_kernelIffEEvPKT_PT0_PKlii";
+constexpr const char* kGemm = "_Z16gemm_like_kernelPKfS0_Pfi";
+
+struct GoldenKey {
+  const char* what;  // the field that differs from row 0
+  const char* path;
+  const char* kernel;
+  uint32_t ordinal;
+  Dim3 grid, block;
+  uint64_t hash;
+};
+// Row 0 is the base; every other row changes one thing of it.
+// clang-format off
+constexpr GoldenKey kGoldenKeys[] = {
+    {"base", "step#17/attn#0", kReshape, 3, {1000, 2, 3}, {512, 4, 5}, 0x058c4acba9464483ull},
+    {"path: no range", "", kReshape, 3, {1000, 2, 3}, {512, 4, 5}, 0x995c4a2ca48e20abull},
+    {"path: next range instance", "step#18/attn#0", kReshape, 3, {1000, 2, 3}, {512, 4, 5}, 0x0ddec6825822f14eull},
+    {"path: NVTX domain", "vllm::step#17/attn#0", kReshape, 3, {1000, 2, 3}, {512, 4, 5}, 0xa5f4844011ad668cull},
+    {"kernel", "step#17/attn#0", kGemm, 3, {1000, 2, 3}, {512, 4, 5}, 0x7c57894aac46728bull},
+    {"ordinal", "step#17/attn#0", kReshape, 4, {1000, 2, 3}, {512, 4, 5}, 0xd84ece9a8d05243cull},
+    {"grid.x", "step#17/attn#0", kReshape, 3, {1001, 2, 3}, {512, 4, 5}, 0xf9399e2998e107f6ull},
+    {"grid.y", "step#17/attn#0", kReshape, 3, {1000, 1, 3}, {512, 4, 5}, 0x010469bf50e685f4ull},
+    {"grid.z", "step#17/attn#0", kReshape, 3, {1000, 2, 1}, {512, 4, 5}, 0xe0a2ee7b4ac76cd9ull},
+    {"block.x", "step#17/attn#0", kReshape, 3, {1000, 2, 3}, {256, 4, 5}, 0x9cdcb8bd35e41cd6ull},
+    {"block.y", "step#17/attn#0", kReshape, 3, {1000, 2, 3}, {512, 1, 5}, 0x687bfde28dbad186ull},
+    {"block.z", "step#17/attn#0", kReshape, 3, {1000, 2, 3}, {512, 4, 1}, 0x8576faed021d36c7ull},
+    {"grid.y and grid.z swapped", "step#17/attn#0", kReshape, 3, {1000, 3, 2}, {512, 4, 5}, 0x725da4b19423e3f3ull},
+    {"grid and block swapped", "step#17/attn#0", kReshape, 3, {512, 4, 5}, {1000, 2, 3}, 0x65f54c7a190d334full},
+    {"byte order of the u32s", "step#17/attn#0", kReshape, 0x01020304, {0x0a0b0c0d, 2, 3}, {512, 4, 0xfffffffe},
+     0x6d88059059f0cb79ull},
+    {"all empty", "", "", 0, {0, 0, 0}, {0, 0, 0}, 0xdb5ee2a77627b413ull},
+};
+// clang-format on
+
+TEST(LaunchKey, HashMatchesTheGoldenValuesOfVersion1) {
+  EXPECT_EQ(kLaunchKeyVersion, 1u) << "a new key version needs new golden values below";
+  for (const GoldenKey& g : kGoldenKeys)
+    EXPECT_EQ(LaunchKeyHash(g.path, g.kernel, g.ordinal, g.grid, g.block), g.hash)
+        << g.what << ": the launch key changed (docs/launch-key.md)";
+}
+
+TEST(LaunchKey, EveryFieldChangesTheHash) {
+  const GoldenKey& base = kGoldenKeys[0];
+  const uint64_t h0 = LaunchKeyHash(base.path, base.kernel, base.ordinal, base.grid, base.block);
+  std::vector<uint64_t> all;
+  for (const GoldenKey& g : kGoldenKeys) {
+    const uint64_t h = LaunchKeyHash(g.path, g.kernel, g.ordinal, g.grid, g.block);
+    if (&g != &base) EXPECT_NE(h, h0) << g.what << " does not change the hash";
+    all.push_back(h);
+  }
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(std::unique(all.begin(), all.end()), all.end()) << "two rows of the table share a hash";
+}
+
+// A graph launch expands to one key per kernel node, in node order, through
+// the same counters as eager launches (both collectors call NextLaunch per
+// node): a graph of {gemm, gemm, reshape} replayed twice in the second
+// "layer" range of an NVTX domain "vllm" range.
+TEST(LaunchKey, GraphNodeKeysMatchTheGoldenValues) {
+  struct Node {
+    const char* kernel;
+    Dim3 grid, block;
+  };
+  const Node graph[] = {
+      {kGemm, {64, 1, 1}, {256, 1, 1}}, {kGemm, {64, 1, 1}, {256, 1, 1}}, {kReshape, {1000, 1, 1}, {512, 1, 1}}};
+  struct Want {
+    uint32_t ordinal;
+    uint64_t hash;
+  };
+  const Want want[] = {{0, 0x2417b629dd1ef922ull}, {1, 0x0351edcbfe1df5c7ull}, {0, 0xd6917d657b0d0c56ull},
+                       {2, 0xd199bf6e3782f304ull}, {3, 0x04a894ef0d772029ull}, {1, 0xc6fefc66e8a8339bull}};
+  RangeStack s;
+  s.Push("vllm", "decode");
+  s.Push("", "layer");
+  s.Pop("");
+  s.Push("", "layer");
+  size_t i = 0;
+  for (int replay = 0; replay < 2; ++replay)
+    for (const Node& n : graph) {
+      LaunchKeyParts k = s.NextLaunch(n.kernel, n.grid, n.block);
+      EXPECT_EQ(k.path, "vllm::decode#0/layer#1");
+      EXPECT_EQ(k.ordinal, want[i].ordinal) << "node " << i;
+      EXPECT_EQ(k.hash, want[i].hash) << "node " << i;
+      ++i;
+    }
+}
+
+TEST(LaunchKey, NvtxDomainIsPartOfThePath) {
   RangeStack s;
   s.Push("vllm", "decode");
   EXPECT_EQ(s.path(), "vllm::decode#0");
