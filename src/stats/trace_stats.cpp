@@ -28,6 +28,14 @@ uint64_t CounterValue(const nlohmann::json& status, const char* name) {
   return v->is_number_unsigned() ? v->get<uint64_t>() : static_cast<uint64_t>(std::max<int64_t>(0, v->get<int64_t>()));
 }
 
+// A non-negative integer field of a JSON object, or -1.
+int64_t NonNegative(const nlohmann::json& j, const char* key) {
+  if (!j.is_object()) return -1;
+  auto v = j.find(key);
+  if (v == j.end() || !v->is_number_integer()) return -1;
+  return v->is_number_unsigned() ? static_cast<int64_t>(v->get<uint64_t>()) : std::max<int64_t>(-1, v->get<int64_t>());
+}
+
 std::string Count(uint64_t n) {
   std::string digits = std::to_string(n), out;
   for (size_t i = 0; i < digits.size(); ++i) {
@@ -228,12 +236,8 @@ TraceStats StatsBuilder::Finish(const std::unordered_map<StringId, std::string>&
   l.blocks_expected = CounterValue(status_, counters::kBlocksExpected);
   l.blocks_recorded = CounterValue(status_, counters::kBlocksRecorded);
   l.blocks_missing_counters = static_cast<int64_t>(l.blocks_expected) - static_cast<int64_t>(l.blocks_recorded);
-  if (status_.is_object() && status_.contains("monotonic_ns") && header.is_object() &&
-      header.contains("start_monotonic_ns")) {
-    const auto t = status_["monotonic_ns"], t0 = header["start_monotonic_ns"];
-    if (t.is_number_unsigned() && t0.is_number_unsigned() && t.get<uint64_t>() >= t0.get<uint64_t>())
-      l.status_after_start_ns = static_cast<int64_t>(t.get<uint64_t>() - t0.get<uint64_t>());
-  }
+  const int64_t taken = NonNegative(status_, "monotonic_ns"), start = NonNegative(header, "start_monotonic_ns");
+  if (taken >= 0 && start >= 0 && taken >= start) l.status_after_start_ns = taken - start;
   FileCounts& f = l.file;
   f.launch_records = s.counts.at("launch");
   f.kernel_records = s.counts.at("kernel");
