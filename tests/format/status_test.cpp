@@ -118,13 +118,14 @@ TEST(TraceStatus, TickerPublishesAndCheckpointsEveryPeriodUntilStopped) {
     // A counter that changes on every tick, so every checkpoint writes a STATUS.
     w->SetCounter(counters::kLaunchesSeen, ticks.fetch_add(1) + 1);
   });
-  for (int tries = 0; tries < 500 && ticks.load() < 5; ++tries) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (int tries = 0; tries < 500 && ticks.load() < 5; ++tries)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   ticker.Stop();
   const uint64_t published = ticks.load();
   EXPECT_GE(published, 5u);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(ticks.load(), published);  // stopped for good
-  ticker.Stop();                        // idempotent
+  ticker.Stop();                       // idempotent
   StatusSink s;
   for (int tries = 0; tries < 200 && s.statuses.size() < published; ++tries) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

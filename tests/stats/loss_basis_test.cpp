@@ -160,9 +160,7 @@ TEST(LossBasis, ShadowWithoutSummaryCountsBlocksOfTheLaunchRecordsInTheFile) {
   for (uint32_t i = 0; i < 4; ++i) b.OnBlock(Block(0, i));
   b.OnLaunch(Launch(1, 3, 3));
   b.OnBlock(Block(1, 0));
-  b.OnStatus(Status({{counters::kLaunchesTraced, 5},
-                     {counters::kBlocksExpected, 14},
-                     {counters::kBlocksRecorded, 5}}),
+  b.OnStatus(Status({{counters::kLaunchesTraced, 5}, {counters::kBlocksExpected, 14}, {counters::kBlocksRecorded, 5}}),
              false);
   b.OnLaunch(Launch(2, 2, 2));
   b.OnBlock(Block(2, 0));
