@@ -105,7 +105,9 @@ void PrintLoss(const stats::TraceStats& s) {
     std::printf("  missing (seen-delivered)  %lld\n", static_cast<long long>(l.missing));
   } else {
     std::printf("loss accounting (%s: the last counters beside what the records in the file prove):\n",
-                l.counters_final ? "final counters" : l.have_counters ? "no summary" : "NO COUNTERS in the trace");
+                l.counters_final  ? "final counters"
+                : l.have_counters ? "no summary"
+                                  : "NO COUNTERS in the trace");
     Row("", l.counters_final ? "final counters" : "last counters", "records in file");
     if (s.shadow) {
       Row("launches (traced / launch records)", c(l.launches_traced), FormatCount(f.launch_records));
@@ -114,24 +116,24 @@ void PrintLoss(const stats::TraceStats& s) {
       Row("blocks missing (expected - recorded)", l.have_counters ? Signed(l.blocks_missing_counters) : na,
           Signed(l.blocks_missing_file));
       if (f.blocks_claimed != f.blocks_matched)
-        std::printf("  (the launch records say %s blocks were written: %s of them are not in the file)\n",
-                    FormatCount(f.blocks_claimed).c_str(),
-                    f.blocks_claimed > f.blocks_matched ? FormatCount(f.blocks_claimed - f.blocks_matched).c_str()
-                                                        : "none");
+        std::printf(
+            "  (the launch records say %s blocks were written: %s of them are not in the file)\n",
+            FormatCount(f.blocks_claimed).c_str(),
+            f.blocks_claimed > f.blocks_matched ? FormatCount(f.blocks_claimed - f.blocks_matched).c_str() : "none");
     } else {
       Row("launches", c(l.launches_seen), FormatCount(f.launch_records));
       Row("kernel records", c(l.kernel_records), FormatCount(f.kernel_records));
       Row("missing (launches - kernel records)", l.have_counters ? Signed(l.missing_counters) : na,
           Signed(l.missing_file));
       if (l.missing_file < 0)
-        std::printf("  (negative: the launch records of the last moments were still in the writer's memory when the "
-                    "process ended)\n");
+        std::printf(
+            "  (negative: the launch records of the last moments were still in the writer's memory when the "
+            "process ended)\n");
     }
     if (l.have_counters && !l.counters_final) {
-      const std::string after =
-          FormatCount(f.launch_records_after_status) + " launch, " +
-          (s.shadow ? FormatCount(f.block_records_after_status) + " block"
-                    : FormatCount(f.kernel_records_after_status) + " kernel");
+      const std::string after = FormatCount(f.launch_records_after_status) + " launch, " +
+                                (s.shadow ? FormatCount(f.block_records_after_status) + " block"
+                                          : FormatCount(f.kernel_records_after_status) + " kernel");
       std::printf("  records after the last status block: %s\n", after.c_str());
     }
   }

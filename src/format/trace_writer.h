@@ -190,8 +190,8 @@ class TraceWriter {
   std::map<std::string, uint64_t> counters_;
   nlohmann::json metadata_ = nlohmann::json::object();
   std::chrono::steady_clock::time_point last_status_{};  // last STATUS queued, or skipped as unchanged
-  std::string last_status_body_;                        // its JSON without the fields that always change
-  uint64_t jobs_since_status_ = 0;                      // record and string chunks queued since
+  std::string last_status_body_;                         // its JSON without the fields that always change
+  uint64_t jobs_since_status_ = 0;                       // record and string chunks queued since
   std::thread thread_;
   std::vector<std::thread> workers_;
 

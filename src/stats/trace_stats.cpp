@@ -66,7 +66,8 @@ void ChooseLossBasis(TraceStats& s) {
   std::string when;
   if (l.status_after_start_ns >= 0) {
     char buf[48];
-    std::snprintf(buf, sizeof buf, " (taken %.2f s after the start)", static_cast<double>(l.status_after_start_ns) / 1e9);
+    std::snprintf(buf, sizeof buf, " (taken %.2f s after the start)",
+                  static_cast<double>(l.status_after_start_ns) / 1e9);
     when = buf;
   }
   if (l.counters_final) {
@@ -77,16 +78,18 @@ void ChooseLossBasis(TraceStats& s) {
     if (!l.have_counters) {
       l.basis_reason = "the trace has no summary and no status block: only the records in the file can tell";
     } else {
-      l.basis_reason = "the trace has no summary (the process did not end cleanly), so its counters are the last "
-                       "status block's" + when + (after ? ", older than " + records + " in the file" : "") +
-                       ": the records in the file are the proof";
+      l.basis_reason =
+          "the trace has no summary (the process did not end cleanly), so its counters are the last "
+          "status block's" +
+          when + (after ? ", older than " + records + " in the file" : "") + ": the records in the file are the proof";
       if (s.shadow && l.launches_traced > f.launch_records)
         l.basis_reason += "; the counters also count at least " + Count(l.launches_traced - f.launch_records) +
                           " traced launches that have no record in the file (in flight at the end: their blocks "
                           "are lost)";
       else if (!s.shadow && l.missing_file > 0)
-        l.basis_reason += "; launches without a kernel record are mostly the last ones, whose records were still "
-                          "in CUPTI's buffers at the end";
+        l.basis_reason +=
+            "; launches without a kernel record are mostly the last ones, whose records were still "
+            "in CUPTI's buffers at the end";
     }
   } else if (l.have_counters) {
     l.basis = LossBasis::kCounters;
@@ -100,9 +103,9 @@ void ChooseLossBasis(TraceStats& s) {
   // A shadow (block probe) trace has no kernel records by design: its losses are blocks.
   if (s.shadow) {
     l.missing = 0;
-    l.blocks_missing = l.basis == LossBasis::kFile ? l.blocks_missing_file
+    l.blocks_missing = l.basis == LossBasis::kFile       ? l.blocks_missing_file
                        : l.basis == LossBasis::kCounters ? l.blocks_missing_counters
-                                                          : 0;
+                                                         : 0;
   } else {
     l.missing = l.basis == LossBasis::kFile ? l.missing_file : l.basis == LossBasis::kCounters ? l.missing_counters : 0;
   }
@@ -112,9 +115,12 @@ void ChooseLossBasis(TraceStats& s) {
 
 const char* LossBasisName(LossBasis b) {
   switch (b) {
-    case LossBasis::kCounters: return "counters";
-    case LossBasis::kFile: return "file";
-    case LossBasis::kNone: return "none";
+    case LossBasis::kCounters:
+      return "counters";
+    case LossBasis::kFile:
+      return "file";
+    case LossBasis::kNone:
+      return "none";
   }
   return "?";
 }
@@ -496,23 +502,23 @@ nlohmann::json StatsToJson(const TraceStats& s, size_t top) {
                      {"blocks_expected", l.blocks_expected},
                      {"blocks_recorded", l.blocks_recorded},
                      {"blocks_missing", l.blocks_missing_counters}});
-    file.update({{"block_records", f.block_records},
-                 {"blocks_expected", f.blocks_expected},
-                 {"blocks_claimed_by_launch_records", f.blocks_claimed},
-                 {"blocks_matched", f.blocks_matched},
-                 {"blocks_missing", l.blocks_missing_file},
-                 {"blocks_without_launch_record", s.blocks_without_launch},
-                 {"after_last_status",
-                  {{"launch_records", f.launch_records_after_status}, {"block_records", f.block_records_after_status}}}});
+    file.update(
+        {{"block_records", f.block_records},
+         {"blocks_expected", f.blocks_expected},
+         {"blocks_claimed_by_launch_records", f.blocks_claimed},
+         {"blocks_matched", f.blocks_matched},
+         {"blocks_missing", l.blocks_missing_file},
+         {"blocks_without_launch_record", s.blocks_without_launch},
+         {"after_last_status",
+          {{"launch_records", f.launch_records_after_status}, {"block_records", f.block_records_after_status}}}});
   } else {
-    counters.update({{"launches_seen", l.launches_seen},
-                     {"kernel_records", l.kernel_records},
-                     {"missing", l.missing_counters}});
-    file.update({{"kernel_records", f.kernel_records},
-                 {"missing", l.missing_file},
-                 {"after_last_status",
-                  {{"launch_records", f.launch_records_after_status},
-                   {"kernel_records", f.kernel_records_after_status}}}});
+    counters.update(
+        {{"launches_seen", l.launches_seen}, {"kernel_records", l.kernel_records}, {"missing", l.missing_counters}});
+    file.update(
+        {{"kernel_records", f.kernel_records},
+         {"missing", l.missing_file},
+         {"after_last_status",
+          {{"launch_records", f.launch_records_after_status}, {"kernel_records", f.kernel_records_after_status}}}});
   }
   j["loss"]["counters"] = counters;
   j["loss"]["file"] = file;

@@ -72,7 +72,7 @@ struct FileCounts {
 // `blocks_missing` (shadow) are the verdict, taken from `basis`.
 struct LossAccounting {
   bool have_counters = false;
-  bool counters_final = false;     // from the SUMMARY chunk
+  bool counters_final = false;         // from the SUMMARY chunk
   int64_t status_after_start_ns = -1;  // when the last counters were taken, from the header's start (-1: unknown)
   uint64_t launches_seen = 0;
   uint64_t kernel_records = 0;  // delivered by CUPTI (counter)
