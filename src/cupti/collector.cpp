@@ -411,8 +411,16 @@ void Collector::PublishCounters() {
 }
 
 void Collector::FlushLoop() {
+  using Clock = std::chrono::steady_clock;
+  const std::chrono::milliseconds period(config_.flush_ms > 0 ? config_.flush_ms : 0);
+  Clock::time_point next = Clock::now() + period;
   for (;;) {
-    int timeout = config_.flush_ms > 0 ? static_cast<int>(config_.flush_ms) : -1;
+    // Ticks one period apart, start to start, however long a flush takes.
+    int timeout = -1;
+    if (period.count() > 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
+      timeout = static_cast<int>(std::clamp<long long>(left, 0, period.count()));
+    }
     if (wake_pipe_[0] >= 0) {
       struct pollfd p {
         wake_pipe_[0], POLLIN, 0
@@ -424,9 +432,10 @@ void Collector::FlushLoop() {
         }
       }
     } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(timeout > 0 ? timeout : 100));
+      std::this_thread::sleep_for(std::chrono::milliseconds(timeout >= 0 ? timeout : 100));
     }
     if (stop_.load()) return;
+    if (period.count() > 0 && Clock::now() >= next) next = std::max(next + period, Clock::now());
     int request = signal_request_.exchange(0);
     if (request == 2) {
       Finalize();
