@@ -114,15 +114,15 @@ if [[ $MODE == sigkill ]]; then
     --seconds 120 >"$LOG/record.log" 2>&1 &
   rec=$!
   sleep "$KILL_AFTER"
-  # The program is record's only child (record execs it directly).
-  child=$(awk '{print $1}' "/proc/$rec/task/$rec/children" 2>/dev/null || true)
+  # The program is record's only child (record execs it directly), forked by one of its threads.
+  child=$(cat /proc/"$rec"/task/*/children 2>/dev/null | tr ' ' '\n' | grep -m1 . || true)
   if [[ -z $child ]]; then
     tail -20 "$LOG/record.log" >&2
     echo "gpu_cupti.sh sigkill: the program under record (pid $rec) is not running: see $LOG/record.log" >&2
     exit 1
   fi
-  kill_ns=$(python3 -c 'import time; print(time.monotonic_ns())')
   kill -KILL "$child"
+  kill_ns=$(python3 -c 'import time; print(time.monotonic_ns())')  # just after: the age shown is an upper bound
   rc=0
   wait "$rec" || rc=$?
   echo "record exit code $rc (137: the program died of SIGKILL); progress: $(cat "$LOG/progress.json" 2>/dev/null)"

@@ -104,10 +104,10 @@ void PrintLoss(const stats::TraceStats& s) {
                 FormatCount(l.kernel_records_in_file).c_str());
     std::printf("  missing (seen-delivered)  %lld\n", static_cast<long long>(l.missing));
   } else {
-    std::printf("loss accounting (%s: the last counters beside what the records in the file prove):\n",
-                l.counters_final  ? "final counters"
-                : l.have_counters ? "no summary"
-                                  : "NO COUNTERS in the trace");
+    std::printf("loss accounting (%s):\n",
+                l.counters_final  ? "the final counters beside what the records in the file prove"
+                : l.have_counters ? "no summary: the last counters beside what the records in the file prove"
+                                  : "NO COUNTERS in the trace: only what the records in the file prove");
     Row("", l.counters_final ? "final counters" : "last counters", "records in file");
     if (s.shadow) {
       Row("launches (traced / launch records)", c(l.launches_traced), FormatCount(f.launch_records));
