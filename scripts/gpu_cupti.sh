@@ -17,14 +17,20 @@
 #   scripts/gpu_cupti.sh ablate   what each per-launch step costs: 300,000 eager launches under
 #                                 twinscope with TWINSCOPE_CUPTI_SKIP=<step> (benchmark-only knob)
 #                                 and without API records, against plain and the floors (~2 min)
+#   scripts/gpu_cupti.sh sigkill  a busy PyTorch program (tests/gpu/sigkill_torch.py) under
+#                                 `twinscope record`, SIGKILLed after KILL_AFTER s (default 20);
+#                                 `twinscope stats` on its trace: the last counters beside what
+#                                 the records in the file prove, and how old the counters were
+#                                 at the kill                                       (~1.5 min)
 # Environment: BUILD_DIR (default build-gpu), REPLAYS (stress, default 600000),
-# LONG_REPLAYS (default 300000), PYTHON (default /opt/torch/.venv/bin/python, then python3).
+# LONG_REPLAYS (default 300000), PYTHON (default /opt/torch/.venv/bin/python, then python3),
+# KILL_AFTER (sigkill, seconds, default 20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 MODE=${1:-stress}
-case "$MODE" in stress | long | bench | ablate) ;; *)
-  echo "usage: $0 stress|long|bench|ablate" >&2
+case "$MODE" in stress | long | bench | ablate | sigkill) ;; *)
+  echo "usage: $0 stress|long|bench|ablate|sigkill" >&2
   exit 2
   ;;
 esac
@@ -40,12 +46,13 @@ require_gpu "gpu_cupti.sh"
 # ---- build ----------------------------------------------------------------------
 cmake_generator
 echo "== build ($BUILD, log $LOG/build.log)"
+targets=(twinscope_cupti twinscope_example cupti_graph_stress cupti_trace_check bench_kernels bare_cupti)
+[[ $MODE == sigkill ]] && targets=(twinscope twinscope_cupti)
 if ! {
   cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTWINSCOPE_BUILD_GPU_TESTS=ON \
     -DTWINSCOPE_BUILD_BENCH=ON -DTWINSCOPE_WITH_SQLITE=OFF -DTWINSCOPE_WITH_MIRROR=OFF \
     -DTWINSCOPE_CUDA_ARCHITECTURES=90 &&
-    cmake --build "$BUILD" -j "$(nproc)" --target twinscope_cupti twinscope_example cupti_graph_stress \
-      cupti_trace_check bench_kernels bare_cupti
+    cmake --build "$BUILD" -j "$(nproc)" --target "${targets[@]}"
 } >"$LOG/build.log" 2>&1; then
   tail -40 "$LOG/build.log"
   echo "gpu_cupti.sh: build failed (full log: $LOG/build.log)" >&2
@@ -88,6 +95,47 @@ if [[ $MODE == stress ]]; then
   echo
   echo "== seed 001 on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) (logs: $LOG)"
   python3 tests/gpu/cupti_report.py stress "$LOG"
+  exit $?
+fi
+
+# ---- sigkill ----------------------------------------------------------------------------
+if [[ $MODE == sigkill ]]; then
+  KILL_AFTER=${KILL_AFTER:-20}
+  PY=${PYTHON:-/opt/torch/.venv/bin/python}
+  if ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >"$LOG/torch_check.log" 2>&1; then
+    cat "$LOG/torch_check.log" >&2
+    echo "gpu_cupti.sh sigkill: $PY has no CUDA-enabled torch (set PYTHON)" >&2
+    exit 1
+  fi
+  trace=$LOG/sigkill.tsc
+  rm -f "$trace" "$LOG/progress.json"
+  echo "== PyTorch under twinscope record, SIGKILL after ${KILL_AFTER} s"
+  "$BIN/twinscope" record -o "$trace" -- "$PY" tests/gpu/sigkill_torch.py --progress "$LOG/progress.json" \
+    --seconds 120 >"$LOG/record.log" 2>&1 &
+  rec=$!
+  sleep "$KILL_AFTER"
+  # The program is record's only child (record execs it directly), forked by one of its threads.
+  child=$(cat /proc/"$rec"/task/*/children 2>/dev/null | tr ' ' '\n' | grep -m1 . || true)
+  if [[ -z $child ]]; then
+    tail -20 "$LOG/record.log" >&2
+    echo "gpu_cupti.sh sigkill: the program under record (pid $rec) is not running: see $LOG/record.log" >&2
+    exit 1
+  fi
+  kill -KILL "$child"
+  kill_ns=$(python3 -c 'import time; print(time.monotonic_ns())')  # just after: the age shown is an upper bound
+  rc=0
+  wait "$rec" || rc=$?
+  echo "record exit code $rc (137: the program died of SIGKILL); progress: $(cat "$LOG/progress.json" 2>/dev/null)"
+  ls -l "$trace" >>"$LOG/record.log" 2>&1 || true
+  "$BIN/twinscope" stats "$trace" >"$LOG/stats.txt" 2>&1 || true
+  "$BIN/twinscope" stats --json "$trace" >"$LOG/stats.json" 2>"$LOG/stats_json.err" || true
+  rm -f "$trace"
+  echo
+  echo "== the loss block of twinscope stats (full output: $LOG/stats.txt)"
+  sed -n '/^loss accounting/,/^top kernels/p' "$LOG/stats.txt" | grep -v '^top kernels' || true
+  echo
+  echo "== SIGKILLed run on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) (logs: $LOG)"
+  python3 tests/gpu/cupti_report.py sigkill "$LOG" "$kill_ns"
   exit $?
 fi
 

@@ -92,6 +92,7 @@
 #include "blocks/probe_callbacks.h"
 #include "blocks/span_arena.h"
 #include "format/header.h"
+#include "format/status_ticker.h"
 #include "format/trace_writer.h"
 #include "launchkey/launch_key.h"
 #include "nvtx/nvtx_capture.h"
@@ -219,6 +220,7 @@ class BlockProbe final : public NvtxListener {
   BlocksConfig config_;
   std::unique_ptr<KernelSelector> selector_;
   std::unique_ptr<TraceWriter> writer_;
+  std::unique_ptr<StatusTicker> ticker_;  // counters into the trace every flush period (crash-true accounting)
   Sanitizer_SubscriberHandle subscriber_ = nullptr;
   bool initialized_ = false;
   bool subscribe_failed_ = false;
@@ -368,6 +370,8 @@ int BlockProbe::Initialize() {
   header["max_slots"] = config_.max_slots;
   if (config_.naive) header["naive"] = true;
   header["clock"] = {{"launch_cpu_ns", "CLOCK_MONOTONIC"}, {"block_ns", "GPU %globaltimer"}};
+  const long long flush_ms = EnvInt(twinscope::env::kFlushMs, 500);  // period of the STATUS chunks (0: writer's own)
+  header["flush_ms"] = flush_ms;
   WriterOptions wo;
   wo.path = config_.output;
   wo.max_buffered_bytes = config_.max_buffered_bytes;
@@ -396,6 +400,10 @@ int BlockProbe::Initialize() {
     }
   }
   SetNvtxListener(this, MonotonicNs);
+  ticker_ = std::make_unique<StatusTicker>(writer_.get(), std::chrono::milliseconds(flush_ms), [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!shut_down_) PublishCountersLocked();
+  });
   std::atexit(AtExit);
   writer_->SetMetadata("tool_state", subscribe_failed_ ? "subscribe_failed" : "subscribed");
   if (subscribe_failed_) {
@@ -1001,6 +1009,7 @@ void BlockProbe::OnNvtx(const NvtxEvent& e) {
 }
 
 void BlockProbe::Shutdown() {
+  if (ticker_) ticker_->Stop();  // the SUMMARY takes over
   FlushOpenNvtxRanges();
   std::unique_lock<std::mutex> lock(mu_);
   if (shut_down_ || !writer_) return;

@@ -74,7 +74,14 @@ std::vector<std::string> SummaryLines(const stats::TraceStats& s) {
   lines.push_back("records: " + count("kernel") + " kernels, " + count("memcpy") + " memcpys, " + count("memset") +
                   " memsets, " + count("api") + " API calls, " + count("nvtx") + " NVTX (" + read + ")");
   const auto& l = s.loss;
-  if (l.have_counters) {
+  if (l.basis == stats::LossBasis::kFile) {
+    // No summary: the records prove more than the last counters (see `twinscope stats`).
+    lines.push_back("loss (no summary; from the records in the file): launch records " +
+                    FormatCount(l.file.launch_records) + ", kernel records " + FormatCount(l.file.kernel_records) +
+                    ", missing " + std::to_string(l.missing) + "; last counters: launches seen " +
+                    FormatCount(l.launches_seen) + ", kernel records " + FormatCount(l.kernel_records) + ", dropped " +
+                    FormatCount(l.cupti_dropped) + " (CUPTI) + " + FormatCount(l.writer_dropped) + " (writer)");
+  } else if (l.have_counters) {
     lines.push_back("loss: launches seen " + FormatCount(l.launches_seen) + ", kernel records " +
                     FormatCount(l.kernel_records) + ", missing " + std::to_string(l.missing) + ", invalid timestamps " +
                     FormatCount(l.invalid_timestamps + l.copy_invalid_timestamps) + ", dropped " +

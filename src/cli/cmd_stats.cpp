@@ -81,13 +81,68 @@ void PrintRead(const stats::TraceStats& s) {
   std::printf("\n");
 }
 
+// One row of the two views: the last counters beside the records in the file.
+void Row(const char* label, const std::string& counters, const std::string& file) {
+  std::printf("  %-38s %16s %16s\n", label, counters.c_str(), file.c_str());
+}
+
+std::string Signed(int64_t v) { return v < 0 ? "-" + FormatCount(static_cast<uint64_t>(-v)) : FormatCount(v); }
+
+// Printed once per trace. With final counters (a summary) the primary's block
+// is the counters; otherwise, and always for a shadow, the last counters and
+// what the records in the file prove, side by side, and the verdict's basis.
 void PrintLoss(const stats::TraceStats& s) {
   const auto& l = s.loss;
-  std::printf("loss accounting%s:\n", l.have_counters ? "" : " (NO COUNTERS in the trace: values below are 0)");
-  std::printf("  launches seen             %s\n", FormatCount(l.launches_seen).c_str());
-  std::printf("  kernel records delivered  %s (in file: %s)\n", FormatCount(l.kernel_records).c_str(),
-              FormatCount(l.kernel_records_in_file).c_str());
-  std::printf("  missing (seen-delivered)  %lld\n", static_cast<long long>(l.missing));
+  const auto& f = l.file;
+  const bool final_counters = l.basis == stats::LossBasis::kCounters && l.counters_final;
+  const std::string na = l.have_counters ? "" : "-";
+  auto c = [&](uint64_t v) { return l.have_counters ? FormatCount(v) : na; };
+  if (!s.shadow && final_counters) {
+    std::printf("loss accounting:\n");
+    std::printf("  launches seen             %s\n", FormatCount(l.launches_seen).c_str());
+    std::printf("  kernel records delivered  %s (in file: %s)\n", FormatCount(l.kernel_records).c_str(),
+                FormatCount(l.kernel_records_in_file).c_str());
+    std::printf("  missing (seen-delivered)  %lld\n", static_cast<long long>(l.missing));
+  } else {
+    std::printf("loss accounting (%s):\n",
+                l.counters_final  ? "the final counters beside what the records in the file prove"
+                : l.have_counters ? "no summary: the last counters beside what the records in the file prove"
+                                  : "NO COUNTERS in the trace: only what the records in the file prove");
+    Row("", l.counters_final ? "final counters" : "last counters", "records in file");
+    if (s.shadow) {
+      Row("launches (traced / launch records)", c(l.launches_traced), FormatCount(f.launch_records));
+      Row("blocks expected", c(l.blocks_expected), FormatCount(f.blocks_expected));
+      Row("blocks recorded", c(l.blocks_recorded), FormatCount(f.blocks_matched));
+      Row("blocks missing (expected - recorded)", l.have_counters ? Signed(l.blocks_missing_counters) : na,
+          Signed(l.blocks_missing_file));
+      if (f.blocks_claimed != f.blocks_matched)
+        std::printf(
+            "  (the launch records say %s blocks were written: %s of them are not in the file)\n",
+            FormatCount(f.blocks_claimed).c_str(),
+            f.blocks_claimed > f.blocks_matched ? FormatCount(f.blocks_claimed - f.blocks_matched).c_str() : "none");
+    } else {
+      Row("launches", c(l.launches_seen), FormatCount(f.launch_records));
+      Row("kernel records", c(l.kernel_records), FormatCount(f.kernel_records));
+      Row("missing (launches - kernel records)", l.have_counters ? Signed(l.missing_counters) : na,
+          Signed(l.missing_file));
+      if (l.missing_file < 0)
+        std::printf(
+            "  (negative: the launch records of the last moments were still in the writer's memory when the "
+            "process ended)\n");
+    }
+    if (l.have_counters && !l.counters_final) {
+      const std::string after = FormatCount(f.launch_records_after_status) + " launch, " +
+                                (s.shadow ? FormatCount(f.block_records_after_status) + " block"
+                                          : FormatCount(f.kernel_records_after_status) + " kernel");
+      std::printf("  records after the last status block: %s\n", after.c_str());
+    }
+  }
+  std::printf("  verdict from %s: %s\n",
+              l.basis == stats::LossBasis::kFile       ? "the records in the file"
+              : l.basis == stats::LossBasis::kCounters ? (l.counters_final ? "the counters" : "the last counters")
+                                                       : "nothing",
+              l.basis_reason.c_str());
+  if (s.shadow) return;  // the probe's other counters follow in its own block
   std::printf("  invalid timestamps        %s kernel, %s memcpy/memset (flagged in file: %s)\n",
               FormatCount(l.invalid_timestamps).c_str(), FormatCount(l.copy_invalid_timestamps).c_str(),
               FormatCount(l.invalid_timestamps_in_file).c_str());
@@ -206,7 +261,7 @@ CommandRegistration kStats(
         } else {
           PrintHeader(s);
           PrintRead(s);
-          if (!s.shadow) PrintLoss(s);
+          PrintLoss(s);
           PrintKernels(s, f->top);
           PrintDevices(s);
           PrintNvtx(s, f->top);

@@ -329,8 +329,8 @@ void Collector::OnLaunchExit(const CUpti_CallbackData* cb) {
     if (t.unknown_graph) loss_.graph_launches_unknown_exec.fetch_add(1, std::memory_order_relaxed);
   }
   for (LaunchRecord& r : t.records) r.seq = launch_seq_.fetch_add(1, std::memory_order_relaxed);
-  loss_.launches_seen.fetch_add(t.records.size(), std::memory_order_relaxed);
   if (!t.records.empty()) writer_->AppendMany(t.records.data(), t.records.size());
+  loss_.launches_seen.fetch_add(t.records.size(), std::memory_order_release);  // after: see ProcessBuffer
 }
 
 void Collector::OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* res) {

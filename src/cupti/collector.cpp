@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -410,8 +411,16 @@ void Collector::PublishCounters() {
 }
 
 void Collector::FlushLoop() {
+  using Clock = std::chrono::steady_clock;
+  const std::chrono::milliseconds period(config_.flush_ms > 0 ? config_.flush_ms : 0);
+  Clock::time_point next = Clock::now() + period;
   for (;;) {
-    int timeout = config_.flush_ms > 0 ? static_cast<int>(config_.flush_ms) : -1;
+    // Ticks one period apart, start to start, however long a flush takes.
+    int timeout = -1;
+    if (period.count() > 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
+      timeout = static_cast<int>(std::clamp<long long>(left, 0, period.count()));
+    }
     if (wake_pipe_[0] >= 0) {
       struct pollfd p {
         wake_pipe_[0], POLLIN, 0
@@ -423,9 +432,10 @@ void Collector::FlushLoop() {
         }
       }
     } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(timeout > 0 ? timeout : 100));
+      std::this_thread::sleep_for(std::chrono::milliseconds(timeout >= 0 ? timeout : 100));
     }
     if (stop_.load()) return;
+    if (period.count() > 0 && Clock::now() >= next) next = std::max(next + period, Clock::now());
     int request = signal_request_.exchange(0);
     if (request == 2) {
       Finalize();
@@ -433,9 +443,14 @@ void Collector::FlushLoop() {
       return;
     }
     if (collecting()) CUPTI_CHECK(Cupti().ActivityFlushAll(request ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0));
-    WaitForProcessing(std::chrono::milliseconds(request ? kSignalFlushWaitMs / 2 : 1000));
+    // Bounded by the period: a processing backlog must not make the counters older than that.
+    const long long wait_ms = std::clamp<long long>(config_.flush_ms, 1, 1000);
+    WaitForProcessing(std::chrono::milliseconds(request ? kSignalFlushWaitMs / 2 : wait_ms));
+    // Every period, all counters and the records counted so far go into the
+    // file, followed by a STATUS: a killed process's counters are at most one
+    // period old (docs/trace-format.md).
     PublishCounters();
-    if (writer_) writer_->Flush();
+    if (writer_) writer_->Checkpoint();
     if (request) signal_done_.store(true);
   }
 }
@@ -553,12 +568,6 @@ void Collector::ProcessBuffer(uint8_t* buffer, size_t valid) {
         break;
     }
   }
-  loss_.kernel_records.fetch_add(parsed.kernels.size(), std::memory_order_relaxed);
-  loss_.kernel_invalid.fetch_add(parsed.kernel_invalid, std::memory_order_relaxed);
-  loss_.memcpy_records.fetch_add(parsed.memcpys.size(), std::memory_order_relaxed);
-  loss_.memset_records.fetch_add(parsed.memsets.size(), std::memory_order_relaxed);
-  loss_.copy_invalid.fetch_add(parsed.copy_invalid, std::memory_order_relaxed);
-  loss_.other_records.fetch_add(parsed.other, std::memory_order_relaxed);
   if (parsed.iterator_error) {
     loss_.buffer_errors.fetch_add(1, std::memory_order_relaxed);
     static std::atomic<int> reports{0};
@@ -572,6 +581,14 @@ void Collector::ProcessBuffer(uint8_t* buffer, size_t valid) {
     writer_->AppendMany(parsed.memcpys.data(), parsed.memcpys.size());
   if (config_.write_memset && !parsed.memsets.empty())
     writer_->AppendMany(parsed.memsets.data(), parsed.memsets.size());
+  // Counted once appended (release: PublishCounters' acquire load), so a
+  // STATUS never counts a record that is not staged before it.
+  loss_.kernel_records.fetch_add(parsed.kernels.size(), std::memory_order_release);
+  loss_.kernel_invalid.fetch_add(parsed.kernel_invalid, std::memory_order_relaxed);
+  loss_.memcpy_records.fetch_add(parsed.memcpys.size(), std::memory_order_release);
+  loss_.memset_records.fetch_add(parsed.memsets.size(), std::memory_order_release);
+  loss_.copy_invalid.fetch_add(parsed.copy_invalid, std::memory_order_relaxed);
+  loss_.other_records.fetch_add(parsed.other, std::memory_order_relaxed);
 }
 
 // ---- NVTX and devices --------------------------------------------------------------

@@ -7,7 +7,8 @@ namespace twinscope::cupti {
 
 void LossCounters::Publish(TraceWriter& w, uint64_t pending_evicted, uint64_t nvtx_unbalanced) const {
   namespace c = twinscope::counters;
-  auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  // acquire: a count published here covers records already staged in the writer (see ProcessBuffer).
+  auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_acquire); };
   w.SetCounter(c::kLaunchesSeen, get(launches_seen));
   w.SetCounter(c::kLaunchesFailed, get(launches_failed));
   w.SetCounter(c::kLaunchesDuringCapture, get(launches_during_capture));

@@ -1,8 +1,11 @@
 // The collector's accounting of what it saw and what it lost (seed 001):
 // launches seen through callbacks against kernel records delivered, invalid
 // timestamps, CUPTI's own drops, our bounds. Incremented from any thread with
-// relaxed atomics; Publish() copies them into the trace's counters (periodic
-// STATUS chunks and the final SUMMARY).
+// relaxed atomics, except the counts of records written (launches_seen,
+// kernel/memcpy/memset records): those are released after their records are
+// appended, so the counters Publish() copies into the trace's counters
+// (periodic STATUS chunks and the final SUMMARY) never count a record that is
+// not staged before that STATUS.
 #pragma once
 
 #include <atomic>

@@ -10,6 +10,7 @@
 
 #include "base/crc32c.h"
 #include "format/chunk.h"
+#include "format/header.h"
 #include "twinscope/counters.h"
 
 namespace twinscope {
@@ -27,6 +28,7 @@ std::unique_ptr<TraceWriter> TraceWriter::Open(const WriterOptions& options, con
   w->options_ = options;
   if (w->options_.chunk_bytes < 4096) w->options_.chunk_bytes = 4096;
   if (w->options_.chunk_bytes > format::kMaxChunkRawSize / 2) w->options_.chunk_bytes = format::kMaxChunkRawSize / 2;
+  w->options_.status_interval = std::max(w->options_.status_interval, std::chrono::milliseconds(1));
   w->fd_ = ::open(options.path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
   if (w->fd_ < 0) {
     if (error) *error = "cannot create trace file '" + options.path + "': " + std::strerror(errno);
@@ -152,6 +154,7 @@ void TraceWriter::PushReadyLocked(ThreadStaging* st) {
 }
 
 void TraceWriter::EnqueueLocked(Job job) {
+  if (job.kind == ChunkKind::kRecords || job.kind == ChunkKind::kStrings) ++jobs_since_status_;
   auto owned = std::make_unique<Job>(std::move(job));
   to_compress_.push_back(owned.get());
   queue_.push_back(std::move(owned));
@@ -219,6 +222,13 @@ void TraceWriter::Flush() {
   if (!closing_.load()) CollectAllLocked();
 }
 
+void TraceWriter::Checkpoint() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closing_.load()) return;  // Close() writes the SUMMARY
+  CollectAllLocked();
+  QueueStatusLocked(/*summary=*/false, /*always=*/false);
+}
+
 nlohmann::json TraceWriter::StatusObjectLocked(bool summary) {
   nlohmann::json j = metadata_;
   nlohmann::json c = nlohmann::json::object();
@@ -226,17 +236,23 @@ nlohmann::json TraceWriter::StatusObjectLocked(bool summary) {
   c[counters::kWriterDropped] = dropped_.load(std::memory_order_relaxed);
   j["counters"] = c;
   j["summary"] = summary;
-  j["bytes_written"] = bytes_written_.load(std::memory_order_relaxed);
   if (!io_error_.empty()) j["io_error"] = io_error_;
   return j;
 }
 
-void TraceWriter::QueueStatusLocked(bool summary) {
-  std::string s = DumpJson(StatusObjectLocked(summary));
+void TraceWriter::QueueStatusLocked(bool summary, bool always) {
+  last_status_ = std::chrono::steady_clock::now();
+  nlohmann::json j = StatusObjectLocked(summary);
+  std::string body = DumpJson(j);  // without the two fields below, which change every time
+  if (!always && jobs_since_status_ == 0 && body == last_status_body_) return;  // nothing new to say
+  last_status_body_ = std::move(body);
+  jobs_since_status_ = 0;
+  j["bytes_written"] = bytes_written_.load(std::memory_order_relaxed);
+  j["monotonic_ns"] = MonotonicNs();  // when these counters were taken (the header's start_monotonic_ns clock)
+  std::string s = DumpJson(j);
   Job job{summary ? ChunkKind::kSummary : ChunkKind::kStatus, RecordType{}, 0,
           std::vector<uint8_t>(s.begin(), s.end())};
   EnqueueLocked(std::move(job));
-  last_status_ = std::chrono::steady_clock::now();
 }
 
 bool TraceWriter::Close(std::string* error) {
@@ -248,7 +264,7 @@ bool TraceWriter::Close(std::string* error) {
     }
     closing_.store(true, std::memory_order_release);
     CollectAllLocked();
-    QueueStatusLocked(/*summary=*/true);
+    QueueStatusLocked(/*summary=*/true, /*always=*/true);
   }
   if (thread_.joinable()) thread_.join();
   {
@@ -270,10 +286,18 @@ bool TraceWriter::Close(std::string* error) {
 
 // The writer thread: writes compressed jobs strictly in queue order and, while
 // the front job is not ready, compresses the oldest unclaimed job itself (with
-// compression_threads <= 1 it is the only compressing thread).
+// compression_threads <= 1 it is the only compressing thread). Every
+// status_interval, busy or not, it puts what is staged on disk and a STATUS
+// after it, so a crash loses at most one interval.
 void TraceWriter::WriterLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
+    const auto status_due = last_status_ + options_.status_interval;
+    if (!closing_.load() && std::chrono::steady_clock::now() >= status_due) {
+      CollectAllLocked();
+      QueueStatusLocked(/*summary=*/false, /*always=*/false);
+      continue;
+    }
     if (!queue_.empty() && queue_.front()->state == Job::State::kCompressed) {
       std::unique_ptr<Job> job = std::move(queue_.front());
       queue_.pop_front();
@@ -297,19 +321,9 @@ void TraceWriter::WriterLoop() {
       job->state = Job::State::kCompressed;
       continue;
     }
-    if (!queue_.empty()) {
-      cv_.wait(lock);  // a worker is compressing the front job
-      continue;
-    }
-    if (closing_.load()) return;  // Close() queued the SUMMARY with closing_ set: all written
-    cv_.wait_for(lock, options_.status_interval);
-    if (queue_.empty() && !closing_.load() &&
-        std::chrono::steady_clock::now() - last_status_ >= options_.status_interval) {
-      // Periodic: put whatever is staged on disk, then a status snapshot,
-      // so a crash loses at most one interval.
-      CollectAllLocked();
-      QueueStatusLocked(/*summary=*/false);
-    }
+    if (queue_.empty() && closing_.load()) return;  // Close() queued the SUMMARY with closing_ set: all written
+    // Idle, or a worker is compressing the front job: sleep until woken or the next STATUS is due.
+    cv_.wait_until(lock, status_due);
   }
 }
 

@@ -42,7 +42,9 @@ struct WriterOptions {
   // Raw bytes of records per chunk before it is handed to the writer thread.
   size_t chunk_bytes = 256u << 10;
   int zstd_level = 1;
-  // A STATUS chunk (counters) is written at most this often.
+  // The writer thread itself puts staged records on disk and writes a STATUS
+  // chunk (counters) at least this often, however busy it is, unless nothing
+  // changed (collectors also call Checkpoint() every flush period).
   std::chrono::milliseconds status_interval{1000};
   // Threads that compress chunks, the writer thread included: 0 or 1 means
   // the writer thread compresses alone; n > 1 adds n - 1 workers (at most 64).
@@ -84,6 +86,13 @@ class TraceWriter {
 
   // Hands all staged records to the writer thread (does not wait).
   void Flush();
+  // Flush() plus a STATUS chunk with the counters and metadata as set now,
+  // queued after those records (so every record a counter counted before this
+  // call precedes the STATUS in the file). Skipped when neither records nor
+  // counters nor metadata changed since the last STATUS. Takes the writer's
+  // lock briefly, no I/O: for a collector's background thread, once per flush
+  // period, so a killed process's last counters are at most a period old.
+  void Checkpoint();
   // Flushes, waits until everything is on disk, writes the SUMMARY chunk and
   // closes the file. Idempotent. Returns false and sets *error on I/O errors.
   bool Close(std::string* error = nullptr);
@@ -139,7 +148,9 @@ class TraceWriter {
   void EnqueueLocked(Job job);              // mu_ held: append to queue_ and to_compress_
   void CollectAllLocked();                  // mu_ held: every thread's staging -> queue
   void HandOffStringsLocked();
-  void QueueStatusLocked(bool summary);
+  // Queues a STATUS (or the SUMMARY); a STATUS that would repeat the last one
+  // with no records queued since is skipped unless `always`.
+  void QueueStatusLocked(bool summary, bool always);
   nlohmann::json StatusObjectLocked(bool summary);
   void WriterLoop();
   void CompressLoop(size_t ctx_index);  // a compression worker
@@ -178,7 +189,9 @@ class TraceWriter {
   StringId next_string_id_ = 1;
   std::map<std::string, uint64_t> counters_;
   nlohmann::json metadata_ = nlohmann::json::object();
-  std::chrono::steady_clock::time_point last_status_{};
+  std::chrono::steady_clock::time_point last_status_{};  // last STATUS queued, or skipped as unchanged
+  std::string last_status_body_;                         // its JSON without the fields that always change
+  uint64_t jobs_since_status_ = 0;                       // record and string chunks queued since
   std::thread thread_;
   std::vector<std::thread> workers_;
 

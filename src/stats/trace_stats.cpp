@@ -28,7 +28,102 @@ uint64_t CounterValue(const nlohmann::json& status, const char* name) {
   return v->is_number_unsigned() ? v->get<uint64_t>() : static_cast<uint64_t>(std::max<int64_t>(0, v->get<int64_t>()));
 }
 
+// A non-negative integer field of a JSON object, or -1.
+int64_t NonNegative(const nlohmann::json& j, const char* key) {
+  if (!j.is_object()) return -1;
+  auto v = j.find(key);
+  if (v == j.end() || !v->is_number_integer()) return -1;
+  return v->is_number_unsigned() ? static_cast<int64_t>(v->get<uint64_t>()) : std::max<int64_t>(-1, v->get<int64_t>());
+}
+
+std::string Count(uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// Takes the loss verdict (`missing`, `blocks_missing`) from the final
+// counters, or, without a summary, from what the records in the file prove,
+// and says why.
+void ChooseLossBasis(TraceStats& s) {
+  LossAccounting& l = s.loss;
+  const FileCounts& f = l.file;
+  // Kernel records are written unless the header's config left them out; launch records always are.
+  bool kernels_written = true;
+  if (s.header.is_object() && s.header.contains("config") && s.header["config"].is_object() &&
+      s.header["config"].contains("written_kinds") && s.header["config"]["written_kinds"].is_array()) {
+    const auto& kinds = s.header["config"]["written_kinds"];
+    kernels_written = std::find(kinds.begin(), kinds.end(), "kernel") != kinds.end();
+  }
+  const bool file_can_prove = f.launch_records > 0 && (s.shadow || kernels_written);
+  const uint64_t after = f.launch_records_after_status + f.kernel_records_after_status + f.block_records_after_status;
+  const std::string records = Count(f.launch_records_after_status) + " launch and " +
+                              (s.shadow ? Count(f.block_records_after_status) + " block records"
+                                        : Count(f.kernel_records_after_status) + " kernel records");
+  std::string when;
+  if (l.status_after_start_ns >= 0) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, " (taken %.2f s after the start)",
+                  static_cast<double>(l.status_after_start_ns) / 1e9);
+    when = buf;
+  }
+  if (l.counters_final) {
+    l.basis = LossBasis::kCounters;
+    l.basis_reason = "the trace has a summary: its counters are final and also count what never reached the file";
+  } else if (file_can_prove) {
+    l.basis = LossBasis::kFile;
+    if (!l.have_counters) {
+      l.basis_reason = "the trace has no summary and no status block: only the records in the file can tell";
+    } else {
+      l.basis_reason =
+          "the trace has no summary (the process did not end cleanly), so its counters are the last "
+          "status block's" +
+          when + (after ? ", older than " + records + " in the file" : "") + ": the records in the file are the proof";
+      if (s.shadow && l.launches_traced > f.launch_records)
+        l.basis_reason += "; the counters also count at least " + Count(l.launches_traced - f.launch_records) +
+                          " traced launches that have no record in the file (in flight at the end: their blocks "
+                          "are lost)";
+      else if (!s.shadow && l.missing_file > 0)
+        l.basis_reason +=
+            "; launches without a kernel record are mostly the last ones, whose records were still "
+            "in CUPTI's buffers at the end";
+    }
+  } else if (l.have_counters) {
+    l.basis = LossBasis::kCounters;
+    l.basis_reason = std::string("the trace has no summary, and its records cannot prove it (") +
+                     (f.launch_records == 0 ? "no launch records" : "kernel records were not written") +
+                     "): the last counters" + when + " are used, at most one flush period older than the end";
+  } else {
+    l.basis = LossBasis::kNone;
+    l.basis_reason = "the trace holds neither counters nor launch records: loss cannot be told";
+  }
+  // A shadow (block probe) trace has no kernel records by design: its losses are blocks.
+  if (s.shadow) {
+    l.missing = 0;
+    l.blocks_missing = l.basis == LossBasis::kFile       ? l.blocks_missing_file
+                       : l.basis == LossBasis::kCounters ? l.blocks_missing_counters
+                                                         : 0;
+  } else {
+    l.missing = l.basis == LossBasis::kFile ? l.missing_file : l.basis == LossBasis::kCounters ? l.missing_counters : 0;
+  }
+}
+
 }  // namespace
+
+const char* LossBasisName(LossBasis b) {
+  switch (b) {
+    case LossBasis::kCounters:
+      return "counters";
+    case LossBasis::kFile:
+      return "file";
+    case LossBasis::kNone:
+      return "none";
+  }
+  return "?";
+}
 
 StatsBuilder::DeviceAcc& StatsBuilder::Device(uint32_t device) {
   DeviceAcc& d = devices_[device];
@@ -101,6 +196,8 @@ void StatsBuilder::OnNvtx(const NvtxRecord& r) {
 
 void StatsBuilder::OnLaunch(const LaunchRecord& r) {
   ++counts_["launch"];
+  launch_blocks_expected_ += uint64_t{r.grid.x} * r.grid.y * r.grid.z;
+  launch_blocks_claimed_ += r.blocks_recorded;
   if (keep_launches_) launches_[r.seq] = r;
 }
 
@@ -118,6 +215,7 @@ void StatsBuilder::OnBlock(const BlockRecord& r) {
 
 void StatsBuilder::OnStatus(const nlohmann::json& status, bool is_summary) {
   status_ = status;
+  counts_at_status_ = counts_;
   if (is_summary) have_summary_ = true;
 }
 
@@ -132,15 +230,31 @@ TraceStats StatsBuilder::Finish(const std::unordered_map<StringId, std::string>&
   s.counts = counts_;
   for (const char* kind : {"kernel", "memcpy", "memset", "api", "nvtx", "launch", "block"}) s.counts.emplace(kind, 0);
 
-  // Loss accounting.
+  // Loss accounting (the verdict is taken once the shadow launches are known, below).
   LossAccounting& l = s.loss;
   l.have_counters = status_.is_object() && status_.contains("counters");
+  l.counters_final = l.have_counters && have_summary_;
   l.launches_seen = CounterValue(status_, counters::kLaunchesSeen);
   l.kernel_records = CounterValue(status_, counters::kKernelRecords);
-  l.kernel_records_in_file = counts_.count("kernel") ? counts_.at("kernel") : 0;
-  // A shadow (block probe) trace has no kernel records by design: its losses are the block counters.
-  if (s.role != "shadow")
-    l.missing = static_cast<int64_t>(l.launches_seen) - static_cast<int64_t>(l.kernel_records);
+  l.kernel_records_in_file = s.counts.at("kernel");
+  l.missing_counters = static_cast<int64_t>(l.launches_seen) - static_cast<int64_t>(l.kernel_records);
+  l.launches_traced = CounterValue(status_, counters::kLaunchesTraced);
+  l.blocks_expected = CounterValue(status_, counters::kBlocksExpected);
+  l.blocks_recorded = CounterValue(status_, counters::kBlocksRecorded);
+  l.blocks_missing_counters = static_cast<int64_t>(l.blocks_expected) - static_cast<int64_t>(l.blocks_recorded);
+  const int64_t taken = NonNegative(status_, "monotonic_ns"), start = NonNegative(header, "start_monotonic_ns");
+  if (taken >= 0 && start >= 0 && taken >= start) l.status_after_start_ns = taken - start;
+  FileCounts& f = l.file;
+  f.launch_records = s.counts.at("launch");
+  f.kernel_records = s.counts.at("kernel");
+  f.block_records = s.counts.at("block");
+  f.blocks_expected = launch_blocks_expected_;
+  f.blocks_claimed = launch_blocks_claimed_;
+  auto at_status = [&](const char* kind) { return counts_at_status_.count(kind) ? counts_at_status_.at(kind) : 0; };
+  f.launch_records_after_status = f.launch_records - at_status("launch");
+  f.kernel_records_after_status = f.kernel_records - at_status("kernel");
+  f.block_records_after_status = f.block_records - at_status("block");
+  l.missing_file = static_cast<int64_t>(f.launch_records) - static_cast<int64_t>(f.kernel_records);
   l.invalid_timestamps = CounterValue(status_, counters::kKernelInvalidTs);
   l.copy_invalid_timestamps = CounterValue(status_, counters::kCopyInvalidTs);
   l.invalid_timestamps_in_file = invalid_in_file_;
@@ -280,7 +394,12 @@ TraceStats StatsBuilder::Finish(const std::unordered_map<StringId, std::string>&
     std::stable_sort(
         s.shadow_kernels.begin(), s.shadow_kernels.end(),
         [](const ShadowKernelSummary& a, const ShadowKernelSummary& b) { return a.launches > b.launches; });
+    for (const auto& sl : s.shadow_launches)
+      if (sl.have_launch_record)
+        l.file.blocks_matched += std::min(sl.blocks.blocks_unique - sl.blocks.out_of_grid, sl.blocks.blocks_expected);
   }
+  l.blocks_missing_file = static_cast<int64_t>(l.file.blocks_expected) - static_cast<int64_t>(l.file.blocks_matched);
+  ChooseLossBasis(s);
   return s;
 }
 
@@ -305,7 +424,9 @@ std::vector<std::string> StrictProblems(const TraceStats& s) {
   const LossAccounting& l = s.loss;
   if (!l.have_counters) p.push_back("the trace holds no counters: loss cannot be checked");
   if (!s.shadow && l.missing > 0)
-    p.push_back(std::to_string(l.missing) + " kernel launches seen without a kernel record");
+    p.push_back(std::to_string(l.missing) + (l.basis == LossBasis::kFile
+                                                 ? " launch records in the file without a kernel record in the file"
+                                                 : " kernel launches seen without a kernel record"));
   if (l.invalid_timestamps || l.copy_invalid_timestamps || l.invalid_timestamps_in_file) {
     p.push_back("invalid timestamps: " + std::to_string(l.invalid_timestamps) + " kernel, " +
                 std::to_string(l.copy_invalid_timestamps) + " memcpy/memset (counters), " +
@@ -366,7 +487,41 @@ nlohmann::json StatsToJson(const TraceStats& s, size_t top) {
                {"cupti_dropped", l.cupti_dropped},
                {"writer_dropped", l.writer_dropped},
                {"key_fallbacks", l.key_fallbacks},
-               {"no_launch_key", l.no_launch_key}};
+               {"no_launch_key", l.no_launch_key},
+               {"basis", LossBasisName(l.basis)},
+               {"basis_reason", l.basis_reason}};
+  // Both views side by side: the last counters and what the records in the file prove.
+  const FileCounts& f = l.file;
+  json counters = {{"present", l.have_counters},
+                   {"final", l.counters_final},
+                   {"taken_after_start_ns", l.status_after_start_ns >= 0 ? json(l.status_after_start_ns) : json()}};
+  json file = {{"launch_records", f.launch_records}};
+  if (s.shadow) {
+    j["loss"]["blocks_missing"] = l.blocks_missing;
+    counters.update({{"launches_traced", l.launches_traced},
+                     {"blocks_expected", l.blocks_expected},
+                     {"blocks_recorded", l.blocks_recorded},
+                     {"blocks_missing", l.blocks_missing_counters}});
+    file.update(
+        {{"block_records", f.block_records},
+         {"blocks_expected", f.blocks_expected},
+         {"blocks_claimed_by_launch_records", f.blocks_claimed},
+         {"blocks_matched", f.blocks_matched},
+         {"blocks_missing", l.blocks_missing_file},
+         {"blocks_without_launch_record", s.blocks_without_launch},
+         {"after_last_status",
+          {{"launch_records", f.launch_records_after_status}, {"block_records", f.block_records_after_status}}}});
+  } else {
+    counters.update(
+        {{"launches_seen", l.launches_seen}, {"kernel_records", l.kernel_records}, {"missing", l.missing_counters}});
+    file.update(
+        {{"kernel_records", f.kernel_records},
+         {"missing", l.missing_file},
+         {"after_last_status",
+          {{"launch_records", f.launch_records_after_status}, {"kernel_records", f.kernel_records_after_status}}}});
+  }
+  j["loss"]["counters"] = counters;
+  j["loss"]["file"] = file;
   json kernels = json::array();
   for (size_t i = 0; i < s.kernels.size() && (top == 0 || i < top); ++i) {
     const auto& k = s.kernels[i];

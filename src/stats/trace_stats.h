@@ -47,15 +47,39 @@ struct NvtxSummary {
   uint64_t total_ns = 0, max_ns = 0;
 };
 
+// Where a loss verdict comes from. A trace with a summary has final counters;
+// one without (the process was killed) has counters from its last STATUS
+// chunk, older than the records written after it, so there the records in
+// the file are the proof.
+enum class LossBasis { kNone, kCounters, kFile };
+const char* LossBasisName(LossBasis b);  // "none", "counters", "file"
+
+// What the records in the file prove, counted from the records alone.
+struct FileCounts {
+  uint64_t launch_records = 0;
+  uint64_t kernel_records = 0;   // primary
+  uint64_t block_records = 0;    // shadow
+  uint64_t blocks_expected = 0;  // shadow: grid sizes of the launch records
+  uint64_t blocks_claimed = 0;   // shadow: their blocks_recorded (what the probe wrote for them)
+  uint64_t blocks_matched = 0;   // shadow: distinct in-grid blocks of those launches in the file
+  // Records after the last STATUS/SUMMARY chunk (all of them when there is none).
+  uint64_t launch_records_after_status = 0, kernel_records_after_status = 0, block_records_after_status = 0;
+};
+
 // Loss accounting. Counter values come from the last STATUS/SUMMARY chunk
-// (`have_counters` false if the trace has none); "*_in_file" values are
-// counted from the records themselves.
+// (`have_counters` false if the trace has none); "*_in_file" values and
+// `file` are counted from the records themselves. `missing` (primary) and
+// `blocks_missing` (shadow) are the verdict, taken from `basis`.
 struct LossAccounting {
   bool have_counters = false;
+  bool counters_final = false;         // from the SUMMARY chunk
+  int64_t status_after_start_ns = -1;  // when the last counters were taken, from the header's start (-1: unknown)
   uint64_t launches_seen = 0;
   uint64_t kernel_records = 0;  // delivered by CUPTI (counter)
   uint64_t kernel_records_in_file = 0;
-  int64_t missing = 0;                      // launches_seen - kernel_records; negative = more records than launches
+  int64_t missing = 0;                      // the verdict: launches without a kernel record; negative = more records
+  int64_t missing_counters = 0;             // launches_seen - kernel_records (counters)
+  int64_t missing_file = 0;                 // launch records - kernel records (file)
   uint64_t invalid_timestamps = 0;          // counter (kernels)
   uint64_t invalid_timestamps_in_file = 0;  // kernels, copies and memsets flagged invalid
   uint64_t copy_invalid_timestamps = 0;     // counter (memcpy/memset)
@@ -63,6 +87,12 @@ struct LossAccounting {
   uint64_t writer_dropped = 0;
   uint64_t key_fallbacks = 0;  // counter, or flagged records when no counter
   uint64_t no_launch_key = 0;  // records flagged kFlagNoLaunchKey
+  // Shadow (block probe) counters and verdict: blocks expected without a block record.
+  uint64_t launches_traced = 0, blocks_expected = 0, blocks_recorded = 0;
+  int64_t blocks_missing = 0, blocks_missing_counters = 0, blocks_missing_file = 0;
+  FileCounts file;
+  LossBasis basis = LossBasis::kNone;
+  std::string basis_reason;  // one sentence: why this basis
 };
 
 // Per-kernel aggregate over the traced launches of a shadow trace.
@@ -151,6 +181,8 @@ class StatsBuilder : public RecordSink {
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, NvtxAcc> nvtx_;  // (domain, name, kind)
   uint64_t invalid_in_file_ = 0, key_fallback_in_file_ = 0, no_key_in_file_ = 0;
   bool keep_launches_ = false;
+  uint64_t launch_blocks_expected_ = 0, launch_blocks_claimed_ = 0;  // over all launch records
+  std::map<std::string, uint64_t> counts_at_status_;                 // counts_ at the last STATUS/SUMMARY
   std::unordered_map<uint64_t, LaunchRecord> launches_;
   std::unordered_map<uint64_t, std::vector<BlockRecord>> blocks_;
   std::vector<BlockRecord>* last_blocks_ = nullptr;  // blocks_[last_block_seq_] (node-based map: stable)

@@ -4,6 +4,7 @@ log folder and prints one short table with a verdict per row.
 
   cupti_report.py stress <logdir>   example, graph stress (mitigated, kernels only)
   cupti_report.py long <logdir>     30M-record run, traced vs untraced
+  cupti_report.py sigkill <logdir> <kill_monotonic_ns>   a SIGKILLed run: last counters vs file
 """
 import json
 import os
@@ -106,7 +107,50 @@ def long_run(log):
     return 0 if all(checks.values()) else 1
 
 
+def sigkill(log, kill_ns):
+    """stats.json / stats.txt of a trace whose program was SIGKILLed at kill_ns (CLOCK_MONOTONIC)."""
+    try:
+        with open(os.path.join(log, "stats.json")) as f:
+            j = json.load(f)
+        with open(os.path.join(log, "stats.txt")) as f:
+            text = f.read()
+    except (OSError, ValueError) as e:
+        print(f"sigkill: no readable stats output in {log}: {e}")
+        return 1
+    loss, read = j["loss"], j["read"]
+    cnt, fil = loss["counters"], loss["file"]
+    taken = cnt.get("taken_after_start_ns")
+    start = j["header"].get("start_monotonic_ns")
+    age_s = (kill_ns - start - taken) / 1e9 if taken is not None and start is not None else None
+    period_s = j["header"].get("config", {}).get("flush_ms", 500) / 1000
+    widths = [16, 12, 15, 10, 0]
+    print(row(["view", "launches", "kernel records", "missing", "note"], widths))
+    note = f"taken {taken / 1e9:.2f} s after the start, {age_s:.2f} s before the kill" if age_s is not None else "-"
+    print(row(["last counters", cnt.get("launches_seen"), cnt.get("kernel_records"), cnt.get("missing"), note], widths))
+    after = fil["after_last_status"]
+    print(row(["records in file", fil["launch_records"], fil["kernel_records"], fil["missing"],
+               f"{after['launch_records']} launch, {after['kernel_records']} kernel records after the last status"],
+              widths))
+    print(f"verdict from: {loss['basis']} ({loss['basis_reason']})")
+    print(f"read: {read['end']}, {read['chunks']} chunks, {read['records']} records")
+    checks = {
+        "read stops at the last whole chunk (no-summary/truncated)": read["end"] in ("no-summary", "truncated"),
+        f"last counters at most a period ({period_s:.1f} s) + 0.5 s old at the kill":
+            age_s is not None and age_s <= period_s + 0.5,
+        "counters count no launch that is not in the file":
+            cnt.get("launches_seen", 0) <= fil["launch_records"] + loss["writer_dropped"],
+        "verdict taken from the records in the file": loss["basis"] == "file",
+        "'loss accounting' printed once": text.count("loss accounting") == 1,
+    }
+    w = max(len(k) for k in checks)
+    for k, good in checks.items():
+        print(k.ljust(w), " PASS" if good else " FAIL")
+    return 0 if all(checks.values()) else 1
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "sigkill":
+        sys.exit(sigkill(sys.argv[2], int(sys.argv[3])))
     if len(sys.argv) != 3 or sys.argv[1] not in ("stress", "long"):
         print(__doc__)
         sys.exit(2)
