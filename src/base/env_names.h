@@ -26,5 +26,8 @@ inline constexpr char kCuptiSkip[] = "TWINSCOPE_CUPTI_SKIP";
 inline constexpr char kKernelPatterns[] = "TWINSCOPE_KERNELS";    // ';'-separated; "re:" prefix = regex
 inline constexpr char kEvery[] = "TWINSCOPE_EVERY";               // trace every Nth matching launch
 inline constexpr char kMaxLaunches[] = "TWINSCOPE_MAX_LAUNCHES";  // stop after N traced launches
+inline constexpr char kPerSecond[] = "TWINSCOPE_PER_SECOND";      // at most R traced launches a second
+inline constexpr char kBudget[] = "TWINSCOPE_BUDGET";             // overhead budget, % of the program's time
+inline constexpr char kBlocksPatch[] = "TWINSCOPE_BLOCKS_PATCH";  // always | toggle (default: toggle when sampling)
 
 }  // namespace twinscope::env

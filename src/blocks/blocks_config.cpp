@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include "base/env_names.h"
 #include "base/log.h"
 
@@ -15,7 +17,20 @@ StatusOr<uint64_t> Positive(const char* name, long long fallback, bool allow_zer
   return static_cast<uint64_t>(v);
 }
 
+// A non-negative decimal number (e.g. "2.5"), or `fallback` if unset.
+StatusOr<double> NonNegativeReal(const char* name, double fallback) {
+  const std::string text = EnvString(name);
+  if (text.empty()) return fallback;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || !(v >= 0) || v > 1e12)
+    return Status::Error(std::string(name) + "=" + text + " must be a number >= 0");
+  return v;
+}
+
 }  // namespace
+
+const char* PatchModeName(PatchMode m) { return m == PatchMode::kToggle ? "toggle" : "always"; }
 
 StatusOr<BlocksConfig> ConfigFromEnv() {
   BlocksConfig c;
@@ -42,14 +57,39 @@ StatusOr<BlocksConfig> ConfigFromEnv() {
       Positive(twinscope::env::kMaxBufferedMb, static_cast<long long>(c.max_buffered_bytes >> 20), false);
   if (!buffered_mb.ok()) return buffered_mb.status();
 
+  auto per_second = NonNegativeReal(twinscope::env::kPerSecond, 0);
+  if (!per_second.ok()) return per_second.status();
+  auto budget = NonNegativeReal(twinscope::env::kBudget, 0);
+  if (!budget.ok()) return budget.status();
+  if (*budget > 100) return Status::Error(std::string(twinscope::env::kBudget) + " must be a percentage <= 100");
+
   c.sampling.every = *every;
   c.sampling.max_launches = *max_launches;
+  c.sampling.per_second = *per_second;
+  c.sampling.budget_pct = *budget;
   c.ring = static_cast<uint32_t>(std::min<uint64_t>(*ring, 1u << 16));
   c.max_slots = static_cast<uint32_t>(std::min<uint64_t>(*slots, 0xffffffffu));
   c.max_device_bytes = *device_mb << 20;
   c.max_buffered_bytes = *buffered_mb << 20;
   c.max_pending_decode_bytes = *decode_mb << 20;
   c.naive = EnvInt(env::kNaive, 0) != 0;
+
+  // Toggling pays two syncs and a re-patch per sample: worth it only when
+  // launches are sampled out; tracing every launch keeps modules patched.
+  const std::string patch = EnvString(twinscope::env::kBlocksPatch);
+  if (patch.empty()) {
+    c.patch = c.sampling.any() && !c.naive ? PatchMode::kToggle : PatchMode::kAlways;
+  } else if (patch == "always") {
+    c.patch = PatchMode::kAlways;
+  } else if (patch == "toggle") {
+    c.patch = PatchMode::kToggle;
+  } else {
+    return Status::Error(std::string(twinscope::env::kBlocksPatch) + "=" + patch + " must be \"always\" or \"toggle\"");
+  }
+  if (c.naive) c.patch = PatchMode::kAlways;  // the naive baseline patches everything for good
+  if (c.sampling.budget_pct > 0 && c.patch == PatchMode::kAlways)
+    return Status::Error(std::string(twinscope::env::kBudget) + " needs " + twinscope::env::kBlocksPatch +
+                         "=toggle: with modules patched for good the probe cannot lower its cost by sampling");
   return c;
 }
 

@@ -9,6 +9,7 @@
 
 #include "base/status.h"
 #include "blocks/kernel_selector.h"
+#include "blocks/sampler.h"
 
 namespace twinscope::blocks {
 
@@ -22,6 +23,12 @@ inline constexpr char kDecodeMb[] = "TWINSCOPE_BLOCKS_DECODE_MB";  // copies wai
 inline constexpr char kNaive[] = "TWINSCOPE_BLOCKS_NAIVE";
 }  // namespace env
 
+// How target modules are patched. kAlways: at load, for good (every launch of
+// their kernels pays the patch call). kToggle: only around sampled launches
+// (docs/block-probe.md, "Patch modes").
+enum class PatchMode { kAlways, kToggle };
+const char* PatchModeName(PatchMode m);
+
 struct BlocksConfig {
   std::string output;         // trace path
   std::string patterns_spec;  // TWINSCOPE_KERNELS as given
@@ -33,6 +40,7 @@ struct BlocksConfig {
   uint64_t max_buffered_bytes = 64ull << 20;
   uint64_t max_pending_decode_bytes = 256ull << 20;  // past it, a drain waits for the decoder thread
   bool naive = false;
+  PatchMode patch = PatchMode::kAlways;  // from TWINSCOPE_BLOCKS_PATCH; default toggle when sampling
 };
 
 // Reads and validates the environment. Errors name the variable and the value.

@@ -43,10 +43,7 @@ std::string Demangle(std::string_view mangled) {
   return (status == 0 && out) ? std::string(out.get()) : name;
 }
 
-KernelSelector::KernelSelector(std::vector<KernelPattern> patterns, SamplingOptions sampling)
-    : patterns_(std::move(patterns)), sampling_(sampling) {
-  if (sampling_.every == 0) sampling_.every = 1;
-}
+KernelSelector::KernelSelector(std::vector<KernelPattern> patterns) : patterns_(std::move(patterns)) {}
 
 bool KernelSelector::Matches(std::string_view mangled) {
   if (patterns_.empty()) return false;
@@ -71,15 +68,6 @@ bool KernelSelector::AnyMatches(const std::vector<std::string>& mangled_names) {
   for (const std::string& n : mangled_names)
     if (Matches(n)) return true;
   return false;
-}
-
-KernelSelector::Decision KernelSelector::DecideLaunch(std::string_view mangled) {
-  if (!Matches(mangled)) return Decision::kNotSelected;
-  const uint64_t n = matching_++;
-  if (n % sampling_.every != 0) return Decision::kSkipSampling;
-  if (sampling_.max_launches != 0 && traced_ >= sampling_.max_launches) return Decision::kSkipSampling;
-  ++traced_;
-  return Decision::kTrace;
 }
 
 }  // namespace twinscope::blocks

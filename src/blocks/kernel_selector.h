@@ -1,5 +1,5 @@
-// Which kernels the block probe traces (TWINSCOPE_KERNELS) and which of their
-// launches (TWINSCOPE_EVERY, TWINSCOPE_MAX_LAUNCHES).
+// Which kernels the block probe traces (TWINSCOPE_KERNELS). Which of their
+// launches it traces is the Sampler's business (sampler.h).
 //
 // Patterns are ';'-separated. "re:<regex>" is an ECMAScript regular
 // expression searched anywhere in the name; anything else is a plain
@@ -35,14 +35,9 @@ StatusOr<std::vector<KernelPattern>> ParsePatterns(std::string_view spec);
 // mangled C++ name (e.g. an extern "C" kernel).
 std::string Demangle(std::string_view mangled);
 
-struct SamplingOptions {
-  uint64_t every = 1;         // trace every Nth matching launch (1 = all)
-  uint64_t max_launches = 0;  // stop after this many traced launches (0 = no limit)
-};
-
 class KernelSelector {
  public:
-  KernelSelector(std::vector<KernelPattern> patterns, SamplingOptions sampling);
+  explicit KernelSelector(std::vector<KernelPattern> patterns);
 
   bool empty() const { return patterns_.empty(); }
   const std::vector<KernelPattern>& patterns() const { return patterns_; }
@@ -52,21 +47,9 @@ class KernelSelector {
   // Does any of these kernels match?
   bool AnyMatches(const std::vector<std::string>& mangled_names);
 
-  enum class Decision { kNotSelected, kTrace, kSkipSampling };
-  // Decides one launch of a matching kernel and counts it: the n-th matching
-  // launch (from 0) is traced if n % every == 0 and fewer than max_launches
-  // were traced so far.
-  Decision DecideLaunch(std::string_view mangled);
-
-  uint64_t matching_launches() const { return matching_; }
-  uint64_t traced_launches() const { return traced_; }
-
  private:
   std::vector<KernelPattern> patterns_;
-  SamplingOptions sampling_;
   std::unordered_map<std::string, bool> cache_;
-  uint64_t matching_ = 0;
-  uint64_t traced_ = 0;
 };
 
 }  // namespace twinscope::blocks

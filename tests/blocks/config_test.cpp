@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <utility>
 
 #include "base/env_names.h"
 #include "blocks/blocks_config.h"
@@ -15,7 +16,8 @@ class ConfigTest : public ::testing::Test {
   void TearDown() override { Clear(); }
   static void Clear() {
     for (const char* n : {twinscope::env::kKernelPatterns, twinscope::env::kEvery, twinscope::env::kMaxLaunches,
-                          twinscope::env::kOutput, env::kRing, env::kMaxSlots, env::kDeviceMb})
+                          twinscope::env::kOutput, env::kRing, env::kMaxSlots, env::kDeviceMb,
+                          twinscope::env::kPerSecond, twinscope::env::kBudget, twinscope::env::kBlocksPatch, env::kNaive})
       unsetenv(n);
   }
 };
@@ -56,6 +58,57 @@ TEST_F(ConfigTest, ErrorsNameTheVariable) {
   c = ConfigFromEnv();
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("TWINSCOPE_KERNELS"), std::string::npos);
+}
+
+// Toggling is the default only where launches are sampled out.
+TEST_F(ConfigTest, PatchModeDefaultsToToggleWhenSampling) {
+  auto c = ConfigFromEnv();
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->patch, PatchMode::kAlways);
+  for (auto [name, value] : {std::pair{twinscope::env::kEvery, "10"}, std::pair{twinscope::env::kMaxLaunches, "3"},
+                             std::pair{twinscope::env::kPerSecond, "2.5"}, std::pair{twinscope::env::kBudget, "5"}}) {
+    Clear();
+    setenv(name, value, 1);
+    c = ConfigFromEnv();
+    ASSERT_TRUE(c.ok()) << name << ": " << c.status().message();
+    EXPECT_EQ(c->patch, PatchMode::kToggle) << name;
+  }
+  EXPECT_DOUBLE_EQ(c->sampling.budget_pct, 5.0);
+  Clear();
+  setenv(twinscope::env::kPerSecond, "2.5", 1);
+  setenv(twinscope::env::kBlocksPatch, "always", 1);
+  c = ConfigFromEnv();
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->patch, PatchMode::kAlways);
+  EXPECT_DOUBLE_EQ(c->sampling.per_second, 2.5);
+  setenv(twinscope::env::kEvery, "1", 1);
+  setenv(twinscope::env::kBlocksPatch, "toggle", 1);
+  c = ConfigFromEnv();
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->patch, PatchMode::kToggle);
+}
+
+TEST_F(ConfigTest, BadSamplingValuesAreClearErrors) {
+  setenv(twinscope::env::kPerSecond, "fast", 1);
+  auto c = ConfigFromEnv();
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("TWINSCOPE_PER_SECOND=fast"), std::string::npos) << c.status().message();
+  Clear();
+  setenv(twinscope::env::kBudget, "150", 1);
+  c = ConfigFromEnv();
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("TWINSCOPE_BUDGET"), std::string::npos);
+  Clear();
+  setenv(twinscope::env::kBlocksPatch, "sometimes", 1);
+  c = ConfigFromEnv();
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("\"always\" or \"toggle\""), std::string::npos) << c.status().message();
+  Clear();
+  setenv(twinscope::env::kBudget, "5", 1);
+  setenv(twinscope::env::kBlocksPatch, "always", 1);
+  c = ConfigFromEnv();
+  ASSERT_FALSE(c.ok()) << "a budget cannot be kept with modules patched for good";
+  EXPECT_NE(c.status().message().find("TWINSCOPE_BLOCKS_PATCH=toggle"), std::string::npos);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// Kernel selection (substring / regex on mangled and demangled names) and
-// launch sampling.
+// Kernel selection (substring / regex on mangled and demangled names);
+// launch sampling is tested in sampler_test.cpp.
 #include "blocks/kernel_selector.h"
 
 #include <gtest/gtest.h>
@@ -9,10 +9,10 @@ namespace {
 
 const char kMangled[] = "_ZN4vllm30reshape_and_cache_flash_kernelIffEEvPKT_PT0_PKlii";
 
-KernelSelector Make(const char* spec, SamplingOptions s = {}) {
+KernelSelector Make(const char* spec) {
   auto p = ParsePatterns(spec);
   EXPECT_TRUE(p.ok()) << p.status().message();
-  return KernelSelector(std::move(*p), s);
+  return KernelSelector(std::move(*p));
 }
 
 TEST(KernelPatterns, SplitsAndIgnoresEmptyItems) {
@@ -68,29 +68,6 @@ TEST(KernelSelector, EmptySelectsNothing) {
   KernelSelector s = Make("");
   EXPECT_TRUE(s.empty());
   EXPECT_FALSE(s.Matches(kMangled));
-  EXPECT_EQ(s.DecideLaunch(kMangled), KernelSelector::Decision::kNotSelected);
-}
-
-TEST(KernelSelector, EveryNthAndMaxLaunches) {
-  KernelSelector s = Make("reshape", SamplingOptions{3, 2});
-  std::vector<KernelSelector::Decision> got;
-  for (int i = 0; i < 10; ++i) got.push_back(s.DecideLaunch(kMangled));
-  using D = KernelSelector::Decision;
-  // Matching launches 0, 3 traced; 6 and 9 would be, but max_launches = 2.
-  std::vector<D> want = {D::kTrace,        D::kSkipSampling, D::kSkipSampling, D::kTrace,        D::kSkipSampling,
-                         D::kSkipSampling, D::kSkipSampling, D::kSkipSampling, D::kSkipSampling, D::kSkipSampling};
-  EXPECT_EQ(got, want);
-  EXPECT_EQ(s.DecideLaunch("rms_norm_kernel"), D::kNotSelected);
-  EXPECT_EQ(s.matching_launches(), 10u);
-  EXPECT_EQ(s.traced_launches(), 2u);
-}
-
-TEST(KernelSelector, NonMatchingLaunchesDoNotAdvanceSampling) {
-  KernelSelector s = Make("reshape", SamplingOptions{2, 0});
-  EXPECT_EQ(s.DecideLaunch(kMangled), KernelSelector::Decision::kTrace);
-  EXPECT_EQ(s.DecideLaunch("other"), KernelSelector::Decision::kNotSelected);
-  EXPECT_EQ(s.DecideLaunch(kMangled), KernelSelector::Decision::kSkipSampling);
-  EXPECT_EQ(s.DecideLaunch(kMangled), KernelSelector::Decision::kTrace);
 }
 
 }  // namespace
