@@ -58,5 +58,15 @@ inline constexpr char kBlocksDecoderWaits[] = "blocks_decoder_waits";  // drains
 inline constexpr char kSanitizerErrors[] = "sanitizer_errors";         // Sanitizer calls that failed
 inline constexpr char kGraphKernelNodeLaunches[] = "graph_kernel_node_launches";
 inline constexpr char kBlocksBadBuffer[] = "blocks_bad_buffer_header";  // launches whose buffer header was wrong
+// Block probe sampling and patch toggling (docs/block-probe.md, "Patch modes").
+inline constexpr char kLaunchesMatching[] = "launches_matching";  // launches of selected kernels: traced + skipped
+inline constexpr char kLaunchesSampledUnpatched[] = "launches_sampled_module_unpatched";  // due, module unpatched
+inline constexpr char kModulesRepatched[] = "modules_repatched";      // toggle mode: patch calls after the first
+inline constexpr char kModulesUnpatched[] = "modules_unpatched";      // toggle mode: unpatch calls
+inline constexpr char kToggleSyncs[] = "patch_toggle_stream_syncs";   // streams synchronised to toggle or finish
+inline constexpr char kToggleNs[] = "patch_toggle_ns";                // host time spent toggling (syncs included)
+inline constexpr char kTogglesDeferred[] = "patch_toggles_deferred";  // launches kept coming: toggled later
+inline constexpr char kSamplingCostNs[] = "sampling_cost_ns";         // --budget: cost charged to samples
+inline constexpr char kSamplingProgramNs[] = "sampling_program_ns";   // --budget: the program's own time
 
 }  // namespace twinscope::counters

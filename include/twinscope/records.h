@@ -44,6 +44,12 @@ enum ActivityFlags : uint32_t {
   kFlagGraph = 1u << 1,             // ran as a CUDA Graph node
   kFlagKeyFallback = 1u << 2,       // launch key could not be tied exactly
   kFlagNoLaunchKey = 1u << 3,       // no launch key at all
+  // Shadow launch records: why the block probe traced this launch (header
+  // "sampling" holds the settings; LaunchRecord::sample_index its place).
+  kFlagSampleCatchUp = 1u << 4,  // for a sampling candidate of an earlier launch that could not be traced
+  kFlagSampleRate = 1u << 5,     // under a --per-second limit
+  kFlagSampleBudget = 1u << 6,   // under a --budget
+  kFlagPatchToggled = 1u << 7,   // its module was patched only around sampled launches (toggle mode)
 };
 
 // The launch key of ../shared/DESIGN.md, as stored. `hash` is computed by
@@ -185,7 +191,8 @@ struct LaunchRecord {
   Dim3 cluster;
   uint32_t flags;  // ActivityFlags (kFlagGraph for graph nodes)
   uint32_t blocks_recorded;  // shadow: BlockRecords written for this launch
-  uint32_t reserved[3];
+  uint32_t sample_index;     // shadow: its index among the selected kernels' launches (low 32 bits)
+  uint32_t reserved[2];
 };
 static_assert(sizeof(LaunchRecord) == 128);
 

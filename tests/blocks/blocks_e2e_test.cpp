@@ -273,7 +273,10 @@ launch target )" + std::string(kTarget) +
 launch target neighbour_kernel 1,1,1 32,1,1 repeat=3
 sync
 )"),
-                    {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "3"}, {"TWINSCOPE_MAX_LAUNCHES", "3"}});
+                    {{"TWINSCOPE_KERNELS", "reshape"},
+                     {"TWINSCOPE_EVERY", "3"},
+                     {"TWINSCOPE_MAX_LAUNCHES", "3"},
+                     {"TWINSCOPE_BLOCKS_PATCH", "always"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(r.rec.launches.size(), 3u);
   EXPECT_EQ(r.rec.launches[0].seq, 0u);
@@ -308,6 +311,7 @@ launch target )" + kTarget + R"( 1000,1,1 512,1,1 stream=a repeat=5
 )"),
                     {{"TWINSCOPE_KERNELS", "reshape_and_cache_flash"},
                      {"TWINSCOPE_EVERY", "1000000000"},
+                     {"TWINSCOPE_BLOCKS_PATCH", "always"},
                      {"FAKESAN_EXIT_TEARDOWN", "1"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_TRUE(r.trace_ok);
@@ -351,7 +355,7 @@ graph target )" + std::string(kTarget) + R"( 10,1,1 64,1,1 stream=b repeat=3
 launch target )" + kTarget + R"( 10,1,1 64,1,1 stream=a repeat=2
 sync
 )"),
-                    {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "1000"}});
+                    {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "1000"}, {"TWINSCOPE_BLOCKS_PATCH", "always"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.Counter(counters::kLaunchesTraced), 1u);
   EXPECT_EQ(r.Counter(counters::kLaunchesSkipped), 4u);

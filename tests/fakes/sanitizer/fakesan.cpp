@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +20,7 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <set>
@@ -34,7 +37,7 @@ constexpr uint32_t kFatbinMagic = 0xBA55ED50u;
 struct Module {
   uintptr_t id = 0;
   std::vector<char> cubin;
-  std::set<std::string> patched_instructions;  // "enter:<name>", "exit:<name>"
+  std::set<std::string> patched_instructions;  // "enter:<name>", "exit:<name>"; an unpatch drops them
   bool patched = false;
 };
 
@@ -47,6 +50,8 @@ struct Op {
   uint32_t block[3] = {1, 1, 1};
   void* userdata = nullptr;
   FakesanPlan plan{};
+  bool decided_patched = false;  // the module's patch state when the BEGIN callback returned
+  bool run_patched = false;      // ... at submission: what the launch runs (patch and instructions in place)
   // memset / h2d
   void* dst = nullptr;
   int value = 0;
@@ -60,6 +65,9 @@ struct Stream {
 };
 
 struct State {
+  // One lock over everything, never held while a callback runs (the probe
+  // calls back into the fake from its callbacks, on any thread).
+  std::mutex mu;
   int mode = FAKESAN_NORMAL;
   Sanitizer_CallbackFunc callback = nullptr;
   void* callback_userdata = nullptr;
@@ -75,7 +83,6 @@ struct State {
   uintptr_t next_stream = 1;
   std::map<uintptr_t, size_t> allocations;       // base -> size
   std::map<uintptr_t, size_t> host_allocations;  // pinned host memory: base -> size
-  Op* open_launch = nullptr;                     // between LAUNCH_BEGIN and END
   uint64_t next_grid_id = 1;
   FakesanStats stats{};
   FILE* log = nullptr;
@@ -87,6 +94,9 @@ struct State {
 };
 
 void ExitTeardown();
+
+thread_local Op* tl_open_launch = nullptr;  // this thread's launch inside its LAUNCH_BEGIN callback
+std::atomic<int> g_in_patch_call{0};       // patch calls running now, on any thread
 
 State& S() {
   static State* s = [] {
@@ -130,16 +140,49 @@ bool Enabled(int domain, uint32_t cbid) {
   return s.enabled_domains.count(domain) || s.enabled.count({domain, cbid});
 }
 
+// Called without S().mu held: the callback may call any fake function.
 void Fire(Sanitizer_CallbackDomain domain, uint32_t cbid, const void* data) {
   State& s = S();
-  if (s.mode == FAKESAN_SILENT || !Enabled(domain, cbid)) return;
-  if (!s.subscribed || !s.callback) {
-    ++s.stats.callbacks_after_unsubscribe;
-    return;
+  Sanitizer_CallbackFunc cb = nullptr;
+  void* ud = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (s.mode == FAKESAN_SILENT || !Enabled(domain, cbid)) return;
+    if (!s.subscribed || !s.callback) {
+      ++s.stats.callbacks_after_unsubscribe;
+      return;
+    }
+    ++s.stats.callbacks_fired;
+    cb = s.callback;
+    ud = s.callback_userdata;
   }
-  ++s.stats.callbacks_fired;
-  s.callback(s.callback_userdata, domain, cbid, data);
+  cb(ud, domain, cbid, data);
 }
+
+using Lock = std::unique_lock<std::mutex>;
+
+uint64_t EnvU64(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::strtoull(v, nullptr, 10) : 0;
+}
+
+// A patch call (add patches, patch instructions, patch / unpatch a module):
+// the Sanitizer asks its callers to serialise them, so two at once are an
+// error. FAKESAN_PATCH_US makes each take that long (a real re-patch takes
+// ~35-55 us, an unpatch ~25 us on the H200), which widens the window and
+// gives toggling a cost for the budget tests.
+class PatchCall {
+ public:
+  explicit PatchCall(const char* what) {
+    if (g_in_patch_call.fetch_add(1) != 0) {
+      Lock lk(S().mu);
+      ++S().stats.concurrent_patch_calls;
+      Log("error concurrent_patch_calls %s", what);
+    }
+    if (const uint64_t us = EnvU64("FAKESAN_PATCH_US")) std::this_thread::sleep_for(std::chrono::microseconds(us));
+  }
+  ~PatchCall() { g_in_patch_call.fetch_sub(1); }
+};
 
 // The allocation holding [p, p + n), or false.
 bool InAllocation(const void* p, size_t n) {
@@ -172,7 +215,7 @@ thread_local bool tl_fake_helper = false;  // this thread is the fake's own call
 // that is only submitted once the callback returns. Always logged as an error;
 // with FAKESAN_STRICT_LAUNCH=hang the fake hangs as such a driver would.
 void CheckNotInsideLaunchBegin(const char* what) {
-  if (!S().open_launch) return;
+  if (!tl_open_launch) return;
   Log("error blocking_call_in_launch_begin %s", what);
   const char* strict = std::getenv("FAKESAN_STRICT_LAUNCH");
   if (strict && std::strcmp(strict, "hang") == 0) {
@@ -252,10 +295,10 @@ void Execute(Op& op) {
       std::memcpy(op.dst, op.bytes.data(), op.bytes.size());
       return;
     case Op::kLaunch: {
-      Log("exec %s patched=%d userdata=%d", op.name.c_str(), op.module->patched ? 1 : 0, op.userdata ? 1 : 0);
-      const bool has_patches = op.module->patched_instructions.count("enter:" TWINSCOPE_BLOCK_ENTER_PATCH) &&
-                               op.module->patched_instructions.count("exit:" TWINSCOPE_BLOCK_EXIT_PATCH);
-      if (op.module->patched && has_patches && op.userdata) RunPatchedBlocks(op);
+      // It runs the code it was submitted with: patched (patch and instructions in place) or not.
+      Log("exec %s patched=%d userdata=%d", op.name.c_str(), op.run_patched ? 1 : 0, op.userdata ? 1 : 0);
+      if (!op.run_patched) ++S().stats.launches_executed_unpatched;
+      if (op.run_patched && op.userdata) RunPatchedBlocks(op);
       return;
     }
   }
@@ -273,9 +316,41 @@ void FlushAll() {
   for (auto& [id, s] : S().streams) Flush(s.get());
 }
 
+bool HasPatches(const Module& m) {
+  return m.patched && m.patched_instructions.count("enter:" TWINSCOPE_BLOCK_ENTER_PATCH) &&
+         m.patched_instructions.count("exit:" TWINSCOPE_BLOCK_EXIT_PATCH);
+}
+
+// Patching or unpatching a module while one of its launches is queued (not
+// yet run) is an error: what such a launch runs is undefined on a GPU.
+void CheckNoneInFlight(const Module& m, const char* what) {
+  for (const auto& [id, st] : S().streams)
+    for (const Op& op : st->pending)
+      if (op.kind == Op::kLaunch && op.module == &m) {
+        ++S().stats.toggles_with_module_in_flight;
+        Log("error %s_with_module_in_flight %s", what, op.name.c_str());
+        return;
+      }
+}
+
+// The launch's BEGIN callback returned: from here to its submission the
+// module's patch state must not change (the launch was prepared for it).
+// FAKESAN_SUBMIT_US stretches that window, as a busy driver may.
+void Submit(Stream* s, Module* m, Op op) {
+  if (const uint64_t us = EnvU64("FAKESAN_SUBMIT_US")) std::this_thread::sleep_for(std::chrono::microseconds(us));
+  Lock lk(S().mu);
+  op.run_patched = HasPatches(*m);
+  if (op.run_patched != op.decided_patched) {
+    ++S().stats.patch_changed_during_launch;
+    Log("error patch_changed_during_launch %s", op.name.c_str());
+  }
+  s->pending.push_back(std::move(op));
+}
+
 int Launch(bool graph, uintptr_t module, const char* name, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx,
            uint32_t by, uint32_t bz, uintptr_t stream, const FakesanPlan* plan) {
   State& st = S();
+  Lock lk(st.mu);
   auto mit = st.modules.find(module);
   Stream* s = StreamById(stream);
   if (mit == st.modules.end() || !s || !name || !CubinHas(*mit->second, name)) {
@@ -310,7 +385,13 @@ int Launch(bool graph, uintptr_t module, const char* name, uint32_t gx, uint32_t
   d.gridId = st.next_grid_id++;
   d.hLaunch = reinterpret_cast<Sanitizer_LaunchHandle>(&op);
   d.device = 0;
-  st.open_launch = &op;
+  tl_open_launch = &op;
+  lk.unlock();
+  auto after_begin = [&] {
+    Lock l2(st.mu);
+    tl_open_launch = nullptr;
+    op.decided_patched = HasPatches(*m);
+  };
   if (graph) {
     d.apiContext = st.context;
     d.apiStream = CuStream(s);
@@ -323,15 +404,15 @@ int Launch(bool graph, uintptr_t module, const char* name, uint32_t gx, uint32_t
     g.launchData = d;
     g.isGraphUpload = 0;
     Fire(SANITIZER_CB_DOMAIN_GRAPHS, SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN, &g);
-    st.open_launch = nullptr;
-    s->pending.push_back(std::move(op));  // submitted before the END callback (as measured in FACTS.md)
+    after_begin();
+    Submit(s, m, std::move(op));  // submitted before the END callback (as measured in FACTS.md)
     Fire(SANITIZER_CB_DOMAIN_GRAPHS, SANITIZER_CBID_GRAPHS_NODE_LAUNCH_END, &g);
   } else {
     d.stream = CuStream(s);
     d.hStream = Handle(s);
     Fire(SANITIZER_CB_DOMAIN_LAUNCH, SANITIZER_CBID_LAUNCH_BEGIN, &d);
-    st.open_launch = nullptr;
-    s->pending.push_back(std::move(op));  // submitted before the END callback (as measured in FACTS.md)
+    after_begin();
+    Submit(s, m, std::move(op));  // submitted before the END callback (as measured in FACTS.md)
     Sanitizer_LaunchData end = d;
     end.gridDim_x = end.gridDim_y = end.gridDim_z = 0;  // as the real Sanitizer: valid at BEGIN only
     end.blockDim_x = end.blockDim_y = end.blockDim_z = 0;
@@ -397,6 +478,7 @@ SanitizerResult sanitizerGetResultString(SanitizerResult result, const char** st
 
 SanitizerResult sanitizerSubscribe(Sanitizer_SubscriberHandle* subscriber, Sanitizer_CallbackFunc callback,
                                    void* userdata) {
+  Lock lk(S().mu);
   State& s = S();
   Log("subscribe");
   if (!subscriber || !callback) return SANITIZER_ERROR_INVALID_PARAMETER;
@@ -409,6 +491,7 @@ SanitizerResult sanitizerSubscribe(Sanitizer_SubscriberHandle* subscriber, Sanit
 }
 
 SanitizerResult sanitizerUnsubscribe(Sanitizer_SubscriberHandle subscriber) {
+  Lock lk(S().mu);
   Log("unsubscribe");
   if (reinterpret_cast<State*>(subscriber) != &S() || !S().subscribed) return SANITIZER_ERROR_INVALID_PARAMETER;
   S().subscribed = false;
@@ -418,6 +501,7 @@ SanitizerResult sanitizerUnsubscribe(Sanitizer_SubscriberHandle subscriber) {
 
 SanitizerResult sanitizerEnableCallback(uint32_t enable, Sanitizer_SubscriberHandle subscriber,
                                         Sanitizer_CallbackDomain domain, Sanitizer_CallbackId cbid) {
+  Lock lk(S().mu);
   if (reinterpret_cast<State*>(subscriber) != &S()) return SANITIZER_ERROR_INVALID_PARAMETER;
   if (enable)
     S().enabled.insert({domain, cbid});
@@ -428,6 +512,7 @@ SanitizerResult sanitizerEnableCallback(uint32_t enable, Sanitizer_SubscriberHan
 
 SanitizerResult sanitizerEnableDomain(uint32_t enable, Sanitizer_SubscriberHandle subscriber,
                                       Sanitizer_CallbackDomain domain) {
+  Lock lk(S().mu);
   if (reinterpret_cast<State*>(subscriber) != &S()) return SANITIZER_ERROR_INVALID_PARAMETER;
   if (enable)
     S().enabled_domains.insert(domain);
@@ -444,13 +529,16 @@ SanitizerResult sanitizerEnableAllDomains(uint32_t enable, Sanitizer_SubscriberH
 
 SanitizerResult sanitizerGetCallbackState(uint32_t* enable, Sanitizer_SubscriberHandle subscriber,
                                           Sanitizer_CallbackDomain domain, Sanitizer_CallbackId cbid) {
+  Lock lk(S().mu);
   if (!enable) return SANITIZER_ERROR_INVALID_PARAMETER;
   *enable = Enabled(domain, cbid) ? 1 : 0;
   return SANITIZER_SUCCESS;
 }
 
 SanitizerResult sanitizerAddPatches(const void* image, CUcontext ctx) {
+  PatchCall call("add_patches");
   State& s = S();
+  Lock lk(s.mu);
   if (!image || (ctx != s.context && ctx != nullptr) || !s.context_alive) return SANITIZER_ERROR_INVALID_PARAMETER;
   uint32_t magic;
   std::memcpy(&magic, image, sizeof magic);
@@ -480,6 +568,8 @@ SanitizerResult sanitizerAddPatchesFromFile(const char* filename, CUcontext ctx)
 
 SanitizerResult sanitizerPatchInstructions(const Sanitizer_InstructionId instructionId, CUmodule module,
                                            const char* deviceCallbackName) {
+  PatchCall call("patch_instructions");
+  Lock lk(S().mu);
   auto* m = reinterpret_cast<Module*>(module);
   if (!m || !deviceCallbackName || !PatchImageHas(deviceCallbackName)) {
     Log("error patch_instructions %s", deviceCallbackName ? deviceCallbackName : "(null)");
@@ -493,8 +583,16 @@ SanitizerResult sanitizerPatchInstructions(const Sanitizer_InstructionId instruc
 }
 
 SanitizerResult sanitizerPatchModule(CUmodule module) {
+  PatchCall call("patch_module");
+  Lock lk(S().mu);
   auto* m = reinterpret_cast<Module*>(module);
   if (!m) return SANITIZER_ERROR_INVALID_PARAMETER;
+  CheckNoneInFlight(*m, "patch_module");
+  if (m->patched_instructions.empty()) {
+    // As measured on the H200: re-patching after an unpatch without issuing
+    // the instructions again gives launches without blocks.
+    Log("patch_module_without_instructions %llu", static_cast<unsigned long long>(m->id));
+  }
   m->patched = true;
   ++S().stats.modules_patched;
   Log("patch_module %llu", static_cast<unsigned long long>(m->id));
@@ -502,28 +600,36 @@ SanitizerResult sanitizerPatchModule(CUmodule module) {
 }
 
 SanitizerResult sanitizerUnpatchModule(CUmodule module) {
+  PatchCall call("unpatch_module");
+  Lock lk(S().mu);
   auto* m = reinterpret_cast<Module*>(module);
   if (!m) return SANITIZER_ERROR_INVALID_PARAMETER;
+  CheckNoneInFlight(*m, "unpatch_module");
   m->patched = false;
+  m->patched_instructions.clear();
+  ++S().stats.modules_unpatched;
+  Log("unpatch_module %llu", static_cast<unsigned long long>(m->id));
   return SANITIZER_SUCCESS;
 }
 
 SanitizerResult sanitizerSetLaunchCallbackData(Sanitizer_LaunchHandle launch, CUfunction kernel,
                                                Sanitizer_StreamHandle stream, const void* userdata) {
   State& s = S();
-  if (!s.open_launch || reinterpret_cast<Op*>(launch) != s.open_launch) {
+  Lock lk(s.mu);
+  if (!tl_open_launch || reinterpret_cast<Op*>(launch) != tl_open_launch) {
     Log("error set_launch_data_outside_launch");
     return SANITIZER_ERROR_INVALID_PARAMETER;
   }
-  s.open_launch->userdata = const_cast<void*>(userdata);
+  tl_open_launch->userdata = const_cast<void*>(userdata);
   Log("set_launch_data %s", userdata ? "buffer" : "null");
-  if (!userdata && s.open_launch->module && s.open_launch->module->patched) ++s.stats.launches_null_data_patched;
+  if (!userdata && tl_open_launch->module && tl_open_launch->module->patched) ++s.stats.launches_null_data_patched;
   return SANITIZER_SUCCESS;
 }
 
 SanitizerResult sanitizerSetCallbackData(CUfunction kernel, const void* userdata) { return SANITIZER_SUCCESS; }
 
 SanitizerResult sanitizerAlloc(CUcontext ctx, void** devPtr, size_t size) {
+  Lock lk(S().mu);
   State& s = S();
   if (!devPtr || size == 0) return SANITIZER_ERROR_INVALID_PARAMETER;
   if (!s.context_alive || (ctx != s.context && ctx != nullptr)) return SANITIZER_ERROR_INVALID_CONTEXT;
@@ -538,6 +644,7 @@ SanitizerResult sanitizerAlloc(CUcontext ctx, void** devPtr, size_t size) {
 }
 
 SanitizerResult sanitizerFree(CUcontext ctx, void* devPtr) {
+  Lock lk(S().mu);
   State& s = S();
   auto it = s.allocations.find(reinterpret_cast<uintptr_t>(devPtr));
   if (it == s.allocations.end()) return SANITIZER_ERROR_INVALID_PARAMETER;
@@ -551,6 +658,7 @@ SanitizerResult sanitizerFree(CUcontext ctx, void* devPtr) {
 }
 
 SanitizerResult sanitizerAllocHost(CUcontext ctx, void** devPtr, size_t size) {
+  Lock lk(S().mu);
   State& s = S();
   if (!devPtr || size == 0) return SANITIZER_ERROR_INVALID_PARAMETER;
   if (!s.context_alive || (ctx != s.context && ctx != nullptr)) return SANITIZER_ERROR_INVALID_CONTEXT;
@@ -564,6 +672,7 @@ SanitizerResult sanitizerAllocHost(CUcontext ctx, void** devPtr, size_t size) {
 }
 
 SanitizerResult sanitizerFreeHost(CUcontext ctx, void* devPtr) {
+  Lock lk(S().mu);
   State& s = S();
   auto it = s.host_allocations.find(reinterpret_cast<uintptr_t>(devPtr));
   if (it == s.host_allocations.end()) return SANITIZER_ERROR_INVALID_PARAMETER;
@@ -576,6 +685,7 @@ SanitizerResult sanitizerFreeHost(CUcontext ctx, void* devPtr) {
 }
 
 SanitizerResult sanitizerMemset(void* devPtr, int value, size_t count, Sanitizer_StreamHandle stream) {
+  Lock lk(S().mu);
   Stream* s = StreamOf(stream);
   if (!s || !InAllocation(devPtr, count)) return SANITIZER_ERROR_INVALID_PARAMETER;
   Op op;
@@ -589,6 +699,7 @@ SanitizerResult sanitizerMemset(void* devPtr, int value, size_t count, Sanitizer
 }
 
 SanitizerResult sanitizerMemcpyHostToDeviceAsync(void* dst, void* src, size_t count, Sanitizer_StreamHandle stream) {
+  Lock lk(S().mu);
   Stream* s = StreamOf(stream);
   if (!s || !src || !InAllocation(dst, count)) return SANITIZER_ERROR_INVALID_PARAMETER;
   Op op;
@@ -601,6 +712,7 @@ SanitizerResult sanitizerMemcpyHostToDeviceAsync(void* dst, void* src, size_t co
 }
 
 SanitizerResult sanitizerMemcpyDeviceToHost(void* dst, void* src, size_t count, Sanitizer_StreamHandle stream) {
+  Lock lk(S().mu);
   Stream* s = StreamOf(stream);
   if (!s || !dst || !InAllocation(src, count)) {
     Log("error d2h_bad_args");
@@ -611,22 +723,26 @@ SanitizerResult sanitizerMemcpyDeviceToHost(void* dst, void* src, size_t count, 
   std::memcpy(dst, src, count);
   ++S().stats.d2h_copies;
   Log("d2h %zu stream=%llu", count, static_cast<unsigned long long>(s->id));
+  lk.unlock();
   ReportSyncFromBlockingCall(s);
   return SANITIZER_SUCCESS;
 }
 
 SanitizerResult sanitizerStreamSynchronize(Sanitizer_StreamHandle stream) {
+  Lock lk(S().mu);
   Stream* s = StreamOf(stream);
   if (!s) return SANITIZER_ERROR_INVALID_PARAMETER;
   CheckNotInsideLaunchBegin("sanitizerStreamSynchronize");
   Flush(s);
   ++S().stats.stream_syncs;
   Log("sanitizer_stream_sync %llu", static_cast<unsigned long long>(s->id));
+  lk.unlock();
   ReportSyncFromBlockingCall(s);
   return SANITIZER_SUCCESS;
 }
 
 SanitizerResult sanitizerGetStreamHandle(CUcontext ctx, CUstream stream, Sanitizer_StreamHandle* hStream) {
+  Lock lk(S().mu);
   if (!hStream) return SANITIZER_ERROR_INVALID_PARAMETER;
   for (auto& [id, s] : S().streams)
     if (CuStream(s.get()) == stream) {
@@ -637,6 +753,7 @@ SanitizerResult sanitizerGetStreamHandle(CUcontext ctx, CUstream stream, Sanitiz
 }
 
 SanitizerResult sanitizerGetStream(Sanitizer_StreamHandle hStream, CUstream* stream) {
+  Lock lk(S().mu);
   Stream* s = StreamOf(hStream);
   if (!s || !stream) return SANITIZER_ERROR_INVALID_PARAMETER;
   *stream = CuStream(s);
@@ -645,7 +762,10 @@ SanitizerResult sanitizerGetStream(Sanitizer_StreamHandle hStream, CUstream* str
 
 // ---- Control interface -----------------------------------------------------
 
-void fakesan_set_mode(int mode) { S().mode = mode; }
+void fakesan_set_mode(int mode) {
+  Lock lk(S().mu);
+  S().mode = mode;
+}
 
 int fakesan_init(void) {
   State& s = S();
@@ -664,16 +784,20 @@ int fakesan_init(void) {
     }
     init();
   }
-  s.context_alive = true;
   Sanitizer_ResourceContextData c{};
-  c.context = s.context;
-  c.device = 0;
+  {
+    Lock lk(s.mu);
+    s.context_alive = true;
+    c.context = s.context;
+    c.device = 0;
+  }
   Fire(SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_CONTEXT_CREATION_FINISHED, &c);
   return 0;
 }
 
 uintptr_t fakesan_load_module(const void* cubin, size_t size) {
   State& s = S();
+  Lock lk(s.mu);
   auto m = std::make_unique<Module>();
   m->id = s.next_module++;
   m->cubin.assign(static_cast<const char*>(cubin), static_cast<const char*>(cubin) + size);
@@ -685,6 +809,7 @@ uintptr_t fakesan_load_module(const void* cubin, size_t size) {
   d.module = reinterpret_cast<CUmodule>(raw);
   d.cubinSize = raw->cubin.size();
   d.pCubin = raw->cubin.data();
+  lk.unlock();
   Fire(SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_MODULE_LOADED, &d);
   return raw->id;
 }
@@ -698,6 +823,7 @@ uintptr_t fakesan_load_module_file(const char* path) {
 
 void fakesan_unload_module(uintptr_t module) {
   State& s = S();
+  Lock lk(s.mu);
   auto it = s.modules.find(module);
   if (it == s.modules.end()) return;
   Sanitizer_ResourceModuleData d{};
@@ -705,14 +831,17 @@ void fakesan_unload_module(uintptr_t module) {
   d.module = reinterpret_cast<CUmodule>(it->second.get());
   d.cubinSize = it->second->cubin.size();
   d.pCubin = it->second->cubin.data();
+  lk.unlock();
   Fire(SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_MODULE_UNLOAD_STARTING, &d);
+  lk.lock();
   FlushAll();  // pending launches of the module finish before it goes
   Log("module_unloaded %llu", static_cast<unsigned long long>(module));
-  s.modules.erase(it);
+  s.modules.erase(module);
 }
 
 uintptr_t fakesan_create_stream(void) {
   State& s = S();
+  Lock lk(s.mu);
   auto st = std::make_unique<Stream>();
   st->id = s.next_stream++;
   Stream* raw = st.get();
@@ -721,19 +850,23 @@ uintptr_t fakesan_create_stream(void) {
   d.context = s.context;
   d.stream = CuStream(raw);
   d.hStream = Handle(raw);
+  lk.unlock();
   Fire(SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_STREAM_CREATED, &d);
   return raw->id;
 }
 
 void fakesan_destroy_stream(uintptr_t stream) {
   State& s = S();
+  Lock lk(s.mu);
   Stream* st = StreamById(stream);
   if (!st || stream == 0) return;
   Sanitizer_ResourceStreamData d{};
   d.context = s.context;
   d.stream = CuStream(st);
   d.hStream = Handle(st);
+  lk.unlock();
   Fire(SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_STREAM_DESTROY_STARTING, &d);
+  lk.lock();
   Flush(st);
   Log("stream_destroyed %llu", static_cast<unsigned long long>(stream));
   s.streams.erase(stream);
@@ -749,8 +882,30 @@ int fakesan_graph_node_launch(uintptr_t module, const char* name, uint32_t gx, u
   return Launch(true, module, name, gx, gy, gz, bx, by, bz, stream, plan);
 }
 
+// A whole graph launch on `stream`: GRAPHS_LAUNCH_BEGIN now, its kernel nodes
+// (fakesan_graph_node_launch) in between, GRAPHS_LAUNCH_END at fakesan_graph_end.
+static void FireGraphLaunch(uint32_t cbid, uintptr_t stream) {
+  State& s = S();
+  Lock lk(s.mu);
+  Stream* st = StreamById(stream);
+  if (!st) return;
+  Sanitizer_GraphLaunchData g{};
+  g.context = s.context;
+  g.stream = CuStream(st);
+  g.hStream = Handle(st);
+  g.graphExec = reinterpret_cast<CUgraphExec>(uintptr_t{0x6E0});
+  Log("%s stream=%llu", cbid == SANITIZER_CBID_GRAPHS_LAUNCH_BEGIN ? "graph_launch_begin" : "graph_launch_end",
+      static_cast<unsigned long long>(stream));
+  lk.unlock();
+  Fire(SANITIZER_CB_DOMAIN_GRAPHS, cbid, &g);
+}
+
+void fakesan_graph_begin(uintptr_t stream) { FireGraphLaunch(SANITIZER_CBID_GRAPHS_LAUNCH_BEGIN, stream); }
+void fakesan_graph_end(uintptr_t stream) { FireGraphLaunch(SANITIZER_CBID_GRAPHS_LAUNCH_END, stream); }
+
 void fakesan_stream_sync(uintptr_t stream) {
   State& s = S();
+  Lock lk(s.mu);
   Stream* st = StreamById(stream);
   if (!st) return;
   Flush(st);
@@ -759,24 +914,30 @@ void fakesan_stream_sync(uintptr_t stream) {
   d.context = s.context;
   d.stream = CuStream(st);
   d.hStream = Handle(st);
+  lk.unlock();
   Fire(SANITIZER_CB_DOMAIN_SYNCHRONIZE, SANITIZER_CBID_SYNCHRONIZE_STREAM_SYNCHRONIZED, &d);
 }
 
 void fakesan_ctx_sync(void) {
   State& s = S();
+  Lock lk(s.mu);
   FlushAll();
   Log("app_ctx_sync");
   Sanitizer_SynchronizeData d{};
   d.context = s.context;
+  lk.unlock();
   Fire(SANITIZER_CB_DOMAIN_SYNCHRONIZE, SANITIZER_CBID_SYNCHRONIZE_CONTEXT_SYNCHRONIZED, &d);
 }
 
 void fakesan_destroy_context(void) {
   State& s = S();
+  Lock lk(s.mu);
   if (!s.context_alive) return;
   Sanitizer_ResourceContextData c{};
   c.context = s.context;
+  lk.unlock();
   Fire(SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CBID_RESOURCE_CONTEXT_DESTROY_STARTING, &c);
+  lk.lock();
   FlushAll();
   s.context_alive = false;
   s.patch_images.clear();
@@ -784,6 +945,7 @@ void fakesan_destroy_context(void) {
 }
 
 void fakesan_get_stats(FakesanStats* out) {
+  Lock lk(S().mu);
   if (out) *out = S().stats;
 }
 
@@ -800,14 +962,17 @@ __attribute__((destructor)) static void WriteStatsAtExit() {
                "callbacks_fired %llu\nlaunches %llu\nlaunches_executed_patched %llu\nd2h_copies %llu\n"
                "stream_syncs %llu\nallocs %llu\nfrees %llu\nmodules_patched %llu\npatch_images_added %llu\n"
                "launches_executed_off %llu\nlaunches_null_data_patched %llu\ncallbacks_after_unsubscribe %llu\n"
-               "host_allocs %llu\nhost_frees %llu\n",
+               "host_allocs %llu\nhost_frees %llu\nmodules_unpatched %llu\nlaunches_executed_unpatched %llu\n"
+               "toggles_with_module_in_flight %llu\npatch_changed_during_launch %llu\nconcurrent_patch_calls %llu\n",
                (unsigned long long)s.callbacks_fired, (unsigned long long)s.launches,
                (unsigned long long)s.launches_executed_patched, (unsigned long long)s.d2h_copies,
                (unsigned long long)s.stream_syncs, (unsigned long long)s.allocs, (unsigned long long)s.frees,
                (unsigned long long)s.modules_patched, (unsigned long long)s.patch_images_added,
                (unsigned long long)s.launches_executed_off, (unsigned long long)s.launches_null_data_patched,
                (unsigned long long)s.callbacks_after_unsubscribe, (unsigned long long)s.host_allocs,
-               (unsigned long long)s.host_frees);
+               (unsigned long long)s.host_frees, (unsigned long long)s.modules_unpatched,
+               (unsigned long long)s.launches_executed_unpatched, (unsigned long long)s.toggles_with_module_in_flight,
+               (unsigned long long)s.patch_changed_during_launch, (unsigned long long)s.concurrent_patch_calls);
   std::fclose(f);
 }
 
@@ -816,16 +981,24 @@ namespace {
 void ExitTeardown() {
   State& s = S();
   Log("exit_teardown");
+  Lock lk(s.mu);
   if (s.has_last_launch && s.modules.count(s.last_module) && StreamById(s.last_stream)) {
     const std::string name = s.last_name;
-    fakesan_launch(s.last_module, name.c_str(), s.last_grid[0], s.last_grid[1], s.last_grid[2], s.last_block[0],
-                   s.last_block[1], s.last_block[2], s.last_stream, nullptr);
+    const uintptr_t m = s.last_module, st = s.last_stream;
+    const uint32_t g[3] = {s.last_grid[0], s.last_grid[1], s.last_grid[2]};
+    const uint32_t b[3] = {s.last_block[0], s.last_block[1], s.last_block[2]};
+    lk.unlock();
+    fakesan_launch(m, name.c_str(), g[0], g[1], g[2], b[0], b[1], b[2], st, nullptr);
+    lk.lock();
   }
+  lk.unlock();
   fakesan_ctx_sync();
+  lk.lock();
   std::vector<uintptr_t> modules, streams;
   for (const auto& [id, m] : s.modules) modules.push_back(id);
   for (const auto& [id, st] : s.streams)
     if (id != 0) streams.push_back(id);
+  lk.unlock();
   for (uintptr_t m : modules) fakesan_unload_module(m);
   for (uintptr_t st : streams) fakesan_destroy_stream(st);
   fakesan_destroy_context();

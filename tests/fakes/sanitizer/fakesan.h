@@ -22,8 +22,20 @@
  * runs after it: it relaunches the last launched kernel once (a launch from a
  * static destructor), then unloads every module, destroys every stream and
  * the context, firing their callbacks.
- * Single-threaded use only (the fake's own callback thread runs while the
- * caller waits). */
+ * Patch state is per module, as on the GPU: a launch runs the code its module
+ * had when it was submitted (patched only if sanitizerPatchModule came after
+ * sanitizerPatchInstructions for both block patches); sanitizerUnpatchModule
+ * drops the instructions, so re-patching without issuing them again gives
+ * launches without blocks. Errors logged (and counted in the stats): a patch
+ * or unpatch while a launch of the module is queued
+ * ("error patch_module_with_module_in_flight" / "unpatch_..."), a patch state
+ * that changed between a launch's BEGIN callback and its submission
+ * ("error patch_changed_during_launch"; FAKESAN_SUBMIT_US widens that
+ * window), and two patch calls at once ("error concurrent_patch_calls"; the
+ * Sanitizer asks its callers to serialise them; FAKESAN_PATCH_US makes each
+ * patch call take that long).
+ * Thread-safe: one lock over the fake's state, released while a callback
+ * runs, so the program may launch from several threads. */
 #ifndef TWINSCOPE_TESTS_FAKES_SANITIZER_FAKESAN_H_
 #define TWINSCOPE_TESTS_FAKES_SANITIZER_FAKESAN_H_
 
@@ -66,6 +78,11 @@ typedef struct {
   uint64_t callbacks_after_unsubscribe; /* callbacks that would have fired had the tool stayed subscribed */
   uint64_t host_allocs;                 /* sanitizerAllocHost (pinned host memory) */
   uint64_t host_frees;
+  uint64_t modules_unpatched;               /* sanitizerUnpatchModule calls */
+  uint64_t launches_executed_unpatched;     /* ran without the patch (native) */
+  uint64_t toggles_with_module_in_flight;   /* errors, see above */
+  uint64_t patch_changed_during_launch;     /* errors, see above */
+  uint64_t concurrent_patch_calls;          /* errors, see above */
 } FakesanStats;
 
 void fakesan_set_mode(int mode); /* before fakesan_init */
@@ -82,6 +99,10 @@ int fakesan_launch(uintptr_t module, const char* name, uint32_t gx, uint32_t gy,
 /* A kernel node of a CUDA graph launched on `stream` (GRAPHS NODE_LAUNCH_BEGIN). */
 int fakesan_graph_node_launch(uintptr_t module, const char* name, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx,
                               uint32_t by, uint32_t bz, uintptr_t stream, const FakesanPlan* plan);
+/* A whole graph launch on `stream` (GRAPHS LAUNCH_BEGIN / LAUNCH_END); its
+ * kernel nodes are fakesan_graph_node_launch calls in between. */
+void fakesan_graph_begin(uintptr_t stream);
+void fakesan_graph_end(uintptr_t stream);
 void fakesan_stream_sync(uintptr_t stream); /* like cudaStreamSynchronize */
 void fakesan_ctx_sync(void);                /* like cudaDeviceSynchronize */
 void fakesan_destroy_context(void);
