@@ -445,6 +445,250 @@ TEST(BlocksE2E, DrainsEverythingAtExitWithoutAnySync) {
   for (const auto& l : r.rec.launches) ExpectCompleteLaunch(r, l);
 }
 
+// ---- Toggle mode: modules patched only around sampled launches ----
+
+// Every patch-related error the fake can see, and no launch without its blocks.
+void ExpectCleanToggling(const AppRun& r) {
+  EXPECT_EQ(r.LogCount("error"), 0u) << "first: " << (r.LogFind("error") < r.log.size() ? r.log[r.LogFind("error")] : "");
+  EXPECT_EQ(r.fake_stats.at("toggles_with_module_in_flight"), 0u);
+  EXPECT_EQ(r.fake_stats.at("patch_changed_during_launch"), 0u);
+  EXPECT_EQ(r.fake_stats.at("concurrent_patch_calls"), 0u);
+  EXPECT_EQ(r.LogCount("patch_module_without_instructions"), 0u) << "re-patched without issuing the instructions";
+  for (const auto& l : r.rec.launches) {
+    EXPECT_TRUE(l.flags & kFlagPatchToggled);
+    ExpectCompleteLaunch(r, l);
+  }
+  EXPECT_EQ(r.Counter(counters::kBlocksMissing), 0u);
+}
+
+std::vector<uint32_t> SampleIndices(const AppRun& r) {
+  std::vector<uint32_t> out;
+  for (const auto& l : r.rec.launches) out.push_back(l.sample_index);
+  return out;
+}
+
+TEST(BlocksE2E, ToggleModePatchesOnlyAroundSampledLaunches) {
+  std::string body = "@modules\n";
+  for (int i = 0; i < 12; ++i)
+    body += "launch target " + std::string(kTarget) + " 50,1,1 64,1,1 seed=" + std::to_string(i + 1) +
+            "\nlaunch target neighbour_kernel 4,1,1 32,1,1\n";
+  AppRun r = RunApp("toggle_basic", Script(body + "sync\n"), {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "4"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.header["sampling"]["patch"], "toggle");
+  EXPECT_EQ(r.header["sampling"]["every"], 4);
+  ExpectCleanToggling(r);
+  ASSERT_EQ(r.rec.launches.size(), 3u);
+  EXPECT_EQ(SampleIndices(r), (std::vector<uint32_t>{0, 4, 8}));
+  EXPECT_EQ(r.Counter(counters::kLaunchesMatching), 12u);
+  EXPECT_EQ(r.Counter(counters::kLaunchesTraced), 3u);
+  EXPECT_EQ(r.Counter(counters::kLaunchesSkipped), 9u);
+  EXPECT_EQ(r.Counter(counters::kLaunchesSampledUnpatched), 0u) << "every-N candidates are armed ahead";
+  // Patched at load and again before launches 4 and 8; unpatched after each sampled launch.
+  EXPECT_EQ(r.Counter(counters::kModulesPatched), 1u);
+  // (and at the end of launch 11, for a 12th that never comes).
+  EXPECT_EQ(r.Counter(counters::kModulesRepatched), 3u);
+  EXPECT_EQ(r.Counter(counters::kModulesUnpatched), 3u);
+  EXPECT_EQ(r.fake_stats["modules_unpatched"], 3u);
+  EXPECT_GT(r.Counter(counters::kToggleSyncs), 0u);
+  EXPECT_EQ(r.fake_stats["launches_executed_patched"], 3u);
+  EXPECT_EQ(r.fake_stats["launches_executed_off"], 0u);
+  // Everything else ran natively: the 9 sampled-out target launches and the
+  // neighbours, but for the one launched after each arming (3, 7, 11), which
+  // shares the patched window with the next sampled launch.
+  EXPECT_EQ(r.fake_stats["launches_executed_unpatched"], 9u + 9u);
+  // Patch before the sampled launch, unpatch after its blocks ran.
+  const std::string launch = "launch " + std::string(kTarget);
+  size_t at = 0;
+  for (int k : {4, 8}) {
+    size_t li = 0;
+    for (int n = 0; n <= k; ++n) li = r.LogFind(launch, n == 0 ? 0 : li + 1);
+    ASSERT_NE(li, std::string::npos);
+    const size_t patch = r.LogFind("patch_module 1", at);
+    EXPECT_LT(patch, li) << "launch " << k << " was not patched before";
+    const size_t exec = r.LogFind("exec " + std::string(kTarget) + " patched=1", li);
+    const size_t unpatch = r.LogFind("unpatch_module 1", li);
+    EXPECT_LT(exec, unpatch) << "unpatched before the sampled launch ran";
+    at = unpatch;
+  }
+}
+
+// A kernel of the target module on another stream, still queued when the
+// probe wants to toggle: it must wait for that stream too (the fake logs an
+// error for a toggle with a launch of the module queued anywhere).
+TEST(BlocksE2E, ToggleModeWaitsForTheModulesKernelsOnOtherStreams) {
+  // Each arming (at the END of target launches 1 and 3) finds a launch of the
+  // module queued on both streams.
+  AppRun r = RunApp("toggle_streams", Script(R"(@modules
+stream a
+stream b
+launch target neighbour_kernel 4,1,1 32,1,1 stream=b
+launch target )" + std::string(kTarget) + R"( 30,1,1 64,1,1 stream=a
+launch target neighbour_kernel 4,1,1 32,1,1 stream=b
+launch target )" + kTarget + R"( 30,1,1 64,1,1 stream=a
+launch target )" + kTarget + R"( 30,1,1 64,1,1 stream=b
+launch target neighbour_kernel 4,1,1 32,1,1 stream=a
+launch target )" + kTarget + R"( 30,1,1 64,1,1 stream=b
+launch target )" + kTarget + R"( 30,1,1 64,1,1 stream=a repeat=3
+launch other rms_norm_kernel 4,1,1 32,1,1 stream=b
+sync
+)"),
+                    {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "2"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectCleanToggling(r);
+  EXPECT_EQ(SampleIndices(r), (std::vector<uint32_t>{0, 2, 4, 6}));
+  EXPECT_EQ(r.Counter(counters::kLaunchesMatching), 7u);
+  // The other module is never touched.
+  EXPECT_EQ(r.LogCount("patch_module 2"), 0u);
+  EXPECT_EQ(r.LogCount("unpatch_module 2"), 0u);
+}
+
+TEST(BlocksE2E, ToggleModeAfterMaxLaunchesRunsNatively) {
+  AppRun r = RunApp("toggle_max",
+                    Script("@modules\nlaunch target " + std::string(kTarget) + " 20,1,1 64,1,1 repeat=10\nsync\n"),
+                    {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_MAX_LAUNCHES", "2"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.header["sampling"]["patch"], "toggle");
+  ExpectCleanToggling(r);
+  EXPECT_EQ(SampleIndices(r), (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(r.fake_stats["launches_executed_unpatched"], 8u);
+  EXPECT_EQ(r.fake_stats["modules_unpatched"], 1u) << "patched for the first two, then never again";
+  EXPECT_EQ(r.Counter(counters::kModulesRepatched), 0u);
+}
+
+// The always mode stays available: sampled-out launches run patched, on the off buffer.
+TEST(BlocksE2E, AlwaysModeKeepsTheModulePatched) {
+  AppRun r = RunApp("always_mode",
+                    Script("@modules\nlaunch target " + std::string(kTarget) + " 20,1,1 64,1,1 repeat=10\nsync\n"),
+                    {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "5"}, {"TWINSCOPE_BLOCKS_PATCH", "always"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.header["sampling"]["patch"], "always");
+  EXPECT_EQ(SampleIndices(r), (std::vector<uint32_t>{0, 5}));
+  EXPECT_EQ(r.fake_stats["modules_unpatched"], 0u);
+  EXPECT_EQ(r.fake_stats["launches_executed_off"], 8u);
+  EXPECT_EQ(r.fake_stats["launches_executed_unpatched"], 0u);
+  for (const auto& l : r.rec.launches) EXPECT_FALSE(l.flags & kFlagPatchToggled);
+}
+
+// Graph launches: a graph's nodes run with the patch state of the graph
+// launch; the probe toggles around whole graph launches (at GRAPHS_LAUNCH_END)
+// and a candidate node that meets an unpatched module is traced in the next
+// patched graph launch, flagged as a catch-up.
+TEST(BlocksE2E, ToggleModeAroundGraphLaunches) {
+  std::string body = "@modules\nstream g\n";
+  for (int r = 0; r < 6; ++r)
+    body += "graph_begin g\ngraph target " + std::string(kTarget) + " 20,1,1 64,1,1 stream=g repeat=3\n" +
+            "graph target neighbour_kernel 4,1,1 32,1,1 stream=g\ngraph_end g\n";
+  AppRun r = RunApp("toggle_graph", Script(body + "stream_sync g\n"),
+                    {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "4"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectCleanToggling(r);
+  // Replays hold target nodes 0-2, 3-5, ...: 0 traced; 4 meets an unpatched
+  // module (armed at the end of that replay) and is traced late as 6; 8, 12
+  // traced on time; 16 meets an unpatched module and is still pending at exit.
+  // Counted: the launches that met an unpatched module with a candidate
+  // pending (4, 5, 16, 17).
+  EXPECT_EQ(SampleIndices(r), (std::vector<uint32_t>{0, 6, 8, 12}));
+  for (const auto& l : r.rec.launches) {
+    EXPECT_TRUE(l.flags & kFlagGraph);
+    EXPECT_EQ((l.flags & kFlagSampleCatchUp) != 0, l.sample_index == 6) << l.sample_index;
+  }
+  EXPECT_EQ(r.Counter(counters::kLaunchesSampledUnpatched), 4u);
+  EXPECT_EQ(r.Counter(counters::kLaunchesMatching), 18u);
+  EXPECT_GT(r.fake_stats["launches_executed_unpatched"], 0u);
+}
+
+// Several threads launch the target module's kernels on their own streams: the
+// probe serialises its patch calls (the fake logs two at once), never toggles
+// while a launch is between its BEGIN and its submission (the fake stretches
+// that window), and loses no block of a traced launch.
+TEST(BlocksE2E, ToggleModeWithManyThreadsSerialisesPatching) {
+  AppRun r = RunApp("toggle_threads",
+                    Script("@modules\nthreads 4 launch target " + std::string(kTarget) +
+                           " 20,1,1 64,1,1 stream=new repeat=30\nthreads 3 launch target neighbour_kernel 2,1,1 32,1,1 "
+                           "stream=new repeat=20\nsync\n"),
+                    {{"TWINSCOPE_KERNELS", "reshape"},
+                     {"TWINSCOPE_EVERY", "3"},
+                     {"FAKESAN_PATCH_US", "100"},
+                     {"FAKESAN_SUBMIT_US", "50"}},
+                    60);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectCleanToggling(r);
+  EXPECT_EQ(r.Counter(counters::kLaunchesMatching), 120u);
+  EXPECT_GE(r.rec.launches.size(), 10u);
+  EXPECT_LE(r.rec.launches.size(), 40u);
+  EXPECT_EQ(r.Counter(counters::kLaunchesTraced) + r.Counter(counters::kLaunchesSkipped), 120u);
+}
+
+// Exit with the runtime's teardown after sampled-out launches, in toggle mode.
+TEST(BlocksE2E, ToggleModeExitWithRuntimeTeardown) {
+  AppRun r = RunApp("toggle_exit", Script(R"(@modules
+stream a
+launch target )" + std::string(kTarget) + R"( 100,1,1 128,1,1 stream=a repeat=25
+launch target )" + kTarget + R"( 100,1,1 128,1,1 repeat=5
+)"),
+                    {{"TWINSCOPE_KERNELS", "reshape_and_cache_flash"},
+                     {"TWINSCOPE_EVERY", "10"},
+                     {"FAKESAN_EXIT_TEARDOWN", "1"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(r.trace_ok);
+  EXPECT_EQ(r.status.value("tool_state", ""), "ok");
+  ExpectCleanToggling(r);
+  EXPECT_EQ(SampleIndices(r), (std::vector<uint32_t>{0, 10, 20}));
+  EXPECT_EQ(r.fake_stats["launches_null_data_patched"], 0u);
+  EXPECT_EQ(r.LogCount("unsubscribe"), 0u);
+}
+
+// --per-second: a time-based rate. Launches 2 ms apart for ~120 ms at 50 a
+// second: each traced launch at least 20 ms after the last.
+TEST(BlocksE2E, PerSecondLimitsTheRate) {
+  AppRun r = RunApp("per_second",
+                    Script("@modules\nlaunch target " + std::string(kTarget) + " 10,1,1 32,1,1 repeat=60 gap_us=2000\nsync\n"),
+                    {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_PER_SECOND", "50"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.header["sampling"]["per_second"], 50.0);
+  ExpectCleanToggling(r);
+  ASSERT_GE(r.rec.launches.size(), 2u);
+  EXPECT_LE(r.rec.launches.size(), 8u);
+  for (size_t i = 1; i < r.rec.launches.size(); ++i) {
+    EXPECT_GE(r.rec.launches[i].cpu_ns - r.rec.launches[i - 1].cpu_ns, 19000000u) << i;
+    EXPECT_TRUE(r.rec.launches[i].flags & kFlagSampleRate);
+  }
+}
+
+// --budget: a traced launch runs 1 ms longer than a native one
+// (FAKESAN_PATCHED_RUN_US), a patch call takes 0.5 ms (FAKESAN_PATCH_US: 3 to
+// re-patch, 1 to unpatch), and the program spends ~100 us between launches.
+// The probe keeps what sampling cost within the budget of the program's time
+// (plus the one sample that may overdraw it), and that cost includes every
+// patch call the fake saw and every patched run.
+TEST(BlocksE2E, BudgetKeepsSamplingCostWithinThePercentage) {
+  const std::string script =
+      Script("@modules\nlaunch target " + std::string(kTarget) + " 10,1,1 32,1,1 repeat=800 gap_us=100\nsync\n");
+  std::map<int, uint64_t> traced;
+  for (int pct : {2, 20}) {
+    AppRun r = RunApp("budget_" + std::to_string(pct), script,
+                      {{"TWINSCOPE_KERNELS", "reshape"},
+                       {"TWINSCOPE_BUDGET", std::to_string(pct)},
+                       {"FAKESAN_PATCH_US", "500"},
+                       {"FAKESAN_PATCHED_RUN_US", "1000"}});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ExpectCleanToggling(r);
+    const double cost = double(r.Counter(counters::kSamplingCostNs));
+    const double program = double(r.Counter(counters::kSamplingProgramNs));
+    ASSERT_GT(program, 50e6) << "800 launches 100 us apart";
+    const double patch_calls = double(r.LogCount("patch_module 1") * 3 + r.LogCount("unpatch_module 1"));
+    const double runs = double(r.rec.launches.size());
+    // All but the last arming (3 calls, not paid for by a finished sample) are in the cost.
+    EXPECT_GE(cost + 1.5e6, patch_calls * 0.5e6 + runs * 1e6) << pct << "%";
+    const double one_sample = 4 * 0.5e6 + 1e6;
+    EXPECT_LE(cost, pct / 100.0 * program + 2.5 * one_sample) << pct << "%: cost " << cost << " of " << program;
+    for (const auto& l : r.rec.launches) EXPECT_TRUE(l.flags & kFlagSampleBudget);
+    traced[pct] = r.rec.launches.size();
+  }
+  EXPECT_GE(traced[20], 3u);
+  EXPECT_GT(traced[20], traced[2]) << "a larger budget samples more";
+}
+
 TEST(BlocksE2E, FullRingForcesADrainAndLosesNothing) {
   AppRun r = RunApp("ring_full",
                     Script("@modules\nlaunch target " + std::string(kTarget) + " 64,1,1 128,1,1 repeat=20\nsync\n"),

@@ -242,6 +242,8 @@ void RunPatchedBlocks(const Op& op) {
     return;
   }
   ++S().stats.launches_executed_patched;
+  // FAKESAN_PATCHED_RUN_US: what the patch costs a launch (it runs that much longer).
+  if (const uint64_t us = EnvU64("FAKESAN_PATCHED_RUN_US")) std::this_thread::sleep_for(std::chrono::microseconds(us));
   const FakesanPlan& p = op.plan;
   const uint32_t sms = p.num_sms ? p.num_sms : 132;
   const uint64_t start = p.start_ns ? p.start_ns : 1000000;

@@ -33,7 +33,8 @@
  * ("error patch_changed_during_launch"; FAKESAN_SUBMIT_US widens that
  * window), and two patch calls at once ("error concurrent_patch_calls"; the
  * Sanitizer asks its callers to serialise them; FAKESAN_PATCH_US makes each
- * patch call take that long).
+ * patch call take that long; FAKESAN_PATCHED_RUN_US makes a launch that runs
+ * the patch with a buffer take that much longer when it executes).
  * Thread-safe: one lock over the fake's state, released while a callback
  * runs, so the program may launch from several threads. */
 #ifndef TWINSCOPE_TESTS_FAKES_SANITIZER_FAKESAN_H_
