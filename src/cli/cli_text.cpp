@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "twinscope/counters.h"
+
 namespace twinscope::cli {
 
 std::string FormatCount(uint64_t n) {
@@ -47,6 +49,49 @@ std::string AbsolutePath(const std::string& path) {
   return std::string(cwd) + "/" + path;
 }
 
+std::string SamplingLine(const stats::TraceStats& s) {
+  const auto h = s.header.find("sampling");
+  if (h == s.header.end() || !h->is_object()) return "";
+  auto c = [&](const char* name) { return s.probe_counters.value(name, uint64_t{0}); };
+  const uint64_t matching = c(counters::kLaunchesMatching), traced = c(counters::kLaunchesTraced);
+  std::string line = "sampling: ";
+  if (traced == 0) {
+    line += "none";
+  } else {
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, "%.3g", double(matching) / double(traced));
+    line += "1 in " + std::string(ratio);
+  }
+  line += " of " + FormatCount(matching) + " matching launches traced (";
+  std::vector<std::string> how;
+  if (h->value("every", uint64_t{1}) > 1) how.push_back("every " + std::to_string(h->value("every", uint64_t{1})));
+  if (h->value("max_launches", uint64_t{0}) > 0)
+    how.push_back("max " + std::to_string(h->value("max_launches", uint64_t{0})));
+  char buf[64];
+  if (h->value("per_second", 0.0) > 0) {
+    std::snprintf(buf, sizeof buf, "at most %g/s", h->value("per_second", 0.0));
+    how.push_back(buf);
+  }
+  if (h->value("budget_pct", 0.0) > 0) {
+    std::snprintf(buf, sizeof buf, "budget %g%%", h->value("budget_pct", 0.0));
+    std::string b = buf;
+    if (const uint64_t program = c(counters::kSamplingProgramNs)) {
+      std::snprintf(buf, sizeof buf, ", used %.2f%%", 100.0 * double(c(counters::kSamplingCostNs)) / double(program));
+      b += buf;
+    }
+    how.push_back(b);
+  }
+  const std::string patch = h->value("patch", std::string("always"));
+  std::string p = "patch " + patch;
+  if (patch == "toggle")
+    p += ": re-patched " + FormatCount(c(counters::kModulesRepatched)) + ", unpatched " +
+         FormatCount(c(counters::kModulesUnpatched)) + ", " + FormatNs(double(c(counters::kToggleNs))) +
+         " toggling; due while unpatched " + FormatCount(c(counters::kLaunchesSampledUnpatched));
+  how.push_back(p);
+  for (size_t i = 0; i < how.size(); ++i) line += (i ? "; " : "") + how[i];
+  return line + ")";
+}
+
 std::vector<std::string> SummaryLines(const stats::TraceStats& s) {
   std::vector<std::string> lines;
   auto count = [&](const char* kind) { return FormatCount(s.counts.count(kind) ? s.counts.at(kind) : 0); };
@@ -57,6 +102,7 @@ std::vector<std::string> SummaryLines(const stats::TraceStats& s) {
     lines.push_back("probe: launches traced " + c("launches_traced") + ", skipped by sampling " +
                     c("launches_skipped_by_sampling") + "; blocks expected " + c("blocks_expected") + ", recorded " +
                     c("blocks_recorded") + ", overflow " + c("blocks_overflow"));
+    if (std::string line = SamplingLine(s); !line.empty()) lines.push_back(line);
     uint64_t complete = 0, incomplete = 0;
     for (const auto& l : s.shadow_launches) {
       (l.blocks.blocks_unique == l.blocks.blocks_expected && !l.blocks.duplicates ? complete : incomplete)++;

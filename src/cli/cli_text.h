@@ -19,6 +19,9 @@ std::string AbsolutePath(const std::string& path);
 // Three lines that sum a trace up (counts, loss or probe counters, top kernel
 // or block coverage).
 std::vector<std::string> SummaryLines(const stats::TraceStats& s);
+// Shadow traces: "sampling: 1 in 10 of 4,000 matching launches traced (every 10; patch toggle: ...)",
+// or "" for a trace without the probe's sampling header.
+std::string SamplingLine(const stats::TraceStats& s);
 
 // After `record`/`blocks`: says how the program ended, where the trace is, and
 // its summary; warns when the trace is missing or has no summary. `tool` is

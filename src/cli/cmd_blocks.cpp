@@ -1,5 +1,4 @@
 // twinscope blocks: run a program under the block probe (shadow trace).
-#include "base/env_names.h"
 #include "cli/command.h"
 #include "cli/record_common.h"
 
@@ -8,8 +7,7 @@ namespace {
 
 struct BlocksFlags {
   std::vector<std::string> kernels;
-  long long every = 0;
-  long long max_launches = 0;
+  BlocksSampling sampling;
   std::string output;
   std::vector<std::string> command;
 };
@@ -24,18 +22,19 @@ CommandRegistration kBlocks(
           ->required()
           ->allow_extra_args(false)  // one pattern per --kernel: a '--' after it still starts the command
           ->check(CLI::Validator(CheckKernelPattern, "PATTERN"));
-      sub->add_option("--every", f->every, "Trace every Nth matching launch")->check(CLI::PositiveNumber);
-      sub->add_option("--max-launches", f->max_launches, "Stop tracing after N launches")->check(CLI::PositiveNumber);
+      AddBlocksSamplingFlags(sub, &f->sampling, "");
       sub->add_option("-o,--output", f->output, "Trace file to write (replaced if it exists)")->required();
       sub->add_option("command", f->command, "The program and its arguments, after '--'")->required();
-      sub->footer("Example: twinscope blocks --kernel reshape_and_cache -o shadow.tsc -- python serve.py");
+      sub->footer(
+          "Example: twinscope blocks --kernel reshape_and_cache --budget 5 -o shadow.tsc -- python serve.py\n"
+          "Modes and their cost: docs/block-probe.md");
       return [f]() {
         RecordRequest r;
         r.library = "libtwinscope_blocks.so";
         r.output = f->output;
         r.command = f->command;
         r.label = "tracing blocks";
-        r.env = BlocksEnv(f->kernels, f->every, f->max_launches);
+        r.env = BlocksEnv(f->kernels, f->sampling);
         return RecordCommand(r);
       };
     });

@@ -125,7 +125,7 @@ int ServeThenReplay(const TwinSetup& s, const std::string& server, const DemoFla
   for (const auto& a : s.command) shadow.argv.push_back(twin::ExpandPlaceholders(a, 0, o.primary_port, s.out));
   for (const auto& a : s.shadow_args) shadow.argv.push_back(twin::ExpandPlaceholders(a, 0, o.primary_port, s.out));
   for (const char* a : {"--follow", schedule.c_str(), "--exit-after-schedule"}) shadow.argv.push_back(a);
-  shadow.env = twin::SideEnv(*shadow_lib, o.shadow_trace, "shadow", BlocksEnv(s.kernels, s.every, s.max_launches));
+  shadow.env = twin::SideEnv(*shadow_lib, o.shadow_trace, "shadow", BlocksEnv(s.kernels, s.sampling));
   twin::ChildExit shadow_exit;
   {
     twin::ChildGroup group;

@@ -195,6 +195,7 @@ void PrintShadow(const stats::TraceStats& s, size_t top) {
   std::printf("block probe counters:");
   for (const auto& [k, v] : s.probe_counters.items()) std::printf(" %s=%s", k.c_str(), JsonText(v).c_str());
   std::printf("\n");
+  if (std::string line = SamplingLine(s); !line.empty()) std::printf("%s\n", line.c_str());
   if (s.blocks_without_launch)
     std::printf("  %s block records have no launch record\n", FormatCount(s.blocks_without_launch).c_str());
   std::printf("traced kernels:\n");

@@ -20,8 +20,7 @@ namespace {
 
 struct TwinFlags {
   std::vector<std::string> kernels;
-  long long every = 0;
-  long long max_launches = 0;
+  BlocksSampling sampling;
   std::string out = "twinscope-twin";
   bool concurrent = false;
   int shadow_device = -1;
@@ -139,7 +138,7 @@ int RunTwinAndJoin(const TwinSetup& f) {
   if (!Libraries(&r.primary_library, &r.shadow_library)) return 1;
   r.command = f.command;
   r.out_dir = AbsolutePath(f.out);
-  r.shadow_env = BlocksEnv(f.kernels, f.every, f.max_launches);
+  r.shadow_env = BlocksEnv(f.kernels, f.sampling);
   r.concurrent = f.concurrent;
   r.shadow_device = f.shadow_device;
   r.progress = isatty(STDERR_FILENO);
@@ -162,7 +161,7 @@ int ServeTwinAndJoin(const TwinSetup& f, const std::function<void(const std::str
   r.primary_args = f.primary_args;
   r.shadow_args = f.shadow_args;
   r.out_dir = AbsolutePath(f.out);
-  r.shadow_env = BlocksEnv(f.kernels, f.every, f.max_launches);
+  r.shadow_env = BlocksEnv(f.kernels, f.sampling);
   r.listen = f.listen;
   r.health_path = f.health_path;
   r.health_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.health_timeout * 1000));
@@ -205,9 +204,7 @@ CommandRegistration kTwin(
           ->required()
           ->allow_extra_args(false)  // one pattern per --kernel: a '--' after it still starts the command
           ->check(CLI::Validator(CheckKernelPattern, "PATTERN"));
-      sub->add_option("--every", f->every, "Shadow: trace every Nth matching launch")->check(CLI::PositiveNumber);
-      sub->add_option("--max-launches", f->max_launches, "Shadow: stop tracing after N launches")
-          ->check(CLI::PositiveNumber);
+      AddBlocksSamplingFlags(sub, &f->sampling, "Shadow: ");
       sub->add_option("-o,--output", f->out, "Folder for primary.tsc, shadow.tsc and the joined views")
           ->capture_default_str();
       sub->add_flag("--concurrent", f->concurrent,
@@ -240,8 +237,7 @@ CommandRegistration kTwin(
       return [f]() {
         TwinSetup s;
         s.kernels = f->kernels;
-        s.every = f->every;
-        s.max_launches = f->max_launches;
+        s.sampling = f->sampling;
         s.out = f->out;
         s.concurrent = f->concurrent || f->serve;
         s.shadow_device = f->shadow_device;

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <regex>
 
+#include <CLI/CLI.hpp>
+
 #include "base/env_names.h"
 #include "cli/cli_text.h"
 #include "cli/run_child.h"
@@ -26,14 +28,37 @@ std::string CheckKernelPattern(const std::string& p) {
   return "";
 }
 
-std::vector<std::pair<std::string, std::string>> BlocksEnv(const std::vector<std::string>& kernels, long long every,
-                                                           long long max_launches) {
+void AddBlocksSamplingFlags(CLI::App* sub, BlocksSampling* s, const std::string& p) {
+  sub->add_option("--every", s->every, p + "Trace every Nth matching launch")->check(CLI::PositiveNumber);
+  sub->add_option("--max-launches", s->max_launches, p + "Stop tracing after N launches")->check(CLI::PositiveNumber);
+  sub->add_option("--per-second", s->per_second, p + "Trace at most R launches a second")->check(CLI::PositiveNumber);
+  sub->add_option("--budget", s->budget,
+                  p + "Sample so that the program's own time grows by at most PCT percent (estimated from what each "
+                      "sample costs)")
+      ->check(CLI::Range(0.001, 100.0));
+  sub->add_option("--patch", s->patch,
+                  p + "always: patch target modules for good; toggle: only around sampled launches (default: toggle "
+                      "when sampling, always when tracing every launch)")
+      ->check(CLI::IsMember({"always", "toggle"}));
+}
+
+std::vector<std::pair<std::string, std::string>> BlocksEnv(const std::vector<std::string>& kernels,
+                                                           const BlocksSampling& s) {
+  // As the probe reads them back (strtod): enough digits, no exponent surprises.
+  auto decimal = [](double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    return std::string(buf);
+  };
   std::vector<std::pair<std::string, std::string>> env;
   std::string patterns;
   for (const auto& p : kernels) patterns += (patterns.empty() ? "" : ";") + p;
   env.emplace_back(env::kKernelPatterns, patterns);
-  if (every) env.emplace_back(env::kEvery, std::to_string(every));
-  if (max_launches) env.emplace_back(env::kMaxLaunches, std::to_string(max_launches));
+  if (s.every) env.emplace_back(env::kEvery, std::to_string(s.every));
+  if (s.max_launches) env.emplace_back(env::kMaxLaunches, std::to_string(s.max_launches));
+  if (s.per_second > 0) env.emplace_back(env::kPerSecond, decimal(s.per_second));
+  if (s.budget > 0) env.emplace_back(env::kBudget, decimal(s.budget));
+  if (!s.patch.empty()) env.emplace_back(env::kBlocksPatch, s.patch);
   return env;
 }
 

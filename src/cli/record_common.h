@@ -6,6 +6,10 @@
 #include <utility>
 #include <vector>
 
+namespace CLI {
+class App;
+}
+
 namespace twinscope::cli {
 
 struct RecordRequest {
@@ -20,9 +24,22 @@ struct RecordRequest {
 // expression), else what is wrong with it.
 std::string CheckKernelPattern(const std::string& pattern);
 
-// The block probe's environment for --kernel/--every/--max-launches.
-std::vector<std::pair<std::string, std::string>> BlocksEnv(const std::vector<std::string>& patterns, long long every,
-                                                           long long max_launches);
+// The block probe's sampling flags (twinscope blocks, twinscope twin), as given; 0 / "" = unset.
+struct BlocksSampling {
+  long long every = 0;
+  long long max_launches = 0;
+  double per_second = 0;
+  double budget = 0;
+  std::string patch;  // "always" | "toggle"
+};
+
+// Adds --every, --max-launches, --per-second, --budget and --patch to `sub`;
+// `help_prefix` starts each help text (e.g. "Shadow: ").
+void AddBlocksSamplingFlags(CLI::App* sub, BlocksSampling* sampling, const std::string& help_prefix);
+
+// The block probe's environment for --kernel and the sampling flags.
+std::vector<std::pair<std::string, std::string>> BlocksEnv(const std::vector<std::string>& patterns,
+                                                           const BlocksSampling& sampling);
 
 // Returns the program's exit code (128+signal if killed), 127/126 if it could
 // not be started, 1 if the recording could not be set up.

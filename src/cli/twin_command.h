@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/record_common.h"
 #include "join/join_model.h"
 #include "twin/child_group.h"
 
@@ -15,7 +16,7 @@ namespace twinscope::cli {
 
 struct TwinSetup {
   std::vector<std::string> kernels;
-  long long every = 0, max_launches = 0;
+  BlocksSampling sampling;
   std::string out = "twinscope-twin";
   bool concurrent = false;
   int shadow_device = -1;

@@ -300,6 +300,22 @@ TEST_F(CliTest, BlocksSetsProbeEnvironment) {
   EXPECT_NE(r.out.find("TWINSCOPE_KERNELS=reshape_and_cache;re:gemm.*\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("TWINSCOPE_EVERY=2\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("TWINSCOPE_MAX_LAUNCHES=3\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("TWINSCOPE_PER_SECOND=<unset>\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("TWINSCOPE_BLOCKS_PATCH=<unset>\n"), std::string::npos) << r.out << " (the probe picks)";
+
+  r = Twinscope({"blocks", "--kernel", "k", "--per-second", "2.5", "--budget", "5", "--patch", "toggle", "-o",
+                 P("s.tsc"), "--", FAKE_APP_BIN, "print-env", "0"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("TWINSCOPE_PER_SECOND=2.5\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("TWINSCOPE_BUDGET=5\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("TWINSCOPE_BLOCKS_PATCH=toggle\n"), std::string::npos) << r.out;
+
+  r = Twinscope({"blocks", "--kernel", "k", "--patch", "sometimes", "-o", P("s.tsc"), "--", "/bin/true"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--patch"), std::string::npos) << r.err;
+  r = Twinscope({"blocks", "--kernel", "k", "--budget", "150", "-o", P("s.tsc"), "--", "/bin/true"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--budget"), std::string::npos) << r.err;
 }
 
 TEST_F(CliTest, RecordWithoutCollectorLibraryNamesWhereItLooked) {

@@ -18,7 +18,8 @@ namespace {
 void PrintEnv() {
   for (const char* name : {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "TWINSCOPE_OUTPUT", "TWINSCOPE_KINDS",
                            "TWINSCOPE_KERNELS_ONLY", "TWINSCOPE_BUFFER_SIZE_KB", "TWINSCOPE_DEVICE_BUFFER_POOL_LIMIT",
-                           "TWINSCOPE_FLUSH_MS", "TWINSCOPE_KERNELS", "TWINSCOPE_EVERY", "TWINSCOPE_MAX_LAUNCHES"}) {
+                           "TWINSCOPE_FLUSH_MS", "TWINSCOPE_KERNELS", "TWINSCOPE_EVERY", "TWINSCOPE_MAX_LAUNCHES",
+                           "TWINSCOPE_PER_SECOND", "TWINSCOPE_BUDGET", "TWINSCOPE_BLOCKS_PATCH"}) {
     const char* v = std::getenv(name);
     std::printf("%s=%s\n", name, v ? v : "<unset>");
   }
