@@ -12,11 +12,14 @@
 #   3. cost: blocks_bench plain / probe (target in its own module) / naive
 #      probe (patch everything, copy after every launch), interleaved, twice;
 #   4. `twinscope probe`: the coexistence matrix of FACTS.md on this stack.
+# `scripts/gpu_blocks.sh toggle` runs scripts/gpu_blocks_toggle.sh instead (toggle mode).
 # Prints a short table last. Logs and traces in $OUT/blocks (or ./gpu-logs/blocks).
 # Environment: BUILD_DIR (default build-gpu), SANITIZER_ROOT (default
 # /usr/local/cuda/compute-sanitizer), ITERS (bench, default 500).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# `gpu_blocks.sh toggle`: the toggle-mode checks (patching only around sampled launches).
+if [[ ${1:-} == toggle ]]; then exec bash scripts/gpu_blocks_toggle.sh; fi
 ROOT=$PWD
 BUILD=${BUILD_DIR:-build-gpu}
 LOG=${OUT:-$ROOT/gpu-logs}/blocks

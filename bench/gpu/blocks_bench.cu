@@ -6,9 +6,13 @@
 //   mixed:  both, the two-kernel loop of shared/FACTS.md (1000-block + 4096x256)
 //   target_1, target_65536: the stand-in at 1 and 65,536 tokens (how the cost
 //           scales with the number of blocks: fixed per launch, or per thread)
+//   same:   the target (1000 tokens) and a kernel of the SAME module (grid3d,
+//           512 blocks x 256 threads): what patch toggling saves (docs/block-probe.md)
+//   same_small: the same with the target at 7 tokens (long toggle runs: few block records)
 // One target launch runs first (untimed) so its module is loaded (and patched)
 // before any phase. Each phase: 20 warm-up iterations, then `iters` timed ones
 // with a single sync at the end; repeated `reps` times, median reported.
+// "same" and "same_small" run only when named.
 // Prints one JSON line per phase.  Usage: blocks_bench [iters] [reps] [phase,phase,...]
 #include <algorithm>
 #include <chrono>
@@ -26,13 +30,15 @@ int main(int argc, char** argv) {
   const std::string only = argc > 3 ? std::string(",") + argv[3] + "," : "";  // empty: every phase
   const int tokens = 1000, max_tokens = 65536, heads = 8, head_size = 64, block_size = 16, n = heads * head_size;
   const int gemm_n = 4096 * 256;
-  float *key, *value, *kc, *vc, *a;
+  float *key, *value, *kc, *vc, *a, *out3d;
   int64_t* slots;
   CHECK(cudaMalloc(&key, sizeof(float) * max_tokens * n));
   CHECK(cudaMalloc(&value, sizeof(float) * max_tokens * n));
   CHECK(cudaMalloc(&kc, sizeof(float) * max_tokens * n));
   CHECK(cudaMalloc(&vc, sizeof(float) * max_tokens * n));
   CHECK(cudaMalloc(&a, sizeof(float) * gemm_n));
+  const dim3 g3(64, 8, 1), b3(16, 16, 1);
+  CHECK(cudaMalloc(&out3d, sizeof(float) * g3.x * g3.y * b3.x * b3.y));
   std::vector<int64_t> host(max_tokens);
   for (int i = 0; i < max_tokens; ++i) host[i] = (i % 5 == 4) ? -1 : i;
   CHECK(cudaMalloc(&slots, sizeof(int64_t) * max_tokens));
@@ -53,6 +59,7 @@ int main(int argc, char** argv) {
     const char* name;
     std::function<void()> body;
     int divisor = 1;  // runs iters / divisor iterations (65,536 blocks would flood the trace)
+    bool named_only = false;  // runs only when named on the command line
   } phases[] = {{"other", other},
                 {"target", target},
                 {"mixed",
@@ -61,9 +68,21 @@ int main(int argc, char** argv) {
                    blocks_gpu::LaunchGemmLike(a, a, a, gemm_n, 4096, 0);
                  }},
                 {"target_1", [&] { target_n(1); }},
-                {"target_65536", [&] { target_n(max_tokens); }, 20}};
+                {"target_65536", [&] { target_n(max_tokens); }, 20},
+                {"same",
+                 [&] {
+                   target();
+                   blocks_gpu::LaunchGrid3d(out3d, g3, b3, 0);
+                 },
+                 1, true},
+                {"same_small",
+                 [&] {
+                   target_n(7);
+                   blocks_gpu::LaunchGrid3d(out3d, g3, b3, 0);
+                 },
+                 1, true}};
   for (const Phase& p : phases) {
-    if (!only.empty() && only.find(std::string(",") + p.name + ",") == std::string::npos) continue;
+    if (only.empty() ? p.named_only : only.find(std::string(",") + p.name + ",") == std::string::npos) continue;
     const int n_iters = std::max(5, iters / p.divisor), warmup = std::min(20, n_iters);
     std::vector<double> us;
     for (int r = 0; r < reps; ++r) {

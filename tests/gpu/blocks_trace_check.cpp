@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "block_check.h"
 #include "twinscope/counters.h"
 #include "twinscope/trace_reader.h"
 
@@ -85,15 +86,7 @@ int main(int argc, char** argv) {
     if (target && !(l.flags & kFlagGraph)) plain_grids.push_back(l.grid.x);
     const uint64_t n = uint64_t{l.grid.x} * l.grid.y * l.grid.z;
     const auto& b = s.blocks[l.seq];
-    std::vector<char> order_seen(n, 0), linear_seen(n, 0);
-    bool ok = b.size() == n && l.blocks_recorded == n;
-    for (const BlockRecord& x : b) {
-      ok = ok && x.exit_ns != 0 && x.exit_ns >= x.enter_ns && x.sm < sms && x.order < n && x.block_linear < n &&
-           !order_seen[x.order] && !linear_seen[x.block_linear] &&
-           x.block_linear == x.x + l.grid.x * (x.y + l.grid.y * x.z);
-      if (x.order < n) order_seen[x.order] = 1;
-      if (x.block_linear < n) linear_seen[x.block_linear] = 1;
-    }
+    const bool ok = blocks_gpu::CompleteBlocks(l, b, sms);
     blocks_checked += b.size();
     if (!ok) {
       if (++bad_launches <= 5)
