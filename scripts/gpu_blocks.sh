@@ -88,13 +88,13 @@ cat "$LOG/graph.check.json"
 
 # ---- 3. cost ---------------------------------------------------------------------------
 echo "== cost: blocks_bench $ITERS iterations x 3, plain / probe / floor / naive, interleaved, twice"
-# floor: the probe with every launch sampled out (TWINSCOPE_EVERY huge): the module is patched but the patch
+# floor: the probe in always mode with every launch sampled out (TWINSCOPE_EVERY huge): the module is patched but the patch
 # returns at once, so this is what the Sanitizer's per-thread patch call alone costs.
 for round in 1 2; do
   "$BIN/blocks_bench" "$ITERS" 3 >"$LOG/bench.plain.$round.jsonl" 2>>"$LOG/bench.log"
   blocks "$LOG/bench.probe.tsc" TWINSCOPE_KERNELS=reshape_and_cache_flash TWINSCOPE_QUIET=1 \
     "$BIN/blocks_bench" "$ITERS" 3 >"$LOG/bench.probe.$round.jsonl" 2>>"$LOG/bench.log"
-  blocks "$LOG/bench.floor.tsc" TWINSCOPE_KERNELS=reshape_and_cache_flash TWINSCOPE_EVERY=1000000000 TWINSCOPE_QUIET=1 \
+  blocks "$LOG/bench.floor.tsc" TWINSCOPE_KERNELS=reshape_and_cache_flash TWINSCOPE_EVERY=1000000000 TWINSCOPE_BLOCKS_PATCH=always TWINSCOPE_QUIET=1 \
     "$BIN/blocks_bench" "$ITERS" 3 >"$LOG/bench.floor.$round.jsonl" 2>>"$LOG/bench.log"
   floor_rc[$round]=$?
   blocks "$LOG/bench.naive.tsc" TWINSCOPE_KERNELS=reshape_and_cache_flash TWINSCOPE_BLOCKS_NAIVE=1 TWINSCOPE_QUIET=1 \
@@ -106,7 +106,7 @@ if [[ ${floor_rc[1]} != 0 || ${floor_rc[2]} != 0 ]]; then
   GDB=$(command -v gdb || command -v cuda-gdb || true)
   if [[ -n $GDB ]]; then
     timeout 120 env CUDA_INJECTION64_PATH="$PROBE" NVTX_INJECTION64_PATH="$PROBE" TWINSCOPE_OUTPUT="$LOG/bench.floor.gdb.tsc" \
-      TWINSCOPE_KERNELS=reshape_and_cache_flash TWINSCOPE_EVERY=1000000000 \
+      TWINSCOPE_KERNELS=reshape_and_cache_flash TWINSCOPE_EVERY=1000000000 TWINSCOPE_BLOCKS_PATCH=always \
       "$GDB" -batch -ex run -ex "thread apply all bt 25" --args "$BIN/blocks_bench" 50 1 >"$LOG/floor.gdb.txt" 2>&1
     grep -A40 "SIGSEGV\|signal" "$LOG/floor.gdb.txt" | head -60
   fi
