@@ -33,19 +33,7 @@ source scripts/gpu_common.sh
 require_gpu "gpu_blocks.sh"
 
 # ---- build ------------------------------------------------------------------------
-cmake_generator
-echo "== build ($BUILD, log $LOG/build.log)"
-targets=(twinscope_blocks blocks_workload blocks_trace_check blocks_bench bare_sanitizer twinscope twinscope_probe_child)
-if ! {
-  cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTWINSCOPE_BUILD_GPU_TESTS=ON \
-    -DTWINSCOPE_BUILD_BENCH=ON -DTWINSCOPE_WITH_SQLITE=OFF -DTWINSCOPE_WITH_MIRROR=OFF \
-    -DTWINSCOPE_CUDA_ARCHITECTURES=90 -DTWINSCOPE_SANITIZER_ROOT="$SAN" &&
-    cmake --build "$BUILD" -j "$(nproc)" --target "${targets[@]}"
-} >"$LOG/build.log" 2>&1; then
-  tail -40 "$LOG/build.log"
-  echo "gpu_blocks.sh: build failed (full log: $LOG/build.log)" >&2
-  exit 1
-fi
+gpu_build_blocks gpu_blocks.sh "$BUILD" "$LOG" "$SAN" twinscope_blocks blocks_workload blocks_trace_check blocks_bench bare_sanitizer twinscope twinscope_probe_child
 # The CUPTI collector, for the key cross-check (optional: its own script tests it).
 cmake --build "$BUILD" -j "$(nproc)" --target twinscope_cupti >>"$LOG/build.log" 2>&1 || true
 BIN=$ROOT/$BUILD/bin

@@ -39,19 +39,7 @@ require_gpu "gpu_blocks_toggle.sh"
 T0=$SECONDS
 
 # ---- build ------------------------------------------------------------------------
-cmake_generator
-echo "== build ($BUILD, log $LOG/build.log)"
-targets=(twinscope_blocks blocks_toggle_workload blocks_toggle_check blocks_bench twinscope)
-if ! {
-  cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTWINSCOPE_BUILD_GPU_TESTS=ON \
-    -DTWINSCOPE_BUILD_BENCH=ON -DTWINSCOPE_WITH_SQLITE=OFF -DTWINSCOPE_WITH_MIRROR=OFF \
-    -DTWINSCOPE_CUDA_ARCHITECTURES=90 -DTWINSCOPE_SANITIZER_ROOT="$SAN" &&
-    cmake --build "$BUILD" -j "$(nproc)" --target "${targets[@]}"
-} >"$LOG/build.log" 2>&1; then
-  tail -40 "$LOG/build.log"
-  echo "gpu_blocks_toggle.sh: build failed (full log: $LOG/build.log)" >&2
-  exit 1
-fi
+gpu_build_blocks gpu_blocks_toggle.sh "$BUILD" "$LOG" "$SAN" twinscope_blocks blocks_toggle_workload blocks_toggle_check blocks_bench twinscope
 echo "   built in $((SECONDS - T0)) s"
 BIN=$ROOT/$BUILD/bin
 PROBE=$ROOT/$BUILD/lib/libtwinscope_blocks.so

@@ -19,3 +19,23 @@ cmake_generator() {
     gen=(-G Ninja -DCMAKE_MAKE_PROGRAM=/opt/torch/.venv/bin/ninja)
   fi
 }
+
+# gpu_build_blocks NAME BUILD LOG SAN TARGET...: configures BUILD (Release, GPU tests and benchmarks,
+# without SQLite and the mirror, sm_90, the Sanitizer at SAN) and builds the targets; on failure prints
+# the end of LOG/build.log and exits 1 naming NAME. Used by the block-probe scripts.
+gpu_build_blocks() {
+  local name=$1 build=$2 log=$3 san=$4
+  shift 4
+  cmake_generator
+  echo "== build ($build, log $log/build.log)"
+  if ! {
+    cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTWINSCOPE_BUILD_GPU_TESTS=ON \
+      -DTWINSCOPE_BUILD_BENCH=ON -DTWINSCOPE_WITH_SQLITE=OFF -DTWINSCOPE_WITH_MIRROR=OFF \
+      -DTWINSCOPE_CUDA_ARCHITECTURES=90 -DTWINSCOPE_SANITIZER_ROOT="$san" &&
+      cmake --build "$build" -j "$(nproc)" --target "$@"
+  } >"$log/build.log" 2>&1; then
+    tail -40 "$log/build.log"
+    echo "$name: build failed (full log: $log/build.log)" >&2
+    exit 1
+  fi
+}

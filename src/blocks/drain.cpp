@@ -260,6 +260,16 @@ void BlockProbe::ReleaseContext(std::unique_lock<std::mutex>& lock, CUcontext ct
   }
   lock.lock();
   patch_loaded_.erase(ctx);
+  // Its modules go with it (if their unloads were not reported first): no toggling on a dead context.
+  for (auto it = modules_.begin(); it != modules_.end();) {
+    if (it->second.context == ctx) {
+      targets_.erase(std::remove(targets_.begin(), targets_.end(), it->first), targets_.end());
+      it = modules_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  g_module_generation.fetch_add(1, std::memory_order_release);
   PublishCountersLocked();
 }
 

@@ -1,13 +1,23 @@
 // Shared by the GPU trace checkers (blocks_trace_check, blocks_toggle_check):
-// does a traced launch have exactly one complete record per block of its grid?
+// a sink that keeps launch and block records, and does a traced launch have
+// exactly one complete record per block of its grid?
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "twinscope/records.h"
+#include "twinscope/trace_reader.h"
 
 namespace blocks_gpu {
+
+struct BlockSink : twinscope::RecordSink {
+  std::vector<twinscope::LaunchRecord> launches;
+  std::map<uint64_t, std::vector<twinscope::BlockRecord>> blocks;  // by launch seq
+  void OnLaunch(const twinscope::LaunchRecord& r) override { launches.push_back(r); }
+  void OnBlock(const twinscope::BlockRecord& r) override { blocks[r.launch_seq].push_back(r); }
+};
 
 // Exactly grid-size records, each with enter and exit (exit >= enter), an SM
 // below `sms`, its linear index matching (x, y, z); arrival orders and linear

@@ -23,12 +23,7 @@ using namespace twinscope;
 
 namespace {
 
-struct Sink : RecordSink {
-  std::vector<LaunchRecord> launches;
-  std::map<uint64_t, std::vector<BlockRecord>> blocks;
-  void OnLaunch(const LaunchRecord& r) override { launches.push_back(r); }
-  void OnBlock(const BlockRecord& r) override { blocks[r.launch_seq].push_back(r); }
-};
+using Sink = blocks_gpu::BlockSink;
 
 std::unique_ptr<TraceReader> Load(const std::string& path, Sink* sink, std::string* error) {
   auto r = TraceReader::Open(path, error);
