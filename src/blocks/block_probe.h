@@ -123,6 +123,7 @@ struct ModuleState {
 // What a launch's kernel is to the probe, memoised per thread and CUfunction.
 struct LaunchClass {
   bool selected = false;  // a pattern selects its kernel
+  bool target = false;    // its module is a target (patched, or toggled)
   bool tracked = false;   // toggle mode, and its module is a target: its launches are tracked
 };
 

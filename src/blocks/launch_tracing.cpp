@@ -48,6 +48,7 @@ struct ClassMemo {
   const void* function;
   uint64_t generation;
   bool selected;
+  bool target;
   bool tracked;
 };
 constexpr size_t kMemoSlots = 64;
@@ -70,17 +71,19 @@ uint32_t RecordFlags(uint32_t why, bool graph_node, bool toggled) {
 LaunchClass BlockProbe::Classify(const Sanitizer_LaunchData& d) {
   const uint64_t gen = g_module_generation.load(std::memory_order_acquire);
   ClassMemo& m = tl_memo[(reinterpret_cast<uintptr_t>(d.function) >> 4) % kMemoSlots];
-  if (m.function == d.function && m.generation == gen && d.function != nullptr) return {m.selected, m.tracked};
+  if (m.function == d.function && m.generation == gen && d.function != nullptr) return {m.selected, m.target, m.tracked};
   LaunchClass c;
+  bool known = true;
   {
     std::lock_guard<std::mutex> lock(mu_);
     c.selected = selector_->Matches(d.functionName ? d.functionName : "");
-    if (config_.patch == PatchMode::kToggle) {
-      auto it = modules_.find(d.module);
-      c.tracked = it != modules_.end() && it->second.target;
-    }
+    auto it = modules_.find(d.module);
+    known = it != modules_.end();
+    c.target = known && it->second.target;
+    c.tracked = c.target && config_.patch == PatchMode::kToggle;
   }
-  m = ClassMemo{d.function, gen, c.selected, c.tracked};
+  // A module not (yet) reported loaded is asked about again next time.
+  if (known) m = ClassMemo{d.function, gen, c.selected, c.target, c.tracked};
   return c;
 }
 
@@ -90,13 +93,21 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
   if (graph_node) graph_node_launches_.fetch_add(1, std::memory_order_relaxed);
   const uint64_t seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   const LaunchClass c = Classify(d);
-  if (!c.selected && !c.tracked) return;  // the common case: no lock, no key
+  // The common case: no lock, no key. (Eager launches of another kernel of a
+  // patched module run its patch with no launch data, which returns at once.)
+  if (!c.selected && !c.tracked && !(c.target && graph_node)) return;
   const Sanitizer_StreamHandle stream = graph_node ? d.hApiStream : d.hStream;
   if (!c.selected) {
-    // Another kernel of a target module (toggle mode): it may be in flight when we toggle.
+    // Another kernel of a target module: in toggle mode it may be in flight
+    // when we toggle. And it gets the off buffer where the patch runs: a
+    // graph node of a patched module given no launch data crashed on the H200
+    // ("misaligned address", bench/RESULTS.md section 10).
     std::lock_guard<std::mutex> lock(mu_);
     if (shut_down_) return;
-    if (auto mod = modules_.find(d.module); mod != modules_.end()) NoteTargetLaunchLocked(mod->second, stream, graph_node);
+    auto mod = modules_.find(d.module);
+    if (mod == modules_.end()) return;
+    if (c.tracked) NoteTargetLaunchLocked(mod->second, stream, graph_node);
+    if (mod->second.patched) SetUntracedLocked(d, stream);
     return;
   }
 

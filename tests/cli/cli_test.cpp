@@ -189,6 +189,21 @@ TEST_F(CliTest, StatsShadowTrace) {
   EXPECT_EQ(Twinscope({"stats", P("s.tsc"), "--strict"}).code, 3);
 }
 
+// A sampled shadow trace: stats says how many launches were traced of how many, and why.
+TEST_F(CliTest, StatsSaysWhatWasSampled) {
+  testing::WriteSampledShadowTrace(P("sampled.tsc"));
+  Outcome r = Twinscope({"stats", P("sampled.tsc")});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("sampling: 1 in 10 of 20 matching launches traced (every 10; budget 5%, used 2.50%; patch "
+                       "toggle: re-patched 2, unpatched 2, 150 us toggling"),
+            std::string::npos)
+      << r.out;
+  // An older shadow trace without the sampling header: no such line.
+  testing::WriteShadowTrace(P("s.tsc"));
+  r = Twinscope({"stats", P("s.tsc")});
+  EXPECT_EQ(r.out.find("sampling:"), std::string::npos) << r.out;
+}
+
 TEST_F(CliTest, StatsAndExportOnCorruptTrace) {
   testing::WritePrimaryTrace(P("c.tsc"), 2000);
   ASSERT_TRUE(testing::CorruptChunk(P("c.tsc"), 20));

@@ -188,6 +188,43 @@ void WriteShadowTrace(const std::string& path) {
   if (!w->Close(&error)) throw std::runtime_error("Close: " + error);
 }
 
+void WriteSampledShadowTrace(const std::string& path) {
+  auto w = Open(path, {{"role", "shadow"},
+                       {"pid", 5152},
+                       {"command_line", {"./app"}},
+                       {"sampling",
+                        {{"every", 10}, {"max_launches", 0}, {"per_second", 0.0}, {"budget_pct", 5.0},
+                         {"patch", "toggle"}}}});
+  LaunchRecord l{};
+  l.seq = 3;
+  l.kernel = w->Intern("probe_k");
+  l.grid = {2, 1, 1};
+  l.block = {64, 1, 1};
+  l.sample_index = 10;
+  l.flags = kFlagSampleBudget | kFlagPatchToggled;
+  l.blocks_recorded = 2;
+  w->Append(l);
+  for (uint32_t b = 0; b < 2; ++b) {
+    BlockRecord r{};
+    r.launch_seq = 3;
+    r.block_linear = b;
+    r.x = b;
+    r.order = b;
+    r.enter_ns = 1000 + b;
+    r.exit_ns = 2000 + b;
+    w->Append(r);
+  }
+  w->SetCounter(counters::kLaunchesTraced, 2);
+  w->SetCounter(counters::kLaunchesMatching, 20);
+  w->SetCounter(counters::kModulesRepatched, 2);
+  w->SetCounter(counters::kModulesUnpatched, 2);
+  w->SetCounter(counters::kToggleNs, 150000);
+  w->SetCounter(counters::kSamplingCostNs, 1000000);
+  w->SetCounter(counters::kSamplingProgramNs, 40000000);
+  std::string error;
+  if (!w->Close(&error)) throw std::runtime_error("Close: " + error);
+}
+
 bool CorruptChunk(const std::string& path, int chunk) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
   format::FilePreamble pre{};

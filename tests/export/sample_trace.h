@@ -20,6 +20,13 @@ void WritePrimaryTrace(const std::string& path, uint64_t extra_kernels = 0);
 // 1 of 2 blocks.
 void WriteShadowTrace(const std::string& path);
 
+// Shadow trace of a sampling block probe: header "sampling" {every 10,
+// budget_pct 5, patch "toggle"}, one traced launch (seq 3, sample_index 10,
+// 2 blocks), counters launches_matching 20, launches_traced 2,
+// modules_repatched 2, modules_unpatched 2, patch_toggle_ns 150000,
+// sampling_cost_ns 1000000, sampling_program_ns 40000000.
+void WriteSampledShadowTrace(const std::string& path);
+
 // Flips one byte inside the payload of chunk number `chunk` (0-based) so the
 // reader stops there with a checksum error. Returns false if there is no
 // such chunk.

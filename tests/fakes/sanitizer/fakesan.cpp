@@ -407,6 +407,12 @@ int Launch(bool graph, uintptr_t module, const char* name, uint32_t gx, uint32_t
     g.isGraphUpload = 0;
     Fire(SANITIZER_CB_DOMAIN_GRAPHS, SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN, &g);
     after_begin();
+    {
+      // A graph node of a patched module given no launch data crashed on the
+      // H200 ("misaligned address"): what its patch reads then is not null.
+      Lock l2(st.mu);
+      if (op.decided_patched && op.userdata == nullptr) Log("error graph_node_patched_without_launch_data %s", name);
+    }
     Submit(s, m, std::move(op));  // submitted before the END callback (as measured in FACTS.md)
     Fire(SANITIZER_CB_DOMAIN_GRAPHS, SANITIZER_CBID_GRAPHS_NODE_LAUNCH_END, &g);
   } else {

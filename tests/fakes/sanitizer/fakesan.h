@@ -35,6 +35,9 @@
  * Sanitizer asks its callers to serialise them; FAKESAN_PATCH_US makes each
  * patch call take that long; FAKESAN_PATCHED_RUN_US makes a launch that runs
  * the patch with a buffer take that much longer when it executes).
+ * A graph kernel node of a patched module launched without launch data logs
+ * "error graph_node_patched_without_launch_data" (on the H200 such a node
+ * crashed with "misaligned address": its patch does not see null).
  * Thread-safe: one lock over the fake's state, released while a callback
  * runs, so the program may launch from several threads. */
 #ifndef TWINSCOPE_TESTS_FAKES_SANITIZER_FAKESAN_H_
