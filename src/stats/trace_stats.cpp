@@ -346,6 +346,8 @@ TraceStats StatsBuilder::Finish(const std::unordered_map<StringId, std::string>&
         sl.key_path = Lookup(strings, lr.key.path);
         sl.key_ordinal = lr.key.ordinal;
         sl.key_hash = lr.key.hash;
+        sl.flags = lr.flags;
+        sl.sample_index = lr.sample_index;
       } else {
         sl.kernel = "<launch record missing>";
       }
@@ -594,6 +596,8 @@ nlohmann::json StatsToJson(const TraceStats& s, size_t top) {
            {"key_ordinal", sl.key_ordinal},
            {"key_hash", sl.key_hash},
            {"grid", {sl.grid.x, sl.grid.y, sl.grid.z}},
+           {"graph_node", (sl.flags & kFlagGraph) != 0},
+           {"sample_index", sl.sample_index},
            {"blocks_expected", b.blocks_expected},
            {"blocks_seen", b.blocks_seen},
            {"blocks_unique", b.blocks_unique},

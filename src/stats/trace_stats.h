@@ -115,6 +115,8 @@ struct ShadowLaunch {
   uint64_t key_hash = 0;
   Dim3 grid{0, 0, 0};
   bool have_launch_record = false;
+  uint32_t flags = 0;         // the launch record's (kFlagGraph, kFlagSample*)
+  uint32_t sample_index = 0;  // its place among the selected kernels' launches
 };
 
 struct TraceStats {

@@ -198,6 +198,11 @@ TEST_F(CliTest, StatsSaysWhatWasSampled) {
                        "toggle: re-patched 2, unpatched 2, 150 us toggling"),
             std::string::npos)
       << r.out;
+  r = Twinscope({"stats", P("sampled.tsc"), "--json"});
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["shadow_launches"].size(), 1u);
+  EXPECT_EQ(j["shadow_launches"][0]["sample_index"], 10);
+  EXPECT_EQ(j["shadow_launches"][0]["graph_node"], false);
   // An older shadow trace without the sampling header: no such line.
   testing::WriteShadowTrace(P("s.tsc"));
   r = Twinscope({"stats", P("s.tsc")});
