@@ -16,8 +16,10 @@
 #      and CUDA graph) plain vs `--budget 5` on the LayerNorm kernels (goal <= 1.05x);
 #   4. long run: >= 100,000 toggles (every 2nd launch) with GPU memory sampled by
 #      nvidia-smi (goal: flat).
-# Prints a short table last; exits 1 if a check failed. Logs and traces in
-# $OUT/toggle (or ./gpu-logs/toggle). Environment: BUILD_DIR (default build-gpu),
+# Prints a short table last; exits 1 if a check failed. Traces and logs in
+# WORK_DIR (default /tmp/twinscope-toggle); the summaries and logs.tar.gz (all
+# but the traces) are copied to $OUT/toggle (or ./gpu-logs/toggle), 7 files.
+# Environment: BUILD_DIR (default build-gpu),
 # SANITIZER_ROOT (default /usr/local/cuda/compute-sanitizer), TORCH_PYTHON
 # (default /opt/torch/.venv/bin/python), ITERS (cost, default 2000), LONG_ITERS
 # (default 36000: 3 x that target launches, every 2nd sampled, 2 toggles each).
@@ -25,12 +27,14 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 BUILD=${BUILD_DIR:-build-gpu}
-LOG=${OUT:-$ROOT/gpu-logs}/toggle
+DEST=${OUT:-$ROOT/gpu-logs}/toggle
+LOG=${WORK_DIR:-/tmp/twinscope-toggle}
 SAN=${SANITIZER_ROOT:-/usr/local/cuda/compute-sanitizer}
 PY=${TORCH_PYTHON:-/opt/torch/.venv/bin/python}
 ITERS=${ITERS:-2000}
 LONG_ITERS=${LONG_ITERS:-36000}
-mkdir -p "$LOG"
+
+mkdir -p "$LOG" "$DEST"
 export PATH=/usr/local/cuda/bin:$PATH
 
 # shellcheck source=scripts/gpu_common.sh
@@ -201,8 +205,12 @@ sed 's/^/cost  /' "$LOG/cost.summary.txt"
 [[ -f $LOG/torch.summary.txt ]] && sed 's/^/torch /' "$LOG/torch.summary.txt"
 [[ -f $LOG/torch.counters.txt ]] && printf "%-34s %s\n" "torch budget trace" "$(cat "$LOG/torch.counters.txt")"
 printf "%-34s %s\n" "long run toggles / GPU memory" "$toggles toggles; $mem"
+for f in correct.check.json cost.summary.txt cost.counters.txt torch.summary.txt torch.counters.txt long.mem.txt; do
+  [[ -f $LOG/$f ]] && cp "$LOG/$f" "$DEST/"
+done
+tar czf "$DEST/logs.tar.gz" -C "$LOG" --exclude='*.tsc' . 2>/dev/null
 if ((${#failed[@]})); then
   printf "FAILED: %s\n" "${failed[@]}"
   exit 1
 fi
-echo "all checks passed; logs: $LOG"
+echo "all checks passed; summaries and logs.tar.gz in $DEST, traces in $LOG"
