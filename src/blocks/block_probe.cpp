@@ -336,4 +336,3 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection() {
                       [&] { rc = twinscope::blocks::BlockProbe::Get().Initialize(); });
   return rc;
 }
-

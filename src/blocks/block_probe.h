@@ -111,7 +111,7 @@ struct ModuleState {
   bool patched = false;  // the patch runs in its kernels now
   bool failed = false;   // patching failed: its launches are not traced (modules_patch_failed)
   bool ever_patched = false;
-  bool pinned = false;   // unpatching failed: it stays patched for good
+  bool pinned = false;  // unpatching failed: it stays patched for good
   // Toggle mode: every launch of its kernels bumps `epoch` and adds its stream
   // to `streams` (streams that may still run its kernels); a stream leaves
   // the set when the probe has synchronised it with no launch of the module

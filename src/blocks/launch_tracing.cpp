@@ -71,7 +71,8 @@ uint32_t RecordFlags(uint32_t why, bool graph_node, bool toggled) {
 LaunchClass BlockProbe::Classify(const Sanitizer_LaunchData& d) {
   const uint64_t gen = g_module_generation.load(std::memory_order_acquire);
   ClassMemo& m = tl_memo[(reinterpret_cast<uintptr_t>(d.function) >> 4) % kMemoSlots];
-  if (m.function == d.function && m.generation == gen && d.function != nullptr) return {m.selected, m.target, m.tracked};
+  if (m.function == d.function && m.generation == gen && d.function != nullptr)
+    return {m.selected, m.target, m.tracked};
   LaunchClass c;
   bool known = true;
   {

@@ -63,8 +63,8 @@ class Sampler {
   uint64_t traced() const { return traced_; }
   // Candidates that met an unpatched module (traced later, if at all).
   uint64_t met_unpatched() const { return met_unpatched_; }
-  uint64_t cost_ns() const { return cost_ns_; }  // all costs reported
-  uint64_t program_ns(uint64_t now_ns) const;    // since the first matching launch, minus cost_ns
+  uint64_t cost_ns() const { return cost_ns_; }          // all costs reported
+  uint64_t program_ns(uint64_t now_ns) const;            // since the first matching launch, minus cost_ns
   uint64_t estimate_ns() const { return estimate_ns_; }  // running average of reported costs
   bool done() const { return o_.max_launches != 0 && traced_ >= o_.max_launches; }
 
@@ -78,7 +78,7 @@ class Sampler {
   bool pending_ = false;  // a candidate waits for a launch that can take it
   uint64_t met_unpatched_ = 0;
   bool started_ = false;
-  uint64_t start_ns_ = 0;      // first matching launch
+  uint64_t start_ns_ = 0;       // first matching launch
   uint64_t last_taken_ns_ = 0;  // rate gate
   bool taken_any_ = false;
   // Budget: credit in ns at credit_at_ns_ (program time), spent by costs.

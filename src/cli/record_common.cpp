@@ -2,12 +2,11 @@
 
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <regex>
-
-#include <CLI/CLI.hpp>
 
 #include "base/env_names.h"
 #include "cli/cli_text.h"

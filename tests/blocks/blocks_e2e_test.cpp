@@ -348,14 +348,15 @@ launch target )" + kTarget + R"( 1000,1,1 512,1,1 stream=a repeat=5
 // copied ahead of each such launch on that launch's stream. The fake's device
 // memory starts as 0xAB, so a missed write shows as an error (out of bounds).
 TEST(BlocksE2E, OffBufferIsZeroedBeforeEveryUseOnEveryStream) {
-  AppRun r = RunApp("off_buffer_streams", Script(R"(@modules
+  AppRun r =
+      RunApp("off_buffer_streams", Script(R"(@modules
 stream a
 stream b
 graph target )" + std::string(kTarget) + R"( 10,1,1 64,1,1 stream=b repeat=3
 launch target )" + kTarget + R"( 10,1,1 64,1,1 stream=a repeat=2
 sync
 )"),
-                    {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "1000"}, {"TWINSCOPE_BLOCKS_PATCH", "always"}});
+             {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "1000"}, {"TWINSCOPE_BLOCKS_PATCH", "always"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.Counter(counters::kLaunchesTraced), 1u);
   EXPECT_EQ(r.Counter(counters::kLaunchesSkipped), 4u);
@@ -449,7 +450,8 @@ TEST(BlocksE2E, DrainsEverythingAtExitWithoutAnySync) {
 
 // Every patch-related error the fake can see, and no launch without its blocks.
 void ExpectCleanToggling(const AppRun& r) {
-  EXPECT_EQ(r.LogCount("error"), 0u) << "first: " << (r.LogFind("error") < r.log.size() ? r.log[r.LogFind("error")] : "");
+  EXPECT_EQ(r.LogCount("error"), 0u) << "first: "
+                                     << (r.LogFind("error") < r.log.size() ? r.log[r.LogFind("error")] : "");
   EXPECT_EQ(r.fake_stats.at("toggles_with_module_in_flight"), 0u);
   EXPECT_EQ(r.fake_stats.at("patch_changed_during_launch"), 0u);
   EXPECT_EQ(r.fake_stats.at("concurrent_patch_calls"), 0u);
@@ -472,7 +474,8 @@ TEST(BlocksE2E, ToggleModePatchesOnlyAroundSampledLaunches) {
   for (int i = 0; i < 12; ++i)
     body += "launch target " + std::string(kTarget) + " 50,1,1 64,1,1 seed=" + std::to_string(i + 1) +
             "\nlaunch target neighbour_kernel 4,1,1 32,1,1\n";
-  AppRun r = RunApp("toggle_basic", Script(body + "sync\n"), {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "4"}});
+  AppRun r =
+      RunApp("toggle_basic", Script(body + "sync\n"), {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "4"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.header["sampling"]["patch"], "toggle");
   EXPECT_EQ(r.header["sampling"]["every"], 4);
@@ -641,9 +644,10 @@ launch target )" + kTarget + R"( 100,1,1 128,1,1 repeat=5
 // --per-second: a time-based rate. Launches 2 ms apart for ~120 ms at 50 a
 // second: each traced launch at least 20 ms after the last.
 TEST(BlocksE2E, PerSecondLimitsTheRate) {
-  AppRun r = RunApp("per_second",
-                    Script("@modules\nlaunch target " + std::string(kTarget) + " 10,1,1 32,1,1 repeat=60 gap_us=2000\nsync\n"),
-                    {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_PER_SECOND", "50"}});
+  AppRun r =
+      RunApp("per_second",
+             Script("@modules\nlaunch target " + std::string(kTarget) + " 10,1,1 32,1,1 repeat=60 gap_us=2000\nsync\n"),
+             {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_PER_SECOND", "50"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.header["sampling"]["per_second"], 50.0);
   ExpectCleanToggling(r);

@@ -15,9 +15,10 @@ class ConfigTest : public ::testing::Test {
   void SetUp() override { Clear(); }
   void TearDown() override { Clear(); }
   static void Clear() {
-    for (const char* n : {twinscope::env::kKernelPatterns, twinscope::env::kEvery, twinscope::env::kMaxLaunches,
-                          twinscope::env::kOutput, env::kRing, env::kMaxSlots, env::kDeviceMb,
-                          twinscope::env::kPerSecond, twinscope::env::kBudget, twinscope::env::kBlocksPatch, env::kNaive})
+    for (const char* n :
+         {twinscope::env::kKernelPatterns, twinscope::env::kEvery, twinscope::env::kMaxLaunches,
+          twinscope::env::kOutput, env::kRing, env::kMaxSlots, env::kDeviceMb, twinscope::env::kPerSecond,
+          twinscope::env::kBudget, twinscope::env::kBlocksPatch, env::kNaive})
       unsetenv(n);
   }
 };

@@ -61,7 +61,7 @@ TEST(Sampler, CandidateThatMeetsAnUnpatchedModuleIsTakenLaterAsCatchUp) {
   EXPECT_EQ(s.OnLaunch(2, true), uint32_t{kSampleNone});   // 1
   EXPECT_EQ(s.OnLaunch(3, true), uint32_t{kSampleNone});   // 2
   EXPECT_FALSE(s.WantsNext(4)) << "index 3 is no candidate";
-  EXPECT_EQ(s.OnLaunch(4, true), uint32_t{kSampleNone});   // 3
+  EXPECT_EQ(s.OnLaunch(4, true), uint32_t{kSampleNone});  // 3
   EXPECT_TRUE(s.WantsNext(5));
   EXPECT_EQ(s.OnLaunch(5, false), uint32_t{kSampleNone});  // 4: candidate, module unpatched
   EXPECT_EQ(s.met_unpatched(), 1u);

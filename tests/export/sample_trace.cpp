@@ -189,12 +189,12 @@ void WriteShadowTrace(const std::string& path) {
 }
 
 void WriteSampledShadowTrace(const std::string& path) {
-  auto w = Open(path, {{"role", "shadow"},
-                       {"pid", 5152},
-                       {"command_line", {"./app"}},
-                       {"sampling",
-                        {{"every", 10}, {"max_launches", 0}, {"per_second", 0.0}, {"budget_pct", 5.0},
-                         {"patch", "toggle"}}}});
+  auto w = Open(
+      path, {{"role", "shadow"},
+             {"pid", 5152},
+             {"command_line", {"./app"}},
+             {"sampling",
+              {{"every", 10}, {"max_launches", 0}, {"per_second", 0.0}, {"budget_pct", 5.0}, {"patch", "toggle"}}}});
   LaunchRecord l{};
   l.seq = 3;
   l.kernel = w->Intern("probe_k");

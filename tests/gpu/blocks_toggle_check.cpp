@@ -67,8 +67,8 @@ int main(int argc, char** argv) {
   if (reader->header().value("sampling", nlohmann::json::object()).value("patch", "") != "toggle")
     failures.push_back("the trace was not taken in toggle mode");
   if (counter(counters::kLaunchesMatching) != matching)
-    failures.push_back("launches_matching = " + std::to_string(counter(counters::kLaunchesMatching)) + ", the workload made " +
-                       std::to_string(matching) + " (do captured launches reach the probe?)");
+    failures.push_back("launches_matching = " + std::to_string(counter(counters::kLaunchesMatching)) +
+                       ", the workload made " + std::to_string(matching) + " (do captured launches reach the probe?)");
 
   // Per traced launch: complete, and at the expected place.
   std::set<uint64_t> traced_index;
@@ -81,9 +81,9 @@ int main(int argc, char** argv) {
     const auto& b = s.blocks[l.seq];
     blocks_checked += b.size();
     if (!blocks_gpu::CompleteBlocks(l, b, sms) && ++bad <= 5)
-      failures.push_back("traced launch " + std::to_string(l.sample_index) + (l.flags & kFlagGraph ? " (graph node)" : "") +
-                         ": " + std::to_string(b.size()) + " block records for " +
-                         std::to_string(uint64_t{l.grid.x} * l.grid.y * l.grid.z) + " blocks");
+      failures.push_back("traced launch " + std::to_string(l.sample_index) +
+                         (l.flags & kFlagGraph ? " (graph node)" : "") + ": " + std::to_string(b.size()) +
+                         " block records for " + std::to_string(uint64_t{l.grid.x} * l.grid.y * l.grid.z) + " blocks");
     if (l.flags & kFlagSampleCatchUp) ++catch_ups;
     if (l.sample_index % every != 0 && !(l.flags & kFlagSampleCatchUp)) ++off_schedule;
   }
@@ -91,13 +91,15 @@ int main(int argc, char** argv) {
   for (const auto& [seq, b] : s.blocks)
     if (!seqs.count(seq)) orphan += b.size();
   if (orphan) failures.push_back(std::to_string(orphan) + " block records of launches that were not traced");
-  if (off_schedule) failures.push_back(std::to_string(off_schedule) + " traced launches neither at a multiple of N nor catch-ups");
+  if (off_schedule)
+    failures.push_back(std::to_string(off_schedule) + " traced launches neither at a multiple of N nor catch-ups");
   // Every multiple of N in the eager and two-stream phases is traced (no misses there).
   size_t missed_eager = 0;
   for (const char* phase : {"eager", "streams"})
     for (uint64_t i = expect[phase][0]; i <= expect[phase][1].get<uint64_t>(); ++i)
       if (i % every == 0 && !traced_index.count(i)) ++missed_eager;
-  if (missed_eager) failures.push_back(std::to_string(missed_eager) + " multiples of N not traced in the eager/two-stream phases");
+  if (missed_eager)
+    failures.push_back(std::to_string(missed_eager) + " multiples of N not traced in the eager/two-stream phases");
   for (const char* c : {counters::kBlocksOverflow, counters::kBlocksMissing, counters::kBlocksIncomplete,
                         counters::kBlocksLost, counters::kLaunchesNoBuffer, counters::kSanitizerErrors,
                         counters::kLaunchesSelectedUnpatched, counters::kWriterDropped, counters::kModulesPatchFailed})
@@ -118,7 +120,8 @@ int main(int argc, char** argv) {
       ++sampled_n[exec];
       sampled_us[exec].push_back(r["us"]);
       auto it = by_index.find(i);
-      if (it != by_index.end() && blocks_gpu::CompleteBlocks(*it->second, s.blocks[it->second->seq], sms)) ++sampled_ok[exec];
+      if (it != by_index.end() && blocks_gpu::CompleteBlocks(*it->second, s.blocks[it->second->seq], sms))
+        ++sampled_ok[exec];
     } else {
       native_us[exec].push_back(r["us"]);
     }
@@ -130,15 +133,16 @@ int main(int argc, char** argv) {
                  {"sampled_us_median", Median(sampled_us[e])},
                  {"other_us_median", Median(native_us[e])}};
     if (sampled_ok[e] != sampled_n[e])
-      failures.push_back("graph exec " + k + ": " + std::to_string(sampled_ok[e]) + " of " + std::to_string(sampled_n[e]) +
-                         " sampled replays traced with all blocks");
+      failures.push_back("graph exec " + k + ": " + std::to_string(sampled_ok[e]) + " of " +
+                         std::to_string(sampled_n[e]) + " sampled replays traced with all blocks");
   }
   // U's unsampled replays ran unpatched in any case; P's show what a node runs.
   const double u = Median(native_us['U']), p = Median(native_us['P']);
   std::string finding = "no data";
   if (u > 0 && p > 0)
-    finding = p > 2.0 * u ? "P replays stay slow after unpatch: graph nodes keep the patch state of their instantiation"
-                          : "P replays run at native speed after unpatch: graph nodes run the patch state of the graph launch";
+    finding = p > 2.0 * u
+                  ? "P replays stay slow after unpatch: graph nodes keep the patch state of their instantiation"
+                  : "P replays run at native speed after unpatch: graph nodes run the patch state of the graph launch";
   if (sampled_n['U'] && sampled_ok['U'] == 0)
     finding += "; U (instantiated unpatched) gives no blocks when patched: use --patch always for graphs";
   graphs["finding"] = finding;

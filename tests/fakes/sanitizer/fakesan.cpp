@@ -96,7 +96,7 @@ struct State {
 void ExitTeardown();
 
 thread_local Op* tl_open_launch = nullptr;  // this thread's launch inside its LAUNCH_BEGIN callback
-std::atomic<int> g_in_patch_call{0};       // patch calls running now, on any thread
+std::atomic<int> g_in_patch_call{0};        // patch calls running now, on any thread
 
 State& S() {
   static State* s = [] {

@@ -56,7 +56,8 @@ struct LaunchLine {
 };
 
 // Parses "launch|graph <module> <kernel> <grid> <block> [options]"; "" or an error.
-std::string ParseLaunch(const std::vector<std::string>& w, size_t first, const std::map<std::string, uintptr_t>& modules,
+std::string ParseLaunch(const std::vector<std::string>& w, size_t first,
+                        const std::map<std::string, uintptr_t>& modules,
                         const std::map<std::string, uintptr_t>& streams, LaunchLine* out) {
   if (w.size() < first + 5) return "launch needs <module> <kernel> <grid> <block>";
   LaunchLine& l = *out;
