@@ -68,5 +68,6 @@ inline constexpr char kToggleNs[] = "patch_toggle_ns";                // host ti
 inline constexpr char kTogglesDeferred[] = "patch_toggles_deferred";  // launches kept coming: toggled later
 inline constexpr char kSamplingCostNs[] = "sampling_cost_ns";         // --budget: cost charged to samples
 inline constexpr char kSamplingProgramNs[] = "sampling_program_ns";   // --budget: the program's own time
+inline constexpr char kSamplingMaxCostNs[] = "sampling_max_sample_ns";  // --budget: the costliest sample
 
 }  // namespace twinscope::counters

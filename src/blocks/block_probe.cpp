@@ -270,6 +270,7 @@ void BlockProbe::PublishCountersLocked() {
     if (config_.sampling.budget_pct > 0) {
       writer_->SetCounter(counters::kSamplingCostNs, sampler_->cost_ns());
       writer_->SetCounter(counters::kSamplingProgramNs, sampler_->program_ns(MonotonicNs()));
+      writer_->SetCounter(counters::kSamplingMaxCostNs, sampler_->max_cost_ns());
     }
   }
   for (const auto& [name, value] : counts_) writer_->SetCounter(name, value);

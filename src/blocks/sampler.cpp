@@ -71,6 +71,7 @@ uint32_t Sampler::OnLaunch(uint64_t now_ns, bool patched) {
 
 void Sampler::AddCost(uint64_t ns, uint64_t now_ns) {
   ++costs_seen_;
+  max_cost_ns_ = std::max(max_cost_ns_, ns);
   // Running average, weighted towards recent samples (1/4 each); the first one as is.
   estimate_ns_ = costs_seen_ == 1 ? ns : (3 * estimate_ns_ + ns) / 4;
   // The cost's own interval is not program time: take it out, then bring the

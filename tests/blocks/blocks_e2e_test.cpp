@@ -641,9 +641,11 @@ launch target )" + kTarget + R"( 100,1,1 128,1,1 repeat=5
   EXPECT_EQ(r.LogCount("unsubscribe"), 0u);
 }
 
-// --per-second: a time-based rate. Launches 2 ms apart for ~120 ms at 50 a
-// second: each traced launch at least 20 ms after the last.
+// --per-second: a time-based rate. Launches 2 ms apart for ~120 ms (longer on
+// a busy machine) at 50 a second: each traced launch at least 20 ms after the
+// last, and no more of them than the run's time allows.
 TEST(BlocksE2E, PerSecondLimitsTheRate) {
+  const auto t0 = std::chrono::steady_clock::now();
   AppRun r =
       RunApp("per_second",
              Script("@modules\nlaunch target " + std::string(kTarget) + " 10,1,1 32,1,1 repeat=60 gap_us=2000\nsync\n"),
@@ -651,8 +653,10 @@ TEST(BlocksE2E, PerSecondLimitsTheRate) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.header["sampling"]["per_second"], 50.0);
   ExpectCleanToggling(r);
+  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_GE(r.rec.launches.size(), 2u);
-  EXPECT_LE(r.rec.launches.size(), 8u);
+  EXPECT_LE(double(r.rec.launches.size()), wall_ms / 20 + 1) << "in " << wall_ms << " ms";
+  EXPECT_LT(r.rec.launches.size(), 60u / 2) << "the rate limits: most launches are not traced";
   for (size_t i = 1; i < r.rec.launches.size(); ++i) {
     EXPECT_GE(r.rec.launches[i].cpu_ns - r.rec.launches[i - 1].cpu_ns, 19000000u) << i;
     EXPECT_TRUE(r.rec.launches[i].flags & kFlagSampleRate);
@@ -684,8 +688,10 @@ TEST(BlocksE2E, BudgetKeepsSamplingCostWithinThePercentage) {
     const double runs = double(r.rec.launches.size());
     // All but the last arming (3 calls, not paid for by a finished sample) are in the cost.
     EXPECT_GE(cost + 1.5e6, patch_calls * 0.5e6 + runs * 1e6) << pct << "%";
-    const double one_sample = 4 * 0.5e6 + 1e6;
-    EXPECT_LE(cost, pct / 100.0 * program + 2.5 * one_sample) << pct << "%: cost " << cost << " of " << program;
+    // The sampler's promise: within the budget but for the one (costliest) sample that may overdraw it.
+    const double max_sample = double(r.Counter(counters::kSamplingMaxCostNs));
+    EXPECT_GE(max_sample, 0.5e6 + 1e6) << "a sample costs at least its patched run and its unpatch";
+    EXPECT_LE(cost, pct / 100.0 * program + max_sample + 1e3) << pct << "%: cost " << cost << " of " << program;
     for (const auto& l : r.rec.launches) EXPECT_TRUE(l.flags & kFlagSampleBudget);
     traced[pct] = r.rec.launches.size();
   }

@@ -105,7 +105,10 @@ TEST(Sampler, BudgetKeepsTheOverheadWithinThePercentage) {
         }
       }
       const double used = 100.0 * double(s.cost_ns()) / double(s.program_ns(now));
-      EXPECT_LE(used, pct * 1.02 + 100.0 * double(cost) / double(s.program_ns(now))) << pct << "% cost " << cost;
+      // Within the budget but for the one sample that may overdraw it.
+      EXPECT_LE(double(s.cost_ns()), pct / 100.0 * double(s.program_ns(now)) + double(s.max_cost_ns()))
+          << pct << "% cost " << cost;
+      EXPECT_EQ(s.max_cost_ns(), cost);
       EXPECT_GE(used, pct * 0.8) << "the budget should be used, not wasted: " << pct << "% cost " << cost;
       EXPECT_GT(s.traced(), 1u);
       EXPECT_EQ(s.estimate_ns(), cost);
