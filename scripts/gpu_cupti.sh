@@ -22,6 +22,11 @@
 #                                 `twinscope stats` on its trace: the last counters beside what
 #                                 the records in the file prove, and how old the counters were
 #                                 at the kill                                       (~1.5 min)
+#   scripts/gpu_cupti.sh confirm  added cost per kernel, ROUNDS (7) interleaved rounds of plain / bare
+#                                 floor / twinscope (eager 200,000 launches; graph 100 x 2,000), and
+#                                 TORCH_ROUNDS (5) of a PyTorch eager loop of tiny ops plain /
+#                                 twinscope / torch.profiler; ratios per round, median and spread;
+#                                 every traced run checked for lost records and keys   (~3.5 min)
 # Environment: BUILD_DIR (default build-gpu), REPLAYS (stress, default 600000),
 # LONG_REPLAYS (default 300000), PYTHON (default /opt/torch/.venv/bin/python, then python3),
 # KILL_AFTER (sigkill, seconds, default 20).
@@ -29,8 +34,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 MODE=${1:-stress}
-case "$MODE" in stress | long | bench | ablate | sigkill) ;; *)
-  echo "usage: $0 stress|long|bench|ablate|sigkill" >&2
+case "$MODE" in stress | long | bench | ablate | sigkill | confirm) ;; *)
+  echo "usage: $0 stress|long|bench|ablate|sigkill|confirm" >&2
   exit 2
   ;;
 esac
@@ -48,6 +53,7 @@ cmake_generator
 echo "== build ($BUILD, log $LOG/build.log)"
 targets=(twinscope_cupti twinscope_example cupti_graph_stress cupti_trace_check bench_kernels bare_cupti)
 [[ $MODE == sigkill ]] && targets=(twinscope twinscope_cupti)
+[[ $MODE == confirm ]] && targets=(twinscope_cupti cupti_trace_check bench_kernels bare_cupti)
 if ! {
   cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTWINSCOPE_BUILD_GPU_TESTS=ON \
     -DTWINSCOPE_BUILD_BENCH=ON -DTWINSCOPE_WITH_SQLITE=OFF -DTWINSCOPE_WITH_MIRROR=OFF \
@@ -202,7 +208,7 @@ EOF
   exit 0
 fi
 
-# ---- bench ----------------------------------------------------------------------------
+# ---- bench and confirm: a python with a CUDA-enabled torch -----------------------------
 PY=${PYTHON:-}
 if [[ -z $PY ]]; then
   for p in /opt/torch/.venv/bin/python python3; do
@@ -214,6 +220,83 @@ if [[ -z $PY ]]; then
   done
 fi
 [[ -n $PY ]] || echo "== no python with a CUDA-enabled torch found: PyTorch rows are left out" | tee "$LOG/torch.missing"
+
+# ---- confirm ----------------------------------------------------------------------------
+if [[ $MODE == confirm ]]; then
+  ROUNDS=${ROUNDS:-7}
+  TORCH_ROUNDS=${TORCH_ROUNDS:-5}
+  EAGER=${EAGER:-200000}
+  GRAPH_REPLAYS=${GRAPH_REPLAYS:-2000}
+  RESULTS=$LOG/results.jsonl
+  RUNS=$LOG/runs.log
+  rm -f "$RESULTS" "$RUNS" "$LOG"/*.tsc
+  failures=0
+  # record <round> <variant> <workload set> <command...>: each JSON line it prints becomes a result.
+  record() {
+    local round=$1 variant=$2 set=$3 line
+    shift 3
+    echo "== round $round: $set $variant" >>"$RUNS"
+    if ! "$@" >"$LOG/run.out" 2>>"$RUNS"; then
+      echo "gpu_cupti.sh confirm: $set $variant failed in round $round (see $RUNS)" | tee -a "$RUNS" >&2
+      failures=$((failures + 1))
+    fi
+    while read -r line; do
+      if [[ $line == "{"* ]]; then
+        echo "{\"round\": $round, \"variant\": \"$variant\", \"result\": $line}" >>"$RESULTS"
+      fi
+    done <"$LOG/run.out"
+    if [[ $variant == twinscope && -f $LOG/confirm.tsc ]]; then
+      local check
+      check=$("$BIN/cupti_trace_check" "$LOG/confirm.tsc" 2>>"$RUNS" || true)
+      [[ $check == "{"* ]] || check='{"read_end": "unreadable (see runs.log)"}'
+      echo "{\"round\": $round, \"variant\": \"$variant\", \"workload_set\": \"$set\", \"check\": $check}" >>"$RESULTS"
+    fi
+    rm -f "$LOG/confirm.tsc" "$LOG/run.out"
+  }
+  # as_variant <variant> <command...>: runs the command as that variant.
+  as_variant() {
+    local v=$1
+    shift
+    case $v in
+      plain) env TWINSCOPE_QUIET=1 "$@" ;;
+      bare) env CUDA_INJECTION64_PATH="$BARE" "$@" ;;
+      twinscope) traced "$LOG/confirm.tsc" TWINSCOPE_QUIET=1 "$@" ;;
+    esac
+  }
+  kvariants=(plain bare twinscope)
+  tvariants=(plain twinscope profiler)
+  start=$SECONDS
+  for ((r = 1; r <= ROUNDS; r++)); do
+    # The order rotates each round, so drift over the run does not favour one variant.
+    for ((i = 0; i < 3; i++)); do
+      v=${kvariants[$(((i + r) % 3))]}
+      record "$r" "$v" kernels as_variant "$v" "$BIN/bench_kernels" --eager "$EAGER" --graph-kernels 100 \
+        --graph-replays "$GRAPH_REPLAYS"
+    done
+    if [[ -n $PY && $r -le $TORCH_ROUNDS ]]; then
+      for ((i = 0; i < 3; i++)); do
+        v=${tvariants[$(((i + r) % 3))]}
+        targs=(--eager 20000 --replays 200)
+        if [[ $v == profiler ]]; then
+          record "$r" "$v" torch env TWINSCOPE_QUIET=1 "$PY" bench/gpu/bench_torch.py "${targs[@]}" --profiler
+        else
+          record "$r" "$v" torch as_variant "$v" "$PY" bench/gpu/bench_torch.py "${targs[@]}"
+        fi
+      done
+    fi
+    echo "== round $r of $ROUNDS done ($((SECONDS - start)) s)"
+  done
+  echo
+  echo "== added cost per kernel on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1):" \
+    "$ROUNDS rounds (PyTorch $([[ -n $PY ]] && echo "$TORCH_ROUNDS" || echo 0)); results: $RESULTS"
+  python3 bench/gpu/summarize_rounds.py "$RESULTS" | tee "$LOG/summary.txt"
+  rc=${PIPESTATUS[0]}
+  ((failures == 0)) || echo "gpu_cupti.sh confirm: $failures runs failed (see $RUNS)" >&2
+  ((failures == 0 && rc == 0))
+  exit $?
+fi
+
+# ---- bench ----------------------------------------------------------------------------
 rm -f "$LOG"/*.json
 for rep in 1 2 3; do
   for variant in plain bare bare_cb twinscope profiler; do

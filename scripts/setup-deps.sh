@@ -23,6 +23,7 @@ deps=(
   "libbenchmark-dev|1.7.1-1|file:/usr/include/benchmark/benchmark.h|all"
   "libsqlite3-dev|3.40.1-2+deb12u2|file:/usr/include/sqlite3.h|all"
   "wrk|4.1.0-3+b2|cmd:wrk|all"
+  "valgrind|1:3.19.0-1|cmd:valgrind|all"
   "clang-14|1:14.0.6-12|cmd:clang++|all"
   "libclang-rt-14-dev|1:14.0.6-12|file:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a|all"
 )

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command of the README: installs dependencies, builds everything
 # (CPU side, GPU examples compiled with nvcc but not run), runs every CPU test
-# through ctest, then runs each libFuzzer target for a bounded time.
+# through ctest and the launch-path benchmark's budget check, then runs each
+# libFuzzer target for a bounded time.
 # Usage: scripts/test.sh [build-dir]   (default: build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,10 @@ gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
 cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTWINSCOPE_BUILD_TESTS=ON
 cmake --build "$BUILD" -j "$JOBS"
 (cd "$BUILD" && ctest --output-on-failure -j "$JOBS" --timeout 600)
+# The launch path's instruction and allocation budget on the application
+# thread (deterministic, callgrind; ~40 s): fails if a plain launch costs more
+# than 600 instructions above the floor or allocates in steady state.
+CHECK=1 scripts/bench_launch_path.sh "$BUILD"
 
 # Bounded fuzzing with libFuzzer (needs clang with its fuzzer runtime), in a
 # build where all code runs under AddressSanitizer and UBSan. The reader's fuzz

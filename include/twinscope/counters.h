@@ -34,6 +34,8 @@ inline constexpr char kLaunchesDuringCapture[] = "launches_during_capture";     
 inline constexpr char kLaunchesFailed[] = "launches_failed";                     // launch API returned an error
 inline constexpr char kGraphExecs[] = "graph_execs_instantiated";
 inline constexpr char kGraphExecsIncomplete[] = "graph_execs_incomplete";  // nodes could not be inspected
+// An application thread found its launch queue full and applied the queued ops itself (slow, nothing lost).
+inline constexpr char kLaunchRingFullDrains[] = "launch_ring_full_drains";
 
 // Block probe (shadow).
 inline constexpr char kLaunchesTraced[] = "launches_traced";

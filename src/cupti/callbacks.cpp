@@ -1,68 +1,105 @@
-// API and resource callbacks: API records, launch keys and LaunchRecords,
-// graph instantiation. Runs on the application thread that made the call.
+// API and resource callbacks. Runs on the application thread that made the
+// call, so the launch path only captures facts into this thread's LaunchRing
+// (launch_tracker.h): keys, LaunchRecords and API records are made on the
+// collector's own thread. Graph instantiation is handled here.
 #include "cupti/callbacks.h"
 
 #include <cupti.h>  // with the generated *_params structs of every API
 
+#include <array>
 #include <atomic>
-#include <unordered_map>
+#include <cstring>
 
 #include "base/log.h"
 #include "cupti/collector.h"
 #include "cupti/cupti_api.h"
 #include "cupti/cupti_check.h"
+#include "cupti/launch_tracker.h"
 #include "format/header.h"
 #include "launchkey/launch_key.h"
 
 namespace twinscope::cupti {
 
+// Everything the launch path keeps per application thread, reached through
+// one trivially destructible thread_local pointer (one TLS lookup per
+// callback). Only its own thread touches it.
+struct ThreadState {
+  LaunchRing* ring = nullptr;  // owned by the tracker
+  // The launch API call in progress. A runtime launch calls the driver's
+  // launch inside it; only the outermost call is the launch, the inner one's
+  // correlation id becomes an alias of it.
+  int depth = 0;
+  bool registered = false;       // its enter op was queued
+  bool capturing = false;        // recorded into a graph under stream capture
+  uint64_t announced_frame = 0;  // RangeStack serial of the last PathOp queued (0: none)
+
+  // Memo of CUPTI stream ids: cuptiGetStreamIdEx on every launch cost ~0.6 us
+  // on the H200 (bench/RESULTS.md section 3, ablate). A CUstream handle names
+  // another stream only after its stream (or context) is destroyed, which
+  // bumps g_stream_generation and so empties every memo (the device memo too:
+  // a context handle can be reused the same way).
+  struct StreamMemo {
+    CUcontext context;
+    CUstream stream;
+    uint64_t generation;  // 0: empty
+    uint32_t id;
+    uint8_t per_thread;
+  };
+  static constexpr size_t kStreamMemoSlots = 16;
+  StreamMemo streams[kStreamMemoSlots] = {};
+  CUcontext context = nullptr;
+  uint64_t context_generation = 0;
+  uint16_t device = 0;
+
+  // Kernel names by the driver's pointer. A hit is checked against the
+  // interned copy's bytes, so a pointer the driver reuses for another name
+  // (module unloaded, another loaded) is a miss, never a wrong name.
+  struct NameMemo {
+    const char* ptr;
+    const KernelName* name;
+  };
+  static constexpr size_t kNameMemoSlots = 256;
+  NameMemo names[kNameMemoSlots] = {};
+
+  // The last graph exec launched, while no exec is created or destroyed.
+  struct {
+    bool valid = false;
+    CUgraphExec exec = nullptr;
+    uint64_t generation = 0;
+    std::shared_ptr<const GraphExecInfo> info;
+  } graph;
+};
+
 namespace {
 
-// The launch API call in progress on this thread. A runtime launch calls the
-// driver's launch inside it; only the outermost call is the launch, the inner
-// one's correlation id becomes an alias of it.
-struct ThreadLaunch {
-  int depth = 0;
-  uint32_t correlation_id = 0;
-  bool registered = false;  // keys added to PendingLaunches
-  bool capturing = false;   // recorded into a graph under stream capture
-  bool graph = false;
-  bool unknown_graph = false;
-  std::vector<LaunchRecord> records;
+// This thread's state, freed (and its ring closed) by the thread's
+// thread_local destructors; a call after those (process exit) makes a new one
+// that lives until the end.
+thread_local ThreadState* t_state = nullptr;
+thread_local bool t_state_gone = false;
+struct ThreadStateOwner {
+  ~ThreadStateOwner() {
+    if (t_state) {
+      t_state->ring->Close();
+      delete t_state;
+    }
+    t_state = nullptr;
+    t_state_gone = true;
+  }
 };
-thread_local ThreadLaunch t_launch;
+thread_local ThreadStateOwner t_state_owner;
 
-struct StringViewHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
-};
-
-// Per-thread string caches in front of TraceWriter::Intern (which locks).
-struct ThreadStrings {
-  std::string path;
-  StringId path_id = 0;
-  bool have_path = false;
-  std::unordered_map<std::string, StringId, StringViewHash, std::equal_to<>> names;
-  CUcontext context = nullptr;
-  uint32_t device = 0;
-};
-thread_local ThreadStrings t_strings;
-
-// Per-thread memo of CUPTI stream ids: cuptiGetStreamIdEx on every launch
-// cost ~0.6 us on the H200 (bench/RESULTS.md section 3, ablate). A CUstream
-// handle names another stream only after its stream (or context) is
-// destroyed, which bumps g_stream_generation and so empties every memo.
-// Trivially destructible: valid during exit.
-struct StreamMemo {
-  CUcontext context;
-  CUstream stream;
-  uint64_t generation;  // 0: empty
-  uint32_t id;
-  uint8_t per_thread;
-};
-constexpr size_t kStreamMemoSlots = 16;
-thread_local StreamMemo t_stream_memo[kStreamMemoSlots] = {};
 std::atomic<uint64_t> g_stream_generation{1};
+
+// ClassifyLaunch for every callback id, computed at compile time.
+template <CUpti_CallbackDomain D, size_t N>
+constexpr std::array<LaunchApiInfo, N> LaunchTable() {
+  std::array<LaunchApiInfo, N> t{};
+  for (size_t i = 0; i < N; ++i) t[i] = ClassifyLaunch(D, static_cast<CUpti_CallbackId>(i));
+  return t;
+}
+constexpr auto kRuntimeLaunches = LaunchTable<CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE>();
+constexpr auto kDriverLaunches = LaunchTable<CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE>();
 
 uint64_t Now() {
   uint64_t t = 0;
@@ -101,7 +138,7 @@ Dim3 ClusterOf(const CUlaunchAttribute* attrs, unsigned n) {
 
 // What a kernel launch's parameters say.
 struct KernelLaunch {
-  std::string_view name;
+  const char* name = nullptr;
   Dim3 grid{}, block{}, cluster{};
   CUstream stream = nullptr;
 };
@@ -151,23 +188,15 @@ bool ReadKernelLaunch(LaunchApi api, const CUpti_CallbackData* cb, KernelLaunch*
   }
   const char* name = cb->symbolName;
   if ((!name || !*name) && f && Driver().FuncGetName) Driver().FuncGetName(&name, f);
-  k->name = name ? name : "";
+  k->name = name;
   return true;
 }
 
 }  // namespace
 
-StringId Collector::InternCached(std::string_view s) {
-  auto& names = t_strings.names;
-  auto it = names.find(s);
-  if (it != names.end()) return it->second;
-  if (names.size() > 65536) names.clear();
-  StringId id = writer_->Intern(s);
-  names.emplace(std::string(s), id);
-  return id;
-}
-
-void Collector::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+// Flattened: the launch path is a handful of small steps, and calls between
+// them (prologues, register saves) were a fifth of its instructions.
+[[gnu::flatten]] void Collector::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
   if (!collecting() || !data) return;
   if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
     OnResource(cbid, static_cast<const CUpti_ResourceData*>(data));
@@ -176,84 +205,92 @@ void Collector::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, c
   }
 }
 
+ThreadState& Collector::State() {
+  if (ThreadState* s = t_state) return *s;
+  // This thread's first launch (or API call): allocates once.
+  auto* s = new ThreadState();
+  s->ring = launches_->NewRing(CurrentThreadId());
+  if (!t_state_gone) (void)&t_state_owner;  // odr-use: registers the owner's destructor for this thread
+  t_state = s;
+  return *s;
+}
+
 void Collector::OnApi(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
-  const auto& names = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? runtime_names_ : driver_names_;
+  const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+  const auto& names = runtime ? runtime_names_ : driver_names_;
   if (cbid >= names.size() || names[cbid] == 0) return;
-  bool launch = ClassifyLaunch(domain, cbid).api != LaunchApi::kNone;
+  const LaunchApiInfo launch = runtime ? (cbid < kRuntimeLaunches.size() ? kRuntimeLaunches[cbid] : LaunchApiInfo{})
+                                       : (cbid < kDriverLaunches.size() ? kDriverLaunches[cbid] : LaunchApiInfo{});
   if (cb->callbackSite == CUPTI_API_ENTER) {
-    uint64_t now = Now();
+    const uint64_t now = Now();
     if (cb->correlationData) *cb->correlationData = now;
-    if (launch) OnLaunchEnter(domain, cbid, cb);
+    if (launch.api != LaunchApi::kNone) OnLaunchEnter(launch, cb, now);
     return;
   }
   if (cb->callbackSite != CUPTI_API_EXIT) return;
-  if (config_.write_api) {
-    ApiRecord r{};
-    r.start_ns = cb->correlationData ? *cb->correlationData : 0;
-    r.end_ns = Now();
-    r.thread_id = CurrentThreadId();
-    r.correlation_id = cb->correlationId;
-    r.domain = static_cast<uint32_t>(domain == CUPTI_CB_DOMAIN_RUNTIME_API ? ApiDomain::kRuntime : ApiDomain::kDriver);
-    r.cbid = cbid;
-    r.name = names[cbid];
-    writer_->Append(r);
-    loss_.api_records.fetch_add(1, std::memory_order_relaxed);
-  }
-  if (launch) OnLaunchExit(cb);
-}
-
-void Collector::OnLaunchEnter(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
-  ThreadLaunch& t = t_launch;
-  if (t.depth++ > 0) {
-    if (t.registered) pending_->Alias(cb->correlationId, t.correlation_id);
+  if (launch.api == LaunchApi::kNone && !config_.write_api) return;
+  ThreadState& t = State();
+  uint8_t flags = launch.api != LaunchApi::kNone ? OnLaunchExit(t, cb) : 0;
+  if (!config_.write_api) {
+    if (flags) launches_->PushWith<ExitOp>(t.ring, [&](ExitOp& e) { e.flags = flags; });
     return;
   }
-  t.correlation_id = cb->correlationId;
-  t.registered = t.capturing = t.graph = t.unknown_graph = false;
-  t.records.clear();
+  const uint64_t end_ns = Now();
+  launches_->PushWith<ExitOp>(t.ring, [&](ExitOp& e) {
+    e.flags = flags | kExitApiRecord;
+    e.domain = static_cast<uint8_t>(runtime ? ApiDomain::kRuntime : ApiDomain::kDriver);
+    e.cbid = cbid;
+    e.correlation_id = cb->correlationId;
+    e.name = names[cbid];
+    e.start_ns = cb->correlationData ? *cb->correlationData : 0;
+    e.end_ns = end_ns;
+  });
+}
 
-  LaunchApiInfo info = ClassifyLaunch(domain, cbid);
-  uint64_t enter_ns = cb->correlationData ? *cb->correlationData : Now();
+void Collector::OnLaunchEnter(LaunchApiInfo info, const CUpti_CallbackData* cb, uint64_t enter_ns) {
+  ThreadState& t = State();
+  if (t.depth++ > 0) {
+    if (t.registered) {
+      AliasOp a;
+      a.alias = cb->correlationId;
+      launches_->Push(t.ring, a);
+    }
+    return;
+  }
+  t.registered = t.capturing = false;
 
-  LaunchRecord base{};
-  base.cpu_ns = enter_ns;
-  base.thread_id = CurrentThreadId();
-  base.correlation_id = cb->correlationId;
+  // The device of the launch's context, memoised per thread.
+  uint16_t device = 0;
   if (cb->context) {
-    if (t_strings.context != cb->context) {
+    const uint64_t gen = g_stream_generation.load(std::memory_order_acquire);
+    if (t.context != cb->context || t.context_generation != gen) {
       uint32_t dev = 0;
+      t.context = nullptr;
       if (Cupti().GetDeviceId(cb->context, &dev) == CUPTI_SUCCESS) {
-        t_strings.context = cb->context;
-        t_strings.device = dev;
+        t.context = cb->context;
+        t.context_generation = gen;
+        t.device = static_cast<uint16_t>(dev);
       }
     }
-    if (t_strings.context == cb->context) base.device = t_strings.device;
+    if (t.context == cb->context) device = t.device;
   }
-
-  auto make_key = [&](std::string_view kernel, Dim3 grid, Dim3 block) {
-    if (config_.skip_key) return LaunchKey{};
-    LaunchKeyParts p = ThreadRangeStack().NextLaunch(kernel, grid, block);
-    if (!t_strings.have_path || t_strings.path != p.path) {
-      t_strings.path = p.path;
-      t_strings.path_id = p.path.empty() ? 0 : writer_->Intern(p.path);
-      t_strings.have_path = true;
-    }
-    return LaunchKey{p.hash, t_strings.path_id, p.ordinal};
-  };
   auto stream_id = [&](CUstream s) {
     uint32_t id = 0;
     if (!cb->context || config_.skip_stream) return id;
     const uint8_t per_thread = info.per_thread_stream ? 1 : 0;
     const uint64_t gen = g_stream_generation.load(std::memory_order_acquire);
-    StreamMemo& m = t_stream_memo[(reinterpret_cast<uintptr_t>(s) >> 4) % kStreamMemoSlots];
+    ThreadState::StreamMemo& m = t.streams[(reinterpret_cast<uintptr_t>(s) >> 4) % ThreadState::kStreamMemoSlots];
     if (m.generation == gen && m.stream == s && m.context == cb->context && m.per_thread == per_thread) return m.id;
     if (Cupti().GetStreamIdEx(cb->context, s, per_thread, &id) == CUPTI_SUCCESS)
-      m = StreamMemo{cb->context, s, gen, id, per_thread};
+      m = ThreadState::StreamMemo{cb->context, s, gen, id, per_thread};
     return id;
+  };
+  // The range instance of this launch goes into the ring once per instance.
+  auto announce_frame = [&] {
+    if (!config_.skip_key) launches_->AnnounceFrame(t.ring, ThreadRangeStack(), &t.announced_frame);
   };
 
   if (info.api == LaunchApi::kRuntimeGraph || info.api == LaunchApi::kDriverGraph) {
-    t.graph = true;
     CUgraphExec exec = nullptr;
     CUstream stream = nullptr;
     if (cb->functionParams) {
@@ -271,66 +308,65 @@ void Collector::OnLaunchEnter(CUpti_CallbackDomain domain, CUpti_CallbackId cbid
       t.capturing = true;
       return;
     }
-    std::shared_ptr<const GraphExecInfo> g = exec ? graphs_->Find(exec) : nullptr;
-    if (!g || !g->complete) t.unknown_graph = true;
-    if (!g) return;
-    base.graph_exec_id = g->exec_id;
-    base.stream = stream_id(stream);
-    base.flags = kFlagGraph;
-    std::vector<LaunchKey> keys;
-    keys.reserve(g->kernels.size());
-    for (const GraphKernelNode& node : g->kernels) {
-      LaunchRecord r = base;
-      r.key = make_key(node.name, node.grid, node.block);
-      r.kernel = node.name_id;
-      r.grid = node.grid;
-      r.block = node.block;
-      keys.push_back(r.key);
-      t.records.push_back(r);
+    // The exec, memoised per thread while no exec is created or destroyed.
+    const uint64_t gen = graphs_->generation();
+    if (!t.graph.valid || t.graph.exec != exec || t.graph.generation != gen) {
+      t.graph.info = exec ? graphs_->Find(exec) : nullptr;
+      t.graph.exec = exec;
+      t.graph.generation = gen;
+      t.graph.valid = true;
     }
-    pending_->AddGraph(cb->correlationId, g, std::move(keys));
-    t.registered = true;
+    GraphOp op;
+    op.device = device;
+    op.correlation_id = cb->correlationId;
+    op.cpu_ns = enter_ns;
+    op.exec = t.graph.info;
+    if (op.exec) {
+      op.stream = stream_id(stream);
+      announce_frame();
+    }
+    t.registered = op.exec != nullptr;
+    launches_->PushGraph(t.ring, std::move(op));
     return;
   }
 
   KernelLaunch k;
-  if (!ReadKernelLaunch(info.api, cb, &k)) k.name = cb->symbolName ? cb->symbolName : "";
+  if (!ReadKernelLaunch(info.api, cb, &k)) k.name = cb->symbolName;
   if (!config_.skip_capture && Capturing(k.stream, info.per_thread_stream)) {
     t.capturing = true;
     return;
   }
-  LaunchRecord r = base;
-  r.key = make_key(k.name, k.grid, k.block);
-  r.kernel = k.name.empty() ? 0 : InternCached(k.name);
-  r.stream = stream_id(k.stream);
-  r.grid = k.grid;
-  r.block = k.block;
-  r.cluster = k.cluster;
-  t.records.push_back(r);
-  if (!config_.skip_pending) pending_->AddPlain(cb->correlationId, r.key, r.kernel);
+  const KernelName* name = KernelNameOf(t, k.name);
+  const uint32_t stream = stream_id(k.stream);
+  announce_frame();
+  launches_->PushWith<KernelOp>(t.ring, [&](KernelOp& op) {
+    op.device = device;
+    op.correlation_id = cb->correlationId;
+    op.cpu_ns = enter_ns;
+    op.name = name;
+    op.stream = stream;
+    op.grid = k.grid;
+    op.block = k.block;
+    op.cluster = k.cluster;
+  });
   t.registered = true;
 }
 
-void Collector::OnLaunchExit(const CUpti_CallbackData* cb) {
-  ThreadLaunch& t = t_launch;
-  if (t.depth == 0) return;  // enter was not seen (collection started mid-call)
-  if (--t.depth > 0) return;
-  if (t.capturing) {
-    loss_.launches_during_capture.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  if (ReturnValue(cb) != 0) {
-    if (t.registered) pending_->Remove(t.correlation_id);
-    loss_.launches_failed.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  if (t.graph) {
-    loss_.graph_launches.fetch_add(1, std::memory_order_relaxed);
-    if (t.unknown_graph) loss_.graph_launches_unknown_exec.fetch_add(1, std::memory_order_relaxed);
-  }
-  for (LaunchRecord& r : t.records) r.seq = launch_seq_.fetch_add(1, std::memory_order_relaxed);
-  if (!t.records.empty()) writer_->AppendMany(t.records.data(), t.records.size());
-  loss_.launches_seen.fetch_add(t.records.size(), std::memory_order_release);  // after: see ProcessBuffer
+const KernelName* Collector::KernelNameOf(ThreadState& t, const char* name) {
+  if (!name) name = "";
+  ThreadState::NameMemo& m = t.names[(reinterpret_cast<uintptr_t>(name) >> 3) % ThreadState::kNameMemoSlots];
+  if (m.ptr == name && std::strncmp(name, m.name->name.c_str(), m.name->name.size() + 1) == 0) return m.name;
+  const KernelName* n = kernel_names_->Get(name);  // this thread's first launch of it: locks
+  m = ThreadState::NameMemo{name, n};
+  return n;
+}
+
+uint8_t Collector::OnLaunchExit(ThreadState& t, const CUpti_CallbackData* cb) {
+  if (t.depth == 0) return 0;  // enter was not seen (collection started mid-call)
+  if (--t.depth > 0) return 0;
+  if (t.capturing) return kExitLaunchEnd | kExitCaptured;
+  if (ReturnValue(cb) != 0) return kExitLaunchEnd | kExitFailed;
+  return kExitLaunchEnd;
 }
 
 void Collector::OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* res) {

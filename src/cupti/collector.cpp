@@ -213,6 +213,20 @@ void BufferPool::Release(uint8_t* buffer) {
 
 // ---- Start -------------------------------------------------------------------
 
+namespace {
+// The launch tracker's output: the trace (on the collector's threads).
+class TraceSink : public LaunchSink {
+ public:
+  explicit TraceSink(TraceWriter* w) : w_(w) {}
+  StringId InternPath(std::string_view path) override { return w_->Intern(path); }
+  void WriteLaunches(const LaunchRecord* records, size_t n) override { w_->AppendMany(records, n); }
+  void WriteApi(const ApiRecord& record) override { w_->Append(record); }
+
+ private:
+  TraceWriter* w_;
+};
+}  // namespace
+
 Collector* Collector::Instance() { return g_collector; }
 
 void Collector::Start() {
@@ -268,8 +282,20 @@ void Collector::StartLocked() {
     }
   }
 
-  pending_ = std::make_unique<PendingLaunches>(config_.max_pending_keys);
   TraceWriter* w = writer_.get();
+  launch_sink_ = std::make_unique<TraceSink>(w);
+  LaunchTrackerOptions lo;
+  lo.max_pending_keys = config_.max_pending_keys;
+  lo.skip_key = config_.skip_key;
+  lo.skip_pending = config_.skip_pending;
+  launches_ = std::make_unique<LaunchTracker>(lo, launch_sink_.get(), &loss_);
+  launches_->SetWake([this] {
+    // From an application thread, without completed_mu_: a wake-up lost to
+    // the race costs at most a drain by the full ring's own thread.
+    drain_requested_.store(true, std::memory_order_release);
+    completed_cv_.notify_all();
+  });
+  kernel_names_ = std::make_unique<KernelNames>([w](std::string_view s) { return w->Intern(s); });
   graphs_ = std::make_unique<GraphRegistry>([w](std::string_view s) { return w->Intern(s); });
   names_ = std::make_unique<NameCache>([w](std::string_view s) { return w->Intern(s); });
   size_t max_buffers = std::max<size_t>(4, kHostPoolBytes / config_.buffer_bytes);
@@ -407,7 +433,7 @@ void Collector::EnableApiCallbacks(CUpti_SubscriberHandle subscriber) {
 
 void Collector::PublishCounters() {
   if (!writer_) return;
-  loss_.Publish(*writer_, pending_ ? pending_->evicted_keys() : 0, NvtxUnbalanced());
+  loss_.Publish(*writer_, launches_ ? launches_->evicted_keys() : 0, NvtxUnbalanced());
 }
 
 void Collector::FlushLoop() {
@@ -527,7 +553,15 @@ void Collector::OnBufferCompleted(CUcontext ctx, uint32_t stream_id, uint8_t* bu
 void Collector::ProcessLoop() {
   std::unique_lock<std::mutex> lock(completed_mu_);
   for (;;) {
-    completed_cv_.wait(lock, [this] { return !completed_.empty(); });
+    completed_cv_.wait(lock,
+                       [this] { return !completed_.empty() || drain_requested_.load(std::memory_order_acquire); });
+    if (completed_.empty()) {  // a launch ring passed half full
+      drain_requested_.store(false, std::memory_order_relaxed);
+      lock.unlock();
+      Firewall("launch processing", [&] { launches_->Drain(); });
+      lock.lock();
+      continue;
+    }
     CompletedBuffer b = completed_.front();
     completed_.pop_front();
     processing_ = true;
@@ -554,8 +588,9 @@ void Collector::ProcessBuffer(uint8_t* buffer, size_t valid) {
   std::lock_guard<std::mutex> lock(buffer_mu_);
   ParsedBuffer parsed;
   ParseBuffer(buffer, valid, Cupti().ActivityGetNextRecord, *names_, &parsed);
+  launches_->Drain();  // the launches of these records, queued by their threads
   for (KernelRecord& k : parsed.kernels) {
-    switch (pending_->Resolve(k.correlation_id, k.graph_node_id, k.name, &k.key)) {
+    switch (launches_->Resolve(k.correlation_id, k.graph_node_id, k.name, &k.key)) {
       case PendingLaunches::Match::kExact:
         break;
       case PendingLaunches::Match::kFallback:

@@ -3,12 +3,15 @@
 //
 // Threads: CUPTI callbacks run on application threads (API, resource) and on
 // CUPTI's own thread (buffer completion, also the thread that calls
-// cuptiActivityFlushAll). A completed buffer is only queued there: our
-// processing thread parses it, ties its kernels to their launches and writes
-// the records, so CUPTI's thread is free at once. A background thread flushes
-// every flush_ms and performs the flush a SIGTERM/SIGINT asks for. Every entry point is behind a
-// Firewall (injection.cpp); after an internal error collection stops and the
-// program runs on.
+// cuptiActivityFlushAll). An API callback only queues what it saw into its
+// thread's launch ring (launch_tracker.h); the launch tracker makes launch
+// keys, LaunchRecords and API records from it on our threads. A completed
+// buffer is only queued on CUPTI's thread: our processing thread applies the
+// queued launches, parses the buffer, ties its kernels to their launches and
+// writes the records, so CUPTI's thread is free at once. A background thread
+// flushes every flush_ms and performs the flush a SIGTERM/SIGINT asks for.
+// Every entry point is behind a Firewall (injection.cpp); after an internal
+// error collection stops and the program runs on.
 #pragma once
 
 #include <cupti.h>
@@ -25,13 +28,16 @@
 #include <vector>
 
 #include "cupti/activity.h"
+#include "cupti/callbacks.h"
 #include "cupti/graphs.h"
+#include "cupti/launch_tracker.h"
 #include "cupti/loss.h"
-#include "cupti/pending_launches.h"
 #include "format/trace_writer.h"
 #include "nvtx/nvtx_capture.h"
 
 namespace twinscope::cupti {
+
+struct ThreadState;  // callbacks.cpp: an application thread's launch-path state
 
 // Configuration from the TWINSCOPE_* environment (base/env_names.h).
 struct Config {
@@ -104,12 +110,14 @@ class Collector : public NvtxListener {
   void PublishCounters();
   void RecordDevice(CUcontext ctx);
 
-  // callbacks.cpp
+  // callbacks.cpp (application threads): capture launch facts into the
+  // thread's LaunchRing; launches_ turns them into keys and records.
   void OnApi(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb);
-  void OnLaunchEnter(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb);
-  void OnLaunchExit(const CUpti_CallbackData* cb);
+  void OnLaunchEnter(LaunchApiInfo info, const CUpti_CallbackData* cb, uint64_t enter_ns);
+  uint8_t OnLaunchExit(ThreadState& t, const CUpti_CallbackData* cb);  // ExitFlags
+  const KernelName* KernelNameOf(ThreadState& t, const char* name);
+  ThreadState& State();
   void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* res);
-  StringId InternCached(std::string_view s);
 
   Config config_;
   std::unique_ptr<TraceWriter> writer_;
@@ -120,12 +128,13 @@ class Collector : public NvtxListener {
   int pid_ = 0;
 
   LossCounters loss_;
-  std::unique_ptr<PendingLaunches> pending_;
+  std::unique_ptr<LaunchSink> launch_sink_;
+  std::unique_ptr<LaunchTracker> launches_;
+  std::unique_ptr<KernelNames> kernel_names_;
   std::unique_ptr<GraphRegistry> graphs_;
   std::unique_ptr<BufferPool> pool_;
   std::mutex buffer_mu_;  // serializes buffer parsing (names_)
   std::unique_ptr<NameCache> names_;
-  std::atomic<uint64_t> launch_seq_{0};
 
   // API callbacks we enable, by domain: cbid -> interned API name (0 = off).
   std::vector<StringId> runtime_names_, driver_names_;
@@ -143,6 +152,7 @@ class Collector : public NvtxListener {
   std::condition_variable completed_cv_;  // a buffer was queued / one was processed
   std::deque<CompletedBuffer> completed_;
   bool processing_ = false;                   // under completed_mu_
+  std::atomic<bool> drain_requested_{false};  // a launch ring passed half full
   std::atomic<bool> process_started_{false};  // else buffers are processed where they complete
   std::thread process_thread_;
   int wake_pipe_[2] = {-1, -1};

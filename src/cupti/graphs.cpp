@@ -92,12 +92,14 @@ std::shared_ptr<const GraphExecInfo> GraphRegistry::OnExecCreated(CUgraph graph,
   if (!exec) return info;
   std::lock_guard<std::mutex> lock(mu_);
   execs_[exec] = info;
+  generation_.fetch_add(1, std::memory_order_release);
   return info;
 }
 
 void GraphRegistry::OnExecDestroyStarting(CUgraphExec exec) {
   std::lock_guard<std::mutex> lock(mu_);
   execs_.erase(exec);
+  generation_.fetch_add(1, std::memory_order_release);
 }
 
 std::shared_ptr<const GraphExecInfo> GraphRegistry::Find(CUgraphExec exec) const {

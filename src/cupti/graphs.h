@@ -11,6 +11,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -34,6 +35,9 @@ class GraphRegistry {
   void OnExecDestroyStarting(CUgraphExec exec);
 
   std::shared_ptr<const GraphExecInfo> Find(CUgraphExec exec) const;
+  // Changes whenever an exec is created or destroyed: a Find() result may be
+  // reused while it stays the same (read it before calling Find).
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
  private:
   bool Walk(CUgraph graph, int depth, GraphExecInfo* info);
@@ -41,6 +45,7 @@ class GraphRegistry {
   InternFn intern_;
   mutable std::mutex mu_;
   std::unordered_map<CUgraphExec, std::shared_ptr<const GraphExecInfo>> execs_;
+  std::atomic<uint64_t> generation_{1};
 };
 
 }  // namespace twinscope::cupti

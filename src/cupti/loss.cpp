@@ -33,6 +33,7 @@ void LossCounters::Publish(TraceWriter& w, uint64_t pending_evicted, uint64_t nv
   w.SetCounter(c::kPendingKeysEvicted, pending_evicted);
   w.SetCounter(c::kNvtxRecords, get(nvtx_records));
   w.SetCounter(c::kNvtxUnbalancedPops, nvtx_unbalanced);
+  w.SetCounter(c::kLaunchRingFullDrains, get(launch_ring_full_drains));
 }
 
 }  // namespace twinscope::cupti

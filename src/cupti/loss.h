@@ -39,6 +39,7 @@ struct LossCounters {
   std::atomic<uint64_t> buffer_requests_denied{0};
   std::atomic<uint64_t> buffer_errors{0};
   std::atomic<uint64_t> nvtx_records{0};
+  std::atomic<uint64_t> launch_ring_full_drains{0};  // an application thread applied launch ops itself
 
   // launches_seen - kernel_records when positive: launches whose kernel record
   // never came (exact once everything is flushed, at shutdown).

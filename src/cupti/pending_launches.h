@@ -1,26 +1,17 @@
 // Launch keys waiting for their kernel activity records.
 //
-// A launch callback (application thread) adds the keys of one launch under
-// its CUPTI correlation id; the buffer-completion path (CUPTI's thread) takes
-// them back out when the kernel records arrive: by correlation id, and for
-// graph launches by graph node id within it. Bounded: past `max_keys`
-// unresolved keys the oldest launches are evicted and counted, so a launch
-// whose records never come cannot grow memory. Thread-safe.
-//
-// The application thread's side is cheap: AddPlain, Alias and Remove write one
-// small op into the calling thread's own single-producer ring (no lock, no
-// allocation: the lock and the map are what cost ~1 us per eager launch on the
-// H200 when CUPTI's thread resolved records at the same time). The consumer
-// side (Resolve, the counts, AddGraph) holds mu_ and first applies every
-// thread's queued ops, in each thread's order. A full ring falls back to
-// taking mu_ and draining.
+// The collector's launch tracker (launch_tracker.h) adds the keys of one
+// launch under its CUPTI correlation id when it applies the launch's ops; the
+// buffer processing takes them back out when the kernel records arrive: by
+// correlation id, and for graph launches by graph node id within it. Bounded:
+// past `max_keys` unresolved keys the oldest launches are evicted and counted,
+// so a launch whose records never come cannot grow memory. Not thread-safe:
+// the tracker's lock serializes every call.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -32,7 +23,6 @@ namespace twinscope::cupti {
 class PendingLaunches {
  public:
   explicit PendingLaunches(size_t max_keys);
-  ~PendingLaunches();
   PendingLaunches(const PendingLaunches&) = delete;
   PendingLaunches& operator=(const PendingLaunches&) = delete;
 
@@ -51,8 +41,8 @@ class PendingLaunches {
   };
   Match Resolve(uint32_t correlation_id, uint64_t graph_node_id, StringId kernel, LaunchKey* key);
 
-  size_t pending_keys();
-  uint64_t evicted_keys();
+  size_t pending_keys() const { return keys_; }
+  uint64_t evicted_keys() const { return evicted_; }
 
  private:
   struct Entry {
@@ -64,33 +54,11 @@ class PendingLaunches {
     size_t remaining = 0;
     std::list<std::shared_ptr<Entry>>::iterator order;
   };
-  // An application thread's queued AddPlain / Alias / Remove.
-  struct Op {
-    enum Kind : uint32_t { kAddPlain, kAlias, kRemove } kind;
-    uint32_t correlation_id;
-    uint32_t other;  // kAlias: the launch's correlation id; kAddPlain: the kernel name
-    LaunchKey key;   // kAddPlain
-  };
-  // One producer (its thread), one consumer (whoever holds mu_).
-  struct OpRing {
-    static constexpr uint64_t kSize = 4096;
-    std::atomic<uint64_t> head{0};  // next op the producer writes
-    std::atomic<uint64_t> tail{0};  // next op the consumer reads
-    Op ops[kSize];
-  };
-  OpRing* ThreadRing();
-  void Push(const Op& op);
-  void DrainLocked();
-  void ApplyLocked(const Op& op);
-  void InsertLocked(uint32_t correlation_id, std::shared_ptr<Entry> e);
-  void EraseLocked(const std::shared_ptr<Entry>& e);
-  void TakeKeyLocked(const std::shared_ptr<Entry>& e, size_t index);
+  void Insert(uint32_t correlation_id, std::shared_ptr<Entry> e);
+  void Erase(const std::shared_ptr<Entry>& e);
+  void TakeKey(const std::shared_ptr<Entry>& e, size_t index);
 
   const size_t max_keys_;
-  const uint64_t instance_;  // tells this object's rings apart in thread-local memos
-  std::mutex mu_;
-  std::mutex rings_mu_;                         // registration of rings (after mu_ if both)
-  std::vector<std::unique_ptr<OpRing>> rings_;  // one per producing thread, kept until destruction
   std::unordered_map<uint32_t, std::shared_ptr<Entry>> by_id_;
   std::list<std::shared_ptr<Entry>> order_;  // oldest first
   size_t keys_ = 0;

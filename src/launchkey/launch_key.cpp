@@ -1,5 +1,6 @@
 #include "launchkey/launch_key.h"
 
+#include <atomic>
 
 namespace twinscope {
 
@@ -23,6 +24,11 @@ uint64_t LaunchKeyHash(std::string_view path, std::string_view kernel, uint32_t 
   for (size_t i = 0; i < 7; ++i)
     for (size_t b = 0; b < 4; ++b) bytes[i * 4 + b] = static_cast<unsigned char>(tail[i] >> (8 * b));
   return Fnv(h, std::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
+}
+
+uint64_t RangeStack::NextSerial() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
 }
 
 RangeStack::RangeStack() { frames_.push_back(Frame{}); }
@@ -75,19 +81,21 @@ namespace {
 // thread_locals, so a call after this thread's thread_local destructors have
 // run (glibc runs the main thread's before atexit handlers, where collectors
 // flush) finds a null pointer, never a destroyed object.
-thread_local RangeStack* t_stack = nullptr;
 thread_local bool t_stack_gone = false;
 struct StackOwner {
   ~StackOwner() {
-    delete t_stack;
-    t_stack = nullptr;
+    delete range_stack_detail::t_stack;
+    range_stack_detail::t_stack = nullptr;
     t_stack_gone = true;
   }
 };
 thread_local StackOwner t_owner;
 }  // namespace
 
-RangeStack& ThreadRangeStack() {
+namespace range_stack_detail {
+thread_local constinit RangeStack* t_stack = nullptr;
+
+RangeStack& MakeThreadRangeStack() {
   if (t_stack) return *t_stack;
   if (t_stack_gone) {
     // Past this thread's destructors (process exit): an empty stack that is
@@ -99,5 +107,6 @@ RangeStack& ThreadRangeStack() {
   t_stack = new RangeStack();
   return *t_stack;
 }
+}  // namespace range_stack_detail
 
 }  // namespace twinscope

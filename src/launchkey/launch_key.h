@@ -63,6 +63,14 @@ class RangeStack {
   // Key of the next launch of `kernel` on this thread; counts it.
   LaunchKeyParts NextLaunch(std::string_view kernel, Dim3 grid, Dim3 block);
 
+  // Identity of the open range instances: every frame (the root included) has
+  // a serial number unique in the process and never reused, so a collector
+  // can name "the range instance of this launch" without copying its path
+  // (src/cupti/launch_tracker.h). frame_serial(0) is the root's.
+  size_t frame_count() const { return frames_.size(); }
+  uint64_t frame_serial(size_t i) const { return frames_[i].serial; }
+  uint64_t innermost_serial() const { return frames_.back().serial; }
+
  private:
   // Lets kernel_counts be searched with a string_view (no allocation per launch).
   struct StringHash {
@@ -70,16 +78,29 @@ class RangeStack {
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
   struct Frame {
+    uint64_t serial = NextSerial();
     std::string domain;
     std::string name;
     std::string path;
     std::unordered_map<std::string, uint32_t> child_counts;   // range name -> times opened here
     std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> kernel_counts;  // kernel -> launches here
   };
+  static uint64_t NextSerial();
   std::vector<Frame> frames_;  // frames_[0] is the thread's root (no range)
 };
 
+namespace range_stack_detail {
+// This thread's stack once made; null before, and after the thread's
+// thread_local destructors ran (launch_key.cpp). Read inline: the launch path
+// calls ThreadRangeStack() on every launch.
+extern thread_local constinit RangeStack* t_stack;
+RangeStack& MakeThreadRangeStack();
+}  // namespace range_stack_detail
+
 // This thread's range stack (thread_local).
-RangeStack& ThreadRangeStack();
+inline RangeStack& ThreadRangeStack() {
+  if (RangeStack* s = range_stack_detail::t_stack) return *s;
+  return range_stack_detail::MakeThreadRangeStack();
+}
 
 }  // namespace twinscope

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "fakecupti.h"
 
@@ -208,6 +209,31 @@ int Run(const std::string& scenario) {
     fakecupti_flush();
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("THROUGHPUT %ld launches in %.2f s: %.0f ns/launch\n", launches, s, s * 1e9 / launches);
+  } else if (scenario == "threads") {
+    // Four threads launch inside their own ranges and exit (their launch
+    // rings are closed and freed), then the main thread launches again.
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([t] {
+        nvtxRangePushA(("worker" + std::to_string(t)).c_str());
+        for (int i = 0; i < 50; ++i) Launch("_Z6workerv", 1 + t, 32);
+        nvtxRangePop();
+      });
+    }
+    for (auto& th : threads) th.join();
+    nvtxRangePushA("main");
+    Launch("_Z6workerv", 9, 32);
+    nvtxRangePop();
+    fakecupti_flush();
+  } else if (scenario == "late") {
+    // A launch from an atexit handler that runs after the main thread's
+    // thread_local destructors (glibc runs those first) and before the
+    // collector's own atexit flush (registered earlier, so it runs later).
+    Launch("_Z1kv", 1, 32);
+    std::atexit([] {
+      Launch("_Z4latev", 3, 32);
+      fakecupti_flush();
+    });
   } else if (scenario == "held") {
     for (int i = 0; i < 3; ++i) Launch("_Z1kv", 1, 32);
     fakecupti_flush();

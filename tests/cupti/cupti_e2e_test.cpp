@@ -452,6 +452,52 @@ TEST_F(CuptiE2E, RecordsStillInCuptiAtExitAreFlushed) {
   EXPECT_EQ(t.kernels.size(), 6u);
 }
 
+// Launches from threads that then exit: every launch keeps its thread, range
+// path and record; a launch in a thread's ring is never lost when the thread
+// goes away.
+TEST_F(CuptiE2E, LaunchesFromExitedThreadsAreAllRecorded) {
+  RunResult r = Run("threads");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Trace t = Read();
+  EXPECT_EQ(t.Counter("launches_seen"), 201u);
+  EXPECT_EQ(t.Counter("kernel_records"), 201u);
+  EXPECT_EQ(t.Counter("kernel_records_no_launch_key"), 0u);
+  ASSERT_EQ(t.launches.size(), 201u);
+  ExpectKeysTied(t);
+  std::map<std::string, std::set<uint64_t>> threads_by_path;
+  std::map<std::string, uint32_t> count_by_path;
+  for (const auto& l : t.launches) {
+    threads_by_path[t.S(l.key.path)].insert(l.thread_id);
+    EXPECT_EQ(l.key.ordinal, count_by_path[t.S(l.key.path)]++) << t.S(l.key.path);
+  }
+  ASSERT_EQ(threads_by_path.size(), 5u);
+  for (int w = 0; w < 4; ++w) {
+    const std::string path = "worker" + std::to_string(w) + "#0";
+    EXPECT_EQ(threads_by_path[path].size(), 1u) << path;
+    EXPECT_EQ(count_by_path[path], 50u) << path;
+  }
+  EXPECT_EQ(count_by_path["main#0"], 1u);
+  std::set<uint64_t> all;
+  for (const auto& [p, ids] : threads_by_path) all.insert(ids.begin(), ids.end());
+  EXPECT_EQ(all.size(), 5u) << "one thread id per thread";
+}
+
+// A launch made after the main thread's thread_local destructors ran (from an
+// atexit handler) is still recorded and keyed, with the empty path of a
+// thread whose ranges are gone.
+TEST_F(CuptiE2E, LaunchAfterThreadLocalDestructorsIsRecorded) {
+  RunResult r = Run("late");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Trace t = Read();
+  EXPECT_EQ(t.report.end, ReadEnd::kComplete) << t.report.message;
+  EXPECT_EQ(t.Counter("launches_seen"), 2u);
+  EXPECT_EQ(t.Counter("kernel_records"), 2u);
+  ASSERT_EQ(t.launches.size(), 2u);
+  ExpectKeysTied(t);
+  EXPECT_EQ(t.S(t.launches[1].kernel), "_Z4latev");
+  EXPECT_EQ(t.launches[1].key.hash, ExpectedHash("", "_Z4latev", 0, 3, 32));
+}
+
 TEST_F(CuptiE2E, HeldSeatLeavesProgramRunningAndSaysWhy) {
   RunResult r = Run("held");
   ASSERT_EQ(r.exit_code, 0) << r.err;

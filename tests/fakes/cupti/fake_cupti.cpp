@@ -28,8 +28,11 @@ struct Subscriber {
   void* userdata = nullptr;
 };
 
+// One activity record until the next flush, stored inline (no allocation per
+// record: bench/launch_path counts the application thread's allocations).
 struct PendingRecord {
-  std::vector<uint8_t> bytes;
+  uint32_t size;
+  alignas(8) uint8_t bytes[256];
 };
 
 struct State {
@@ -61,6 +64,18 @@ State& S() {
 }
 
 std::atomic<uint32_t> g_correlation{1};
+
+// What Fire() reads on every API call, without the lock (CUPTI's own
+// dispatch is cheap; a locked set lookup here would be counted as the
+// collector's cost by bench/launch_path): the subscriber while subscribed, and
+// which callbacks are enabled. Written under S().mu.
+std::atomic<const Subscriber*> g_subscriber{nullptr};
+constexpr int kDomains = 8;
+constexpr uint32_t kCbids = 1024;
+std::atomic<bool> g_enabled[kDomains][kCbids];
+bool EnabledFast(int domain, uint32_t cbid) {
+  return domain >= 0 && domain < kDomains && cbid < kCbids && g_enabled[domain][cbid].load(std::memory_order_acquire);
+}
 std::atomic<uint64_t> g_dropped_to_report{0};
 std::atomic<uint64_t> g_buffers_completed{0};
 
@@ -84,13 +99,9 @@ bool CallbackEnabled(int domain, uint32_t cbid) {
 }
 
 void Fire(CUpti_CallbackDomain domain, uint32_t cbid, const void* data) {
-  Subscriber sub;
-  {
-    std::lock_guard<std::mutex> lock(S().mu);
-    if (!S().subscribed || !S().enabled_callbacks.count({static_cast<int>(domain), cbid})) return;
-    sub = S().sub;
-  }
-  sub.callback(sub.userdata, domain, cbid, data);
+  const Subscriber* sub = g_subscriber.load(std::memory_order_acquire);
+  if (!sub || !EnabledFast(static_cast<int>(domain), cbid)) return;
+  sub->callback(sub->userdata, domain, cbid, data);
 }
 
 // One API call: enter callback, body, exit callback; returns the correlation id.
@@ -117,10 +128,10 @@ uint32_t ApiCall(CUpti_CallbackDomain domain, uint32_t cbid, const char* fname, 
 
 template <typename T>
 void PushRecordLocked(const T& rec) {
-  PendingRecord p;
-  p.bytes.resize(sizeof(T));
-  std::memcpy(p.bytes.data(), &rec, sizeof(T));
-  S().pending.push_back(std::move(p));
+  static_assert(sizeof(T) <= sizeof(PendingRecord::bytes));
+  PendingRecord& p = S().pending.emplace_back();
+  p.size = sizeof(T);
+  std::memcpy(p.bytes, &rec, sizeof(T));
 }
 
 void KernelRecordLocked(CUfunc_st* f, const unsigned grid[3], const unsigned block[3], uint32_t corr, uint64_t node_id,
@@ -216,16 +227,16 @@ void Deliver() {
     uint8_t* buffer = nullptr;
     size_t size = 0, max_records = 0;
     request(&buffer, &size, &max_records);
-    if (!buffer || size < kHeader + records[i].bytes.size()) {
+    if (!buffer || size < kHeader + records[i].size) {
       // CUPTI drops what it cannot place and reports it.
       g_dropped_to_report.fetch_add(records.size() - i);
       break;
     }
     size_t used = 0;
-    while (i < records.size() && used + kHeader + Align8(records[i].bytes.size()) <= size) {
-      uint64_t n = records[i].bytes.size();
+    while (i < records.size() && used + kHeader + Align8(records[i].size) <= size) {
+      uint64_t n = records[i].size;
       std::memcpy(buffer + used, &n, sizeof n);
-      std::memcpy(buffer + used + kHeader, records[i].bytes.data(), n);
+      std::memcpy(buffer + used + kHeader, records[i].bytes, n);
       used += kHeader + Align8(n);
       ++i;
     }
@@ -239,6 +250,9 @@ void Deliver() {
     g_buffers_completed.fetch_add(1);
     complete(s.context, 0, buffer, size, 0);
   }
+  records.clear();  // keep its capacity for the next records
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.pending.empty()) s.pending.swap(records);
 }
 
 struct CallbackName {
@@ -341,6 +355,7 @@ FAKE_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti
   if (s.seat_held || s.subscribed) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   s.subscribed = true;
   s.sub = {callback, userdata};
+  g_subscriber.store(&s.sub, std::memory_order_release);
   *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&s.sub);
   return CUPTI_SUCCESS;
 }
@@ -358,6 +373,7 @@ FAKE_EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber, CU
 FAKE_EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle) {
   std::lock_guard<std::mutex> lock(S().mu);
   S().subscribed = false;
+  g_subscriber.store(nullptr, std::memory_order_release);
   return CUPTI_SUCCESS;
 }
 
@@ -370,6 +386,8 @@ FAKE_EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHan
     S().enabled_callbacks.insert({domain, cbid});
   else
     S().enabled_callbacks.erase({domain, cbid});
+  if (domain >= 0 && domain < kDomains && cbid < kCbids)
+    g_enabled[domain][cbid].store(enable != 0, std::memory_order_release);
   return CUPTI_SUCCESS;
 }
 
