@@ -88,26 +88,9 @@ class Timeline : public RecordSink {
         if (a.is_string()) p.mutable_process()->add_cmdline(a.get<std::string>());
     }
     process_ = w_.AddTrack(std::move(p));
-    for (uint64_t t : scan_.threads) {
-      TrackDescriptor d;
-      d.mutable_thread()->set_pid(static_cast<int32_t>(pid_));
-      d.mutable_thread()->set_tid(static_cast<int64_t>(t));
-      d.mutable_thread()->set_thread_name(static_cast<int64_t>(t) == pid_ ? "main thread " + std::to_string(t)
-                                                                          : "thread " + std::to_string(t));
-      threads_[t] = w_.AddTrack(std::move(d));
-    }
-    for (const auto& [device, stream] : scan_.streams) {
-      if (!devices_.count(device)) {
-        TrackDescriptor d;
-        d.set_name("GPU " + std::to_string(device) + scan_.DeviceName(device));
-        d.set_child_ordering(TrackDescriptor::EXPLICIT);
-        d.set_sibling_order_rank(static_cast<int32_t>(device));
-        devices_[device] = w_.AddTrack(std::move(d));
-      }
-      streams_.emplace(std::make_pair(device, stream),
-                       Lanes(devices_[device], "stream " + std::to_string(stream), static_cast<int32_t>(stream)));
-    }
     nvtx_ranges_ = Lanes(process_, "NVTX start/end ranges", 0);
+    for (uint64_t t : scan_.threads) Thread(t);
+    for (const auto& [device, stream] : scan_.streams) Stream(device, stream);
   }
 
   void OnKernel(const KernelRecord& r) override {
@@ -369,8 +352,30 @@ class Timeline : public RecordSink {
     if (i < scan_.FlowsOf(corr)) w_.AddTerminatingFlow(ApiFlowId(corr, i));
   }
 
-  Lanes& Stream(uint32_t device, uint32_t stream) { return streams_.at({device, stream}); }
-  uint64_t Thread(uint64_t tid) { return threads_.at(tid); }
+  // Tracks are made from the scan (pass 1) and, should pass 2 meet more, on first use.
+  Lanes& Stream(uint32_t device, uint32_t stream) {
+    auto it = streams_.find({device, stream});
+    if (it != streams_.end()) return it->second;
+    if (!devices_.count(device)) {
+      TrackDescriptor d;
+      d.set_name("GPU " + std::to_string(device) + scan_.DeviceName(device));
+      d.set_child_ordering(TrackDescriptor::EXPLICIT);
+      d.set_sibling_order_rank(static_cast<int32_t>(device));
+      devices_[device] = w_.AddTrack(std::move(d));
+    }
+    Lanes lanes(devices_[device], "stream " + std::to_string(stream), static_cast<int32_t>(stream));
+    return streams_.emplace(std::make_pair(device, stream), std::move(lanes)).first->second;
+  }
+  uint64_t Thread(uint64_t tid) {
+    auto it = threads_.find(tid);
+    if (it != threads_.end()) return it->second;
+    TrackDescriptor d;
+    d.mutable_thread()->set_pid(static_cast<int32_t>(pid_));
+    d.mutable_thread()->set_tid(static_cast<int64_t>(tid));
+    d.mutable_thread()->set_thread_name(static_cast<int64_t>(tid) == pid_ ? "main thread " + std::to_string(tid)
+                                                                          : "thread " + std::to_string(tid));
+    return threads_[tid] = w_.AddTrack(std::move(d));
+  }
 
   BlockTracks& Blocks(uint32_t device, bool joined) {
     auto it = blocks_.find(device);
