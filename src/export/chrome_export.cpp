@@ -218,10 +218,8 @@ class ChromeSink : public RecordSink {
   void Dur(uint64_t ns) { out_.Dur(ns); }
   void Key(const LaunchKey& k) {
     if (!k.hash && !k.path) return;
-    char hex[24];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(k.hash));
     out_.Raw(",\"key_path\":").Str(Name(k.path, "")).Raw(",\"key_ordinal\":").Uint(k.ordinal);
-    out_.Raw(",\"key_hash\":\"").Raw(hex).Raw("\"");
+    out_.Raw(",\"key_hash\":\"").Raw(KeyHashHex(k.hash)).Raw("\"");
   }
   void FlowEnd(uint32_t corr, int64_t pid, int64_t tid, uint64_t start, uint64_t end) {
     if (!corr || scan_.api_correlations.Get(corr) == 0) return;

@@ -91,6 +91,40 @@ class Row {
   int i_ = 0;
 };
 
+// The columns of one KernelRecord, as the `kernels` tables of both
+// databases hold them (docs/sqlite-schema.md), and their binder.
+#define TWINSCOPE_SQLITE_KERNEL_COLUMNS                                                                         \
+  "start_ns INTEGER, end_ns INTEGER, duration_ns INTEGER, invalid_timestamp INTEGER NOT NULL, device INTEGER, " \
+  "context INTEGER, stream INTEGER, correlation_id INTEGER, grid_id INTEGER, graph_id INTEGER, graph_node_id "  \
+  "INTEGER, flags INTEGER, grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER, block_y INTEGER, "  \
+  "block_z INTEGER, static_shared_bytes INTEGER, dynamic_shared_bytes INTEGER, registers_per_thread INTEGER, "  \
+  "name_id INTEGER, demangled_id INTEGER, key_hash INTEGER, key_path_id INTEGER, key_ordinal INTEGER"
+constexpr int kKernelColumnCount = 26;
+inline Row& BindKernel(Row& row, const KernelRecord& r, bool valid) {
+  return row.I(r.start_ns)
+      .I(r.end_ns)
+      .Opt(valid, r.end_ns - r.start_ns)
+      .I(!valid)
+      .I(r.device)
+      .I(r.context)
+      .I(r.stream)
+      .I(r.correlation_id)
+      .I(r.grid_id)
+      .I(r.graph_id)
+      .I(r.graph_node_id)
+      .I(r.flags)
+      .Dims(r.grid)
+      .Dims(r.block)
+      .I(r.static_shared_bytes)
+      .I(r.dynamic_shared_bytes)
+      .I(r.registers_per_thread)
+      .I(r.name)
+      .Opt(r.demangled != 0, r.demangled)
+      .I(r.key.hash)
+      .Opt(r.key.path != 0, r.key.path)
+      .I(r.key.ordinal);
+}
+
 // "(?,?,...)" with `n` placeholders.
 inline std::string Placeholders(int n) {
   std::string s = "(";

@@ -20,13 +20,7 @@ constexpr const char* kSchema = R"sql(
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE strings (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-CREATE TABLE kernels (
-  start_ns INTEGER, end_ns INTEGER, duration_ns INTEGER, invalid_timestamp INTEGER NOT NULL,
-  device INTEGER, context INTEGER, stream INTEGER, correlation_id INTEGER, grid_id INTEGER,
-  graph_id INTEGER, graph_node_id INTEGER, flags INTEGER,
-  grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER, block_y INTEGER, block_z INTEGER,
-  static_shared_bytes INTEGER, dynamic_shared_bytes INTEGER, registers_per_thread INTEGER,
-  name_id INTEGER, demangled_id INTEGER, key_hash INTEGER, key_path_id INTEGER, key_ordinal INTEGER);
+CREATE TABLE kernels ()sql" TWINSCOPE_SQLITE_KERNEL_COLUMNS R"sql();
 CREATE TABLE memcpys (
   start_ns INTEGER, end_ns INTEGER, duration_ns INTEGER, invalid_timestamp INTEGER NOT NULL,
   bytes INTEGER, copy_kind TEXT, src_kind INTEGER, dst_kind INTEGER,
@@ -89,7 +83,7 @@ bool Valid(uint64_t start, uint64_t end, uint32_t flags) {
 class SqliteSink : public RecordSink {
  public:
   explicit SqliteSink(Db& db) : db_(db) {
-    kernel_ = db.Prepare(("INSERT INTO kernels VALUES " + Placeholders(26)).c_str());
+    kernel_ = db.Prepare(("INSERT INTO kernels VALUES " + Placeholders(kKernelColumnCount)).c_str());
     memcpy_ = db.Prepare(("INSERT INTO memcpys VALUES " + Placeholders(15)).c_str());
     memset_ = db.Prepare(("INSERT INTO memsets VALUES " + Placeholders(13)).c_str());
     api_ = db.Prepare(("INSERT INTO api_calls VALUES " + Placeholders(8)).c_str());
@@ -101,29 +95,8 @@ class SqliteSink : public RecordSink {
   void OnKernel(const KernelRecord& r) override {
     const bool v = Valid(r.start_ns, r.end_ns, r.flags);
     if (!v) ++invalid;
-    Row(kernel_)
-        .I(r.start_ns)
-        .I(r.end_ns)
-        .Opt(v, r.end_ns - r.start_ns)
-        .I(!v)
-        .I(r.device)
-        .I(r.context)
-        .I(r.stream)
-        .I(r.correlation_id)
-        .I(r.grid_id)
-        .I(r.graph_id)
-        .I(r.graph_node_id)
-        .I(r.flags)
-        .Dims(r.grid)
-        .Dims(r.block)
-        .I(r.static_shared_bytes)
-        .I(r.dynamic_shared_bytes)
-        .I(r.registers_per_thread)
-        .I(r.name)
-        .Opt(r.demangled != 0, r.demangled)
-        .I(r.key.hash)
-        .Opt(r.key.path != 0, r.key.path)
-        .I(r.key.ordinal);
+    Row row(kernel_);
+    BindKernel(row, r, v);
     db_.Step(kernel_);
   }
   void OnMemcpy(const MemcpyRecord& r) override {

@@ -2,6 +2,7 @@
 #include "export/timeline_scan.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace twinscope::exporters {
 
@@ -92,6 +93,12 @@ void AddReadWarnings(const ReadReport& report, std::vector<std::string>* warning
   if (report.end == ReadEnd::kComplete) return;
   warnings->push_back(std::string("the trace read ended ") + ReadEndName(report.end) +
                       (report.message.empty() ? "" : ": " + report.message) + "; exported what was readable");
+}
+
+std::string KeyHashHex(uint64_t hash) {
+  char hex[24];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  return hex;
 }
 
 const char* CopyKindName(uint8_t k) {

@@ -86,6 +86,9 @@ std::string ProcessLabel(const nlohmann::json& header);
 // "the trace read ended truncated: ...; exported what was readable", unless complete.
 void AddReadWarnings(const ReadReport& report, std::vector<std::string>* warnings);
 
+// A launch key hash as `twinscope stats` prints it: 16 hex digits.
+std::string KeyHashHex(uint64_t hash);
+
 // Name of a CUPTI copy kind ("HtoD", ...).
 const char* CopyKindName(uint8_t k);
 

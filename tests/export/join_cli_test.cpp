@@ -92,7 +92,7 @@ TEST_F(JoinCli, ExportOfATwinFolder) {
   // A single trace still exports as before, and to Perfetto.
   r = Twinscope(dir_, "export " + dir_ + "/primary.tsc --format perfetto -o " + dir_ + "/p.perfetto-trace");
   EXPECT_EQ(r.code, exporters::PerfettoAvailable() ? 0 : 1) << r.err;
-  r = Twinscope(dir_, "export " + dir_ + "/missing --format perfetto -o " + dir_ + "/x");
+  r = Twinscope(dir_, "export " + dir_ + "/missing --format chrome -o " + dir_ + "/x");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("missing"), std::string::npos) << r.err;
 }

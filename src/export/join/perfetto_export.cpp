@@ -19,7 +19,6 @@
 // earliest timestamp (the summary's base_ns), which keeps varints short.
 #include <algorithm>
 #include <cerrno>
-#include <cinttypes>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -41,15 +40,7 @@ constexpr uint64_t kJoinFlowBit = 1ull << 62;  // kernel -> shadow launch; API f
 
 uint64_t ApiFlowId(uint32_t corr, uint32_t i) { return (uint64_t{corr} << 16) | i; }
 
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
-  return buf;
-}
-
-std::string DimsText(Dim3 d) {
-  return "[" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + "]";
-}
+std::string DimsText(Dim3 d) { return nlohmann::json::array({d.x, d.y, d.z}).dump(); }
 
 // The shadow's block tracks of one GPU: a root, a launches track, one track per SM.
 struct BlockTracks {
@@ -338,7 +329,7 @@ class Timeline : public RecordSink {
     if (!k.hash && !k.path) return;
     w_.ArgString("key_path", String(k.path, ""));
     w_.Arg("key_ordinal", k.ordinal);
-    w_.ArgUniqueString("key_hash", Hex(k.hash));
+    w_.ArgUniqueString("key_hash", KeyHashHex(k.hash));
   }
   void Graph(uint32_t flags, uint32_t graph_id, uint64_t node) {
     if (!(flags & kFlagGraph)) return;

@@ -26,12 +26,7 @@ constexpr const char* kSchema = R"sql(
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE summary (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE strings (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE kernels (
-  id INTEGER PRIMARY KEY, start_ns INTEGER, end_ns INTEGER, duration_ns INTEGER, invalid_timestamp INTEGER NOT NULL,
-  device INTEGER, stream INTEGER, correlation_id INTEGER, graph_id INTEGER, graph_node_id INTEGER, flags INTEGER,
-  grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER, block_y INTEGER, block_z INTEGER,
-  name_id INTEGER, demangled_id INTEGER, key_hash INTEGER, key_path_id INTEGER, key_ordinal INTEGER,
-  launch_id INTEGER);
+CREATE TABLE kernels (id INTEGER PRIMARY KEY, )sql" TWINSCOPE_SQLITE_KERNEL_COLUMNS R"sql(, launch_id INTEGER);
 CREATE TABLE launches (
   id INTEGER PRIMARY KEY, side TEXT NOT NULL, seq INTEGER, kernel TEXT, demangled TEXT,
   key_path TEXT, key_ordinal INTEGER, key_hash INTEGER,
@@ -110,7 +105,7 @@ std::string Joined(const std::vector<std::string>& v) {
 class KernelSink : public RecordSink {
  public:
   KernelSink(Db& db, const join::JoinedModel& m) : db_(db) {
-    stmt_ = db.Prepare(("INSERT INTO kernels VALUES " + Placeholders(23)).c_str());
+    stmt_ = db.Prepare(("INSERT INTO kernels VALUES " + Placeholders(kKernelColumnCount + 2)).c_str());
     for (size_t i = 0; i < m.primary.size(); ++i)
       if (m.primary[i].have_kernel) launch_of_.emplace(SpotOf(m.primary[i]), i);
   }
@@ -118,26 +113,9 @@ class KernelSink : public RecordSink {
     const bool v = ValidSpan(r.start_ns, r.end_ns, r.flags);
     if (!v) ++invalid;
     auto it = v ? launch_of_.find(SpotOf(r)) : launch_of_.end();
-    Row(stmt_)
-        .I(id_++)
-        .I(r.start_ns)
-        .I(r.end_ns)
-        .Opt(v, r.end_ns - r.start_ns)
-        .I(!v)
-        .I(r.device)
-        .I(r.stream)
-        .I(r.correlation_id)
-        .I(r.graph_id)
-        .I(r.graph_node_id)
-        .I(r.flags)
-        .Dims(r.grid)
-        .Dims(r.block)
-        .I(r.name)
-        .Opt(r.demangled != 0, r.demangled)
-        .I(r.key.hash)
-        .Opt(r.key.path != 0, r.key.path)
-        .I(r.key.ordinal)
-        .Opt(it != launch_of_.end(), it != launch_of_.end() ? it->second : 0);
+    Row row(stmt_);
+    row.I(id_++);
+    BindKernel(row, r, v).Opt(it != launch_of_.end(), it != launch_of_.end() ? it->second : 0);
     db_.Step(stmt_);
   }
   uint64_t invalid = 0;
