@@ -22,6 +22,8 @@ deps=(
   "libgtest-dev|1.12.1-0.2|file:/usr/include/gtest/gtest.h|all"
   "libbenchmark-dev|1.7.1-1|file:/usr/include/benchmark/benchmark.h|all"
   "libsqlite3-dev|3.40.1-2+deb12u2|file:/usr/include/sqlite3.h|all"
+  "libprotobuf-dev|3.21.12-3+deb12u1|file:/usr/include/google/protobuf/message_lite.h|all"
+  "protobuf-compiler|3.21.12-3+deb12u1|cmd:protoc|all"
   "wrk|4.1.0-3+b2|cmd:wrk|all"
   "valgrind|1:3.19.0-1|cmd:valgrind|all"
   "clang-14|1:14.0.6-12|cmd:clang++|all"

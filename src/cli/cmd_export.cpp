@@ -1,9 +1,12 @@
-// twinscope export: write a trace as Chrome trace-event JSON or SQLite.
+// twinscope export: write a trace, or a twin/join folder's joined run, as
+// Chrome trace-event JSON, a Perfetto protobuf trace or SQLite.
 #include <cstdio>
 
 #include "cli/cli_text.h"
 #include "cli/command.h"
+#include "cli/join_outputs.h"
 #include "export/export.h"
+#include "export/join/join_export.h"
 
 namespace twinscope::cli {
 namespace {
@@ -12,28 +15,74 @@ struct ExportFlags {
   std::string path;
   std::string format;
   std::string output;
+  size_t max_block_launches = 0;  // 0 = the format's default
+  uint64_t max_blocks = 0;
 };
 
+// A twin/join folder (primary.tsc + shadow.tsc): joins, then writes the view.
+StatusOr<exporters::ExportResult> ExportJoin(const ExportFlags& f, exporters::BlockBounds bounds,
+                                             exporters::BlockDetailCounts* counts) {
+  auto model = join::JoinTraces(f.path + "/primary.tsc", f.path + "/shadow.tsc", TwinOptions(f.path));
+  if (!model.ok()) return model.status();
+  if (f.format == "sqlite") return exporters::ExportJoinSqlite(*model, f.output);
+  auto r = f.format == "perfetto" ? exporters::ExportJoinPerfetto(*model, f.output, bounds)
+                                  : exporters::ExportJoinChrome(*model, f.output, bounds);
+  if (!r.ok()) return r.status();
+  *counts = r->blocks;
+  return static_cast<exporters::ExportResult>(*r);
+}
+
 CommandRegistration kExport(
-    "export", "Export a trace as Chrome trace-event JSON (Perfetto UI) or an SQLite database",
+    "export",
+    "Export a trace or a twin folder as Chrome trace-event JSON, a Perfetto trace (ui.perfetto.dev) or SQLite",
     [](CLI::App* sub) -> CommandRun {
       auto f = std::make_shared<ExportFlags>();
-      sub->add_option("file", f->path, "Trace file (.tsc)")->required();
-      sub->add_option("--format", f->format, "chrome (JSON for ui.perfetto.dev / chrome://tracing) or sqlite")
+      sub->add_option("file", f->path,
+                      "Trace file (.tsc), or a twin/join folder (primary.tsc and shadow.tsc): the joined run")
+          ->required();
+      sub->add_option("--format", f->format,
+                      "chrome (JSON for chrome://tracing / ui.perfetto.dev), perfetto (protobuf with interned names: "
+                      "much smaller) or sqlite")
           ->required()
-          ->check(CLI::IsMember({"chrome", "sqlite"}));
+          ->check(CLI::IsMember({"chrome", "perfetto", "sqlite"}));
       sub->add_option("-o,--output", f->output, "File to write (replaced if it exists)")->required();
+      sub->add_option("--max-block-launches", f->max_block_launches,
+                      "Most launches drawn with every block (perfetto: 1000, chrome: 200)");
+      sub->add_option("--max-blocks", f->max_blocks, "Most blocks drawn (perfetto: 1000000, chrome: 100000)");
       return [f]() {
-        auto result = f->format == "chrome" ? exporters::ExportChrome(f->path, f->output)
-                                            : exporters::ExportSqlite(f->path, f->output);
+        exporters::BlockBounds bounds =
+            f->format == "chrome" ? exporters::kChromeBlockBounds : exporters::kPerfettoBlockBounds;
+        if (f->max_block_launches) bounds.max_launches = f->max_block_launches;
+        if (f->max_blocks) bounds.max_blocks = f->max_blocks;
+        const bool joined = IsJoinFolder(f->path);
+        exporters::BlockDetailCounts counts;
+        StatusOr<exporters::ExportResult> result = Status::Error("");
+        if (joined) {
+          result = ExportJoin(*f, bounds, &counts);
+        } else if (f->format == "perfetto") {
+          auto r = exporters::ExportPerfetto(f->path, f->output, bounds);
+          if (r.ok()) counts = r->blocks;
+          result = r.ok() ? StatusOr<exporters::ExportResult>(static_cast<exporters::ExportResult>(*r)) : r.status();
+        } else {
+          result = f->format == "chrome" ? exporters::ExportChrome(f->path, f->output)
+                                         : exporters::ExportSqlite(f->path, f->output);
+        }
         if (!result.ok()) {
           std::fprintf(stderr, "twinscope export: %s\n", result.status().message().c_str());
           return 1;
         }
         for (const auto& w : result->warnings) std::fprintf(stderr, "twinscope export: warning: %s\n", w.c_str());
-        std::fprintf(stderr, "twinscope export: %s records -> %s %s (%s %s)\n", FormatCount(result->records).c_str(),
-                     f->output.c_str(), f->format.c_str(), FormatCount(result->written).c_str(),
-                     f->format == "chrome" ? "events" : "rows");
+        std::fprintf(stderr, "twinscope export: %s%s records -> %s %s (%s %s)\n", joined ? "joined run, " : "",
+                     FormatCount(result->records).c_str(), f->output.c_str(), f->format.c_str(),
+                     FormatCount(result->written).c_str(),
+                     f->format == "chrome"     ? "events"
+                     : f->format == "perfetto" ? "packets"
+                                               : "rows");
+        if (counts.launches_drawn || counts.launches_over_bounds) {
+          std::fprintf(stderr, "twinscope export: blocks of %s launches drawn (%s blocks), %s launches as spans only\n",
+                       FormatCount(counts.launches_drawn).c_str(), FormatCount(counts.blocks_drawn).c_str(),
+                       FormatCount(counts.launches_over_bounds).c_str());
+        }
         if (result->report.end == ReadEnd::kCorrupt) {
           std::fprintf(stderr,
                        "twinscope export: the input is corrupt: only the part before the damage was exported\n");

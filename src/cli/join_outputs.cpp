@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "export/join/join_export.h"
 #include "join/join_views.h"
 
 namespace twinscope::cli {
@@ -26,6 +27,36 @@ bool WriteText(const std::string& path, const std::string& text, std::string* er
 bool IsFile(const std::string& p) {
   struct stat st {};
   return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// The joined views beside join.json: Perfetto and SQLite, where this build has them.
+bool WriteViews(const join::JoinedModel& m, const std::string& dir) {
+  bool ok = true;
+  if (exporters::PerfettoAvailable()) {
+    const std::string path = dir + "/join.perfetto-trace";
+    auto r = exporters::ExportJoinPerfetto(m, path);
+    if (r.ok()) {
+      for (const auto& w : r->warnings) std::fprintf(stderr, "twinscope join: perfetto: %s\n", w.c_str());
+      std::printf("timeline (open in https://ui.perfetto.dev): %s\n", path.c_str());
+    } else {
+      std::fprintf(stderr, "twinscope join: perfetto: %s\n", r.status().message().c_str());
+      ok = false;
+    }
+  } else {
+    std::printf("timeline: not written (built without the Perfetto exporter); twinscope export %s --format chrome\n",
+                dir.c_str());
+  }
+  if (exporters::SqliteAvailable()) {
+    const std::string path = dir + "/join.sqlite";
+    auto r = exporters::ExportJoinSqlite(m, path);
+    if (r.ok()) {
+      std::printf("database (docs/sqlite-schema.md): %s\n", path.c_str());
+    } else {
+      std::fprintf(stderr, "twinscope join: sqlite: %s\n", r.status().message().c_str());
+      ok = false;
+    }
+  }
+  return ok;
 }
 
 }  // namespace
@@ -70,9 +101,10 @@ int JoinAndReport(const JoinOutputRequest& r, join::JoinedModel* model_out) {
     return 1;
   }
   std::printf("joined model: %s\n", json_path.c_str());
+  const bool views = WriteViews(m, r.out_dir);
   std::fflush(stdout);
   if (model_out) *model_out = std::move(*model);
-  return 0;
+  return views ? 0 : 1;
 }
 
 int StatsOnJoin(const std::string& path, const std::string& shadow, bool json, size_t top) {

@@ -19,213 +19,20 @@
 #include <set>
 #include <unordered_map>
 
-#include "export/export.h"
+#include "export/chrome_json.h"
+#include "export/timeline_scan.h"
 
 namespace twinscope::exporters {
 namespace {
 
-constexpr int64_t kGpuPidBase = 1000000000;
-constexpr int64_t kBlocksPidBase = 1100000000;
 constexpr int64_t kLaunchSpanTid = 1000000;
-constexpr uint32_t kMaxFlowsPerCorrelation = 65535;
-
-bool ValidSpan(uint64_t start, uint64_t end, uint32_t flags = 0) {
-  return !(flags & kFlagInvalidTimestamp) && start != 0 && end != 0 && end >= start;
-}
-
-// Per-correlation-id counters, dense for the usual small ids.
-class CorrelationCounts {
- public:
-  uint32_t Get(uint32_t id) const {
-    if (id < dense_.size()) return dense_[id];
-    auto it = sparse_.find(id);
-    return it == sparse_.end() ? 0 : it->second;
-  }
-  uint32_t Increment(uint32_t id) {
-    if (id < kDenseLimit) {
-      if (id >= dense_.size()) dense_.resize(std::max<size_t>(id + 1, dense_.size() * 2), 0);
-      return dense_[id] == UINT16_MAX ? UINT16_MAX : ++dense_[id];
-    }
-    return ++sparse_[id];
-  }
-
- private:
-  static constexpr uint32_t kDenseLimit = 1u << 26;
-  std::vector<uint16_t> dense_;
-  std::unordered_map<uint32_t, uint32_t> sparse_;
-};
-
-struct LaunchInfo {
-  uint32_t device = 0;
-  StringId kernel = 0;
-  uint64_t first_enter = UINT64_MAX, last_exit = 0;
-  uint64_t blocks = 0;
-};
-
-// Pass 1: time base, tracks, flow multiplicities, shadow launch spans.
-class ScanSink : public RecordSink {
- public:
-  explicit ScanSink(bool keep_launches) : keep_launches_(keep_launches) {}
-  void Time(uint64_t t) {
-    if (t != 0 && t < base) base = t;
-  }
-  void OnKernel(const KernelRecord& r) override {
-    Activity(r.device, r.stream, r.correlation_id, r.start_ns, r.end_ns, r.flags);
-  }
-  void OnMemcpy(const MemcpyRecord& r) override {
-    Activity(r.device, r.stream, r.correlation_id, r.start_ns, r.end_ns, r.flags);
-  }
-  void OnMemset(const MemsetRecord& r) override {
-    Activity(r.device, r.stream, r.correlation_id, r.start_ns, r.end_ns, r.flags);
-  }
-  void OnApi(const ApiRecord& r) override {
-    threads.insert(r.thread_id);
-    if (!ValidSpan(r.start_ns, r.end_ns)) return;
-    Time(r.start_ns);
-    api_correlations.Increment(r.correlation_id);
-  }
-  void OnNvtx(const NvtxRecord& r) override {
-    threads.insert(r.thread_id);
-    Time(r.start_ns);
-  }
-  void OnLaunch(const LaunchRecord& r) override {
-    threads.insert(r.thread_id);
-    Time(r.cpu_ns);
-    if (keep_launches_) {
-      LaunchInfo& l = launches[r.seq];
-      l.device = r.device;
-      l.kernel = r.kernel;
-    }
-  }
-  void OnBlock(const BlockRecord& r) override {
-    if (!ValidSpan(r.enter_ns, r.exit_ns)) return;
-    Time(r.enter_ns);
-    LaunchInfo& l = launches[r.launch_seq];
-    l.first_enter = std::min(l.first_enter, r.enter_ns);
-    l.last_exit = std::max(l.last_exit, r.exit_ns);
-    ++l.blocks;
-    sms[r.launch_seq].insert(r.sm);
-  }
-  void OnStatus(const nlohmann::json& status, bool) override { last_status = status; }
-
-  uint64_t base = UINT64_MAX;
-  std::set<std::pair<uint32_t, uint32_t>> streams;  // (device, stream)
-  std::set<uint64_t> threads;
-  CorrelationCounts activity_correlations;  // valid GPU activities per correlation id
-  CorrelationCounts api_correlations;       // valid API records per correlation id
-  std::unordered_map<uint64_t, LaunchInfo> launches;
-  std::unordered_map<uint64_t, std::set<uint32_t>> sms;  // per launch seq
-  nlohmann::json last_status = nlohmann::json::object();
-
- private:
-  void Activity(uint32_t device, uint32_t stream, uint32_t corr, uint64_t start, uint64_t end, uint32_t flags) {
-    streams.insert({device, stream});
-    if (!ValidSpan(start, end, flags)) return;
-    Time(start);
-    if (corr) activity_correlations.Increment(corr);
-  }
-  bool keep_launches_;
-};
-
-// Appends JSON text to a buffer and writes it out in large pieces.
-class JsonOut {
- public:
-  explicit JsonOut(FILE* f) : f_(f) { buf_.reserve(kFlushAt + 4096); }
-  JsonOut& Raw(std::string_view s) {
-    buf_.append(s);
-    return *this;
-  }
-  JsonOut& Int(int64_t v) {
-    char tmp[24];
-    auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
-    buf_.append(tmp, r.ptr);
-    return *this;
-  }
-  JsonOut& Uint(uint64_t v) {
-    char tmp[24];
-    auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
-    buf_.append(tmp, r.ptr);
-    return *this;
-  }
-  // Nanoseconds as microseconds with three decimals.
-  JsonOut& Us(int64_t ns) {
-    if (ns < 0) {
-      buf_ += '-';
-      ns = -ns;
-    }
-    Uint(static_cast<uint64_t>(ns) / 1000);
-    char frac[5] = {'.', static_cast<char>('0' + ns / 100 % 10), static_cast<char>('0' + ns / 10 % 10),
-                    static_cast<char>('0' + ns % 10), 0};
-    buf_.append(frac, 4);
-    return *this;
-  }
-  JsonOut& Str(std::string_view s) {
-    buf_ += '"';
-    AppendEscaped(buf_, s);
-    buf_ += '"';
-    return *this;
-  }
-  // Ends an event; writes out when the buffer is large.
-  void EndEvent() {
-    buf_ += "}";
-    if (buf_.size() >= kFlushAt) Flush();
-  }
-  bool Flush() {
-    if (!buf_.empty() && std::fwrite(buf_.data(), 1, buf_.size(), f_) != buf_.size()) ok_ = false;
-    buf_.clear();
-    return ok_;
-  }
-  bool ok() const { return ok_; }
-
-  // JSON string escaping; bytes that are not valid UTF-8 become '?'.
-  static void AppendEscaped(std::string& out, std::string_view s) {
-    for (size_t i = 0; i < s.size();) {
-      unsigned char c = static_cast<unsigned char>(s[i]);
-      if (c == '"' || c == '\\') {
-        out += '\\';
-        out += static_cast<char>(c);
-        ++i;
-      } else if (c < 0x20) {
-        char tmp[8];
-        std::snprintf(tmp, sizeof tmp, "\\u%04x", c);
-        out += tmp;
-        ++i;
-      } else if (c < 0x80) {
-        out += static_cast<char>(c);
-        ++i;
-      } else {
-        size_t len = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-        bool valid = len && i + len <= s.size();
-        for (size_t k = 1; valid && k < len; ++k) valid = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
-        if (valid) {
-          out.append(s.substr(i, len));
-          i += len;
-        } else {
-          out += '?';
-          ++i;
-        }
-      }
-    }
-  }
-
- private:
-  static constexpr size_t kFlushAt = 1 << 20;
-  FILE* f_;
-  std::string buf_;
-  bool ok_ = true;
-};
-
-const char* CopyKindName(uint8_t k) {
-  static const char* kNames[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
-                                 "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
-  return k < sizeof kNames / sizeof kNames[0] ? kNames[k] : "Unknown";
-}
 
 // Pass 2: writes one event (or a few) per record.
 class ChromeSink : public RecordSink {
  public:
-  ChromeSink(JsonOut& out, const ScanSink& scan, const std::unordered_map<StringId, std::string>& strings, int64_t pid)
-      : out_(out), scan_(scan), strings_(strings), pid_(pid), base_(scan.base == UINT64_MAX ? 0 : scan.base) {}
+  ChromeSink(JsonOut& out, const TimelineScan& scan, const std::unordered_map<StringId, std::string>& strings,
+             int64_t pid)
+      : out_(out), scan_(scan), strings_(strings), pid_(pid), base_(scan.Base()) {}
 
   void OnKernel(const KernelRecord& r) override {
     if (!ValidSpan(r.start_ns, r.end_ns, r.flags)) {
@@ -301,8 +108,7 @@ class ChromeSink : public RecordSink {
     out_.EndEvent();
     ++written;
     // One flow per GPU activity of this correlation id (a graph launch has many).
-    uint32_t n =
-        r.correlation_id ? std::min(scan_.activity_correlations.Get(r.correlation_id), kMaxFlowsPerCorrelation) : 0;
+    const uint32_t n = scan_.FlowsOf(r.correlation_id);
     if (n && flows_started_.Get(r.correlation_id) == 0) {
       flows_started_.Increment(r.correlation_id);
       const uint64_t mid = r.start_ns + (r.end_ns - r.start_ns) / 2;
@@ -407,24 +213,18 @@ class ChromeSink : public RecordSink {
   }
 
   void Begin(char ph, std::string_view cat, std::string_view name, int64_t pid, int64_t tid, uint64_t ts) {
-    out_.Raw(first_ ? "\n{\"ph\":\"" : ",\n{\"ph\":\"");
-    first_ = false;
-    char p[2] = {ph, 0};
-    out_.Raw(p).Raw("\",\"cat\":\"").Raw(cat).Raw("\",\"name\":").Str(name);
-    out_.Raw(",\"pid\":").Int(pid).Raw(",\"tid\":").Int(tid).Raw(",\"ts\":").Us(static_cast<int64_t>(ts - base_));
+    out_.BeginEvent(ph, cat, name, pid, tid, static_cast<int64_t>(ts - base_));
   }
-  void Dur(uint64_t ns) { out_.Raw(",\"dur\":").Us(static_cast<int64_t>(ns)); }
+  void Dur(uint64_t ns) { out_.Dur(ns); }
   void Key(const LaunchKey& k) {
     if (!k.hash && !k.path) return;
-    char hex[24];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(k.hash));
     out_.Raw(",\"key_path\":").Str(Name(k.path, "")).Raw(",\"key_ordinal\":").Uint(k.ordinal);
-    out_.Raw(",\"key_hash\":\"").Raw(hex).Raw("\"");
+    out_.Raw(",\"key_hash\":\"").Raw(KeyHashHex(k.hash)).Raw("\"");
   }
   void FlowEnd(uint32_t corr, int64_t pid, int64_t tid, uint64_t start, uint64_t end) {
     if (!corr || scan_.api_correlations.Get(corr) == 0) return;
     uint32_t i = flows_done_.Increment(corr) - 1;
-    if (i >= std::min(scan_.activity_correlations.Get(corr), kMaxFlowsPerCorrelation)) return;
+    if (i >= scan_.FlowsOf(corr)) return;
     Begin('f', "flow", "launch", pid, tid, start + (end - start) / 2);
     out_.Raw(",\"bp\":\"e\",\"id\":").Uint(FlowId(corr, i));
     out_.EndEvent();
@@ -434,11 +234,7 @@ class ChromeSink : public RecordSink {
  public:
   // Metadata events for every track seen in pass 1.
   void WriteMetadata(const nlohmann::json& header) {
-    std::string process = header.value("role", std::string("traced")) + " process";
-    if (header.contains("command_line") && header["command_line"].is_array() && !header["command_line"].empty() &&
-        header["command_line"][0].is_string()) {
-      process = header["command_line"][0].get<std::string>() + " (" + header.value("role", std::string("traced")) + ")";
-    }
+    const std::string process = ProcessLabel(header);
     Meta("process_name", pid_, 0, "name", process);
     Meta("process_sort_index", pid_, 0, "sort_index", 0);
     for (uint64_t t : scan_.threads) {
@@ -477,57 +273,35 @@ class ChromeSink : public RecordSink {
   }
 
  private:
-  // " (NVIDIA H200)" from the collector's "devices" metadata, or "".
-  std::string DeviceName(uint32_t device) const {
-    const auto& devices = scan_.last_status.value("devices", nlohmann::json::array());
-    if (!devices.is_array()) return "";
-    for (const auto& d : devices) {
-      if (d.is_object() && d.value("ordinal", ~0u) == device && d.contains("name") && d["name"].is_string())
-        return " (" + d["name"].get<std::string>() + ")";
-    }
-    return "";
-  }
-
+  std::string DeviceName(uint32_t device) const { return scan_.DeviceName(device); }
   template <typename V>
   void Meta(const char* what, int64_t pid, int64_t tid, const char* key, const V& value) {
-    out_.Raw(first_ ? "\n{\"ph\":\"M\",\"name\":\"" : ",\n{\"ph\":\"M\",\"name\":\"");
-    first_ = false;
-    out_.Raw(what).Raw("\",\"pid\":").Int(pid).Raw(",\"tid\":").Int(tid).Raw(",\"args\":{\"").Raw(key).Raw("\":");
-    if constexpr (std::is_arithmetic_v<V>) {
-      out_.Int(static_cast<int64_t>(value));
-    } else {
-      out_.Str(value);
-    }
-    out_.Raw("}");
-    out_.EndEvent();
+    out_.Meta(what, pid, tid, key, value);
     ++written;
   }
 
   JsonOut& out_;
-  const ScanSink& scan_;
+  const TimelineScan& scan_;
   const std::unordered_map<StringId, std::string>& strings_;
   int64_t pid_;
   uint64_t base_;
-  bool first_ = true;
   std::unordered_map<StringId, std::string> names_;
   CorrelationCounts flows_started_;  // API records that started their flows
   CorrelationCounts flows_done_;     // activities that ended a flow
 };
 
-void AddReadWarnings(const ReadReport& report, std::vector<std::string>* warnings) {
-  if (report.end == ReadEnd::kComplete) return;
-  warnings->push_back(std::string("the trace read ended ") + ReadEndName(report.end) +
-                      (report.message.empty() ? "" : ": " + report.message) + "; exported what was readable");
-}
-
 }  // namespace
 
 StatusOr<ExportResult> ExportChrome(const std::string& trace, const std::string& out) {
+  return ExportChromeWith(trace, out, nullptr);
+}
+
+StatusOr<ExportResult> ExportChromeWith(const std::string& trace, const std::string& out, ChromeExtra* extra) {
   std::string error;
   auto scan_reader = TraceReader::Open(trace, &error);
   if (!scan_reader) return Status::Error(error);
   const nlohmann::json header = scan_reader->header();
-  ScanSink scan(header.value("role", std::string()) == "shadow");
+  TimelineScan scan(header.value("role", std::string()) == "shadow");
   scan_reader->Read(scan);
 
   auto reader = TraceReader::Open(trace, &error);
@@ -548,6 +322,7 @@ StatusOr<ExportResult> ExportChrome(const std::string& trace, const std::string&
   result.report = reader->Read(sink);
   result.records = result.report.records;
   result.written = sink.written;
+  if (extra) result.written += extra->WriteEvents(json, scan);
   result.skipped_invalid = sink.skipped_invalid;
   AddReadWarnings(result.report, &result.warnings);
   if (sink.skipped_invalid) {
@@ -556,12 +331,13 @@ StatusOr<ExportResult> ExportChrome(const std::string& trace, const std::string&
                               "otherData.skipped_invalid_timestamps)");
   }
   nlohmann::json other = {{"twinscope_header", header},
-                          {"base_ns", scan.base == UINT64_MAX ? 0 : scan.base},
+                          {"base_ns", scan.Base()},
                           {"read_end", ReadEndName(result.report.end)},
                           {"read_message", result.report.message},
                           {"records", result.report.records},
                           {"skipped_invalid_timestamps", sink.skipped_invalid},
                           {"status", sink.last_status}};
+  if (extra) extra->Finish(&other, &result.warnings);
   std::string other_text = other.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   json.Raw("\n],\"otherData\":").Raw(other_text).Raw("}\n");
   bool ok = json.Flush();

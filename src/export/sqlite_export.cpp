@@ -5,12 +5,13 @@
 
 #ifdef TWINSCOPE_HAVE_SQLITE
 
-#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <stdexcept>
+
+#include "export/sqlite_db.h"
+#include "export/timeline_scan.h"
 
 namespace twinscope::exporters {
 namespace {
@@ -19,13 +20,7 @@ constexpr const char* kSchema = R"sql(
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE strings (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-CREATE TABLE kernels (
-  start_ns INTEGER, end_ns INTEGER, duration_ns INTEGER, invalid_timestamp INTEGER NOT NULL,
-  device INTEGER, context INTEGER, stream INTEGER, correlation_id INTEGER, grid_id INTEGER,
-  graph_id INTEGER, graph_node_id INTEGER, flags INTEGER,
-  grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER, block_y INTEGER, block_z INTEGER,
-  static_shared_bytes INTEGER, dynamic_shared_bytes INTEGER, registers_per_thread INTEGER,
-  name_id INTEGER, demangled_id INTEGER, key_hash INTEGER, key_path_id INTEGER, key_ordinal INTEGER);
+CREATE TABLE kernels ()sql" TWINSCOPE_SQLITE_KERNEL_COLUMNS R"sql();
 CREATE TABLE memcpys (
   start_ns INTEGER, end_ns INTEGER, duration_ns INTEGER, invalid_timestamp INTEGER NOT NULL,
   bytes INTEGER, copy_kind TEXT, src_kind INTEGER, dst_kind INTEGER,
@@ -81,94 +76,14 @@ CREATE VIEW launches_named AS
   FROM launches l LEFT JOIN strings s ON s.id = l.kernel_id LEFT JOIN strings p ON p.id = l.key_path_id;
 )sql";
 
-class Db {
- public:
-  explicit Db(const std::string& path) {
-    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                        nullptr) != SQLITE_OK) {
-      std::string m = db_ ? sqlite3_errmsg(db_) : "out of memory";
-      sqlite3_close(db_);
-      db_ = nullptr;
-      throw std::runtime_error("cannot create " + path + ": " + m);
-    }
-  }
-  ~Db() {
-    for (auto* s : statements_) sqlite3_finalize(s);
-    if (db_) sqlite3_close(db_);
-  }
-  void Exec(const char* sql) {
-    char* err = nullptr;
-    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-      std::string m = err ? err : "unknown error";
-      sqlite3_free(err);
-      throw std::runtime_error(std::string("SQLite: ") + m);
-    }
-  }
-  sqlite3_stmt* Prepare(const char* sql) {
-    sqlite3_stmt* s = nullptr;
-    if (sqlite3_prepare_v2(db_, sql, -1, &s, nullptr) != SQLITE_OK) Fail("prepare");
-    statements_.push_back(s);
-    return s;
-  }
-  void Step(sqlite3_stmt* s) {
-    if (sqlite3_step(s) != SQLITE_DONE) Fail("insert");
-    sqlite3_reset(s);
-    ++rows;
-  }
-  [[noreturn]] void Fail(const char* what) {
-    throw std::runtime_error(std::string("SQLite ") + what + ": " + sqlite3_errmsg(db_));
-  }
-  uint64_t rows = 0;
-
- private:
-  sqlite3* db_ = nullptr;
-  std::vector<sqlite3_stmt*> statements_;
-};
-
-// Binds values to the ?s of one statement in order.
-class Row {
- public:
-  explicit Row(sqlite3_stmt* s) : s_(s) {}
-  Row& I(uint64_t v) {  // unsigned values are stored with the same 64 bits
-    sqlite3_bind_int64(s_, ++i_, static_cast<sqlite3_int64>(v));
-    return *this;
-  }
-  Row& Null() {
-    sqlite3_bind_null(s_, ++i_);
-    return *this;
-  }
-  Row& Text(const char* t) {
-    sqlite3_bind_text(s_, ++i_, t, -1, SQLITE_STATIC);
-    return *this;
-  }
-  Row& Opt(bool present, uint64_t v) { return present ? I(v) : Null(); }
-  Row& Dims(Dim3 d) { return I(d.x).I(d.y).I(d.z); }  // three columns: x, y, z
-
- private:
-  sqlite3_stmt* s_;
-  int i_ = 0;
-};
-
 bool Valid(uint64_t start, uint64_t end, uint32_t flags) {
   return !(flags & kFlagInvalidTimestamp) && start != 0 && end != 0 && end >= start;
-}
-
-const char* CopyKindName(uint8_t k) {
-  static const char* kNames[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
-                                 "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
-  return k < sizeof kNames / sizeof kNames[0] ? kNames[k] : "Unknown";
-}
-
-std::string Placeholders(int n) {
-  std::string s = "(";
-  for (int i = 0; i < n; ++i) s += i ? ",?" : "?";
-  return s + ")";
 }
 
 class SqliteSink : public RecordSink {
  public:
   explicit SqliteSink(Db& db) : db_(db) {
-    kernel_ = db.Prepare(("INSERT INTO kernels VALUES " + Placeholders(26)).c_str());
+    kernel_ = db.Prepare(("INSERT INTO kernels VALUES " + Placeholders(kKernelColumnCount)).c_str());
     memcpy_ = db.Prepare(("INSERT INTO memcpys VALUES " + Placeholders(15)).c_str());
     memset_ = db.Prepare(("INSERT INTO memsets VALUES " + Placeholders(13)).c_str());
     api_ = db.Prepare(("INSERT INTO api_calls VALUES " + Placeholders(8)).c_str());
@@ -180,29 +95,8 @@ class SqliteSink : public RecordSink {
   void OnKernel(const KernelRecord& r) override {
     const bool v = Valid(r.start_ns, r.end_ns, r.flags);
     if (!v) ++invalid;
-    Row(kernel_)
-        .I(r.start_ns)
-        .I(r.end_ns)
-        .Opt(v, r.end_ns - r.start_ns)
-        .I(!v)
-        .I(r.device)
-        .I(r.context)
-        .I(r.stream)
-        .I(r.correlation_id)
-        .I(r.grid_id)
-        .I(r.graph_id)
-        .I(r.graph_node_id)
-        .I(r.flags)
-        .Dims(r.grid)
-        .Dims(r.block)
-        .I(r.static_shared_bytes)
-        .I(r.dynamic_shared_bytes)
-        .I(r.registers_per_thread)
-        .I(r.name)
-        .Opt(r.demangled != 0, r.demangled)
-        .I(r.key.hash)
-        .Opt(r.key.path != 0, r.key.path)
-        .I(r.key.ordinal);
+    Row row(kernel_);
+    BindKernel(row, r, v);
     db_.Step(kernel_);
   }
   void OnMemcpy(const MemcpyRecord& r) override {
@@ -337,9 +231,7 @@ StatusOr<ExportResult> ExportSqlite(const std::string& trace, const std::string&
   ExportResult result;
   try {
     Db db(out);
-    db.Exec(
-        "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA page_size=65536; PRAGMA locking_mode=EXCLUSIVE; "
-        "PRAGMA temp_store=MEMORY; PRAGMA cache_size=-262144;");
+    db.Exec(kBulkLoadPragmas);
     db.Exec(kSchema);
     db.Exec("BEGIN");
     SqliteSink sink(db);
@@ -389,11 +281,7 @@ StatusOr<ExportResult> ExportSqlite(const std::string& trace, const std::string&
   } catch (const std::exception& e) {
     return Status::Error(e.what());
   }
-  if (result.report.end != ReadEnd::kComplete) {
-    result.warnings.push_back(std::string("the trace read ended ") + ReadEndName(result.report.end) +
-                              (result.report.message.empty() ? "" : ": " + result.report.message) +
-                              "; exported what was readable");
-  }
+  AddReadWarnings(result.report, &result.warnings);
   return result;
 }
 

@@ -1,0 +1,73 @@
+// Exported views of a joined run (docs/join.md): the primary's timeline with
+// the shadow's thread blocks of matched launches drawn inside each primary
+// kernel's interval (Perfetto protobuf, Chrome JSON), and one SQLite database
+// of kernels, launches, blocks, matches, drift and why-slow
+// (docs/sqlite-schema.md). They read the joined model and stream the two
+// traces for what the model does not hold (the primary's full timeline, the
+// shadow's blocks); they never match anything themselves. Each call is
+// self-contained and single-threaded.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "export/export.h"
+#include "join/join_model.h"
+
+namespace twinscope::exporters {
+
+// How much block detail a timeline view draws. Matched launches are taken
+// whole, each why-slow group's reference and slow launches first, then the
+// slowest others, while both bounds hold; every other matched launch is
+// still drawn as one span with its block statistics, and the counts say so.
+struct BlockBounds {
+  size_t max_launches = 1000;
+  uint64_t max_blocks = 1'000'000;
+};
+inline constexpr BlockBounds kPerfettoBlockBounds{1000, 1'000'000};
+inline constexpr BlockBounds kChromeBlockBounds{200, 100'000};  // ~415 bytes a block event in JSON
+
+// What a timeline view drew of the shadow's blocks.
+struct BlockDetailCounts {
+  uint64_t launches_matched = 0;      // exact + time-only matches
+  uint64_t launches_drawn = 0;        // with every block on the SM tracks
+  uint64_t launches_over_bounds = 0;  // timed, but left out by BlockBounds: span only
+  uint64_t launches_untimed = 0;      // the primary kernel has no valid interval: not drawn
+  uint64_t blocks_drawn = 0;
+  uint64_t blocks_invalid = 0;  // blocks of drawn launches with invalid times, not drawn
+  uint64_t block_bytes = 0;     // Perfetto: bytes of the packets that draw blocks (lane tracks included)
+};
+
+struct TimelineExportResult : ExportResult {
+  BlockDetailCounts blocks;
+  uint64_t bytes = 0;  // size of the file written
+};
+
+// True if this build has the Perfetto exporter (TWINSCOPE_WITH_PERFETTO: protoc and libprotobuf).
+bool PerfettoAvailable();
+
+// One trace as a Perfetto protobuf trace: per-stream GPU tracks (kernels,
+// copies, memsets), per-thread tracks (API calls, NVTX), flows from API calls
+// to their GPU work; a shadow trace's blocks on one track per SM in the
+// shadow's clock (bounded by `bounds`).
+StatusOr<TimelineExportResult> ExportPerfetto(const std::string& trace, const std::string& out,
+                                              const BlockBounds& bounds = kPerfettoBlockBounds);
+
+// A joined run as a Perfetto protobuf trace: the primary's timeline as above,
+// plus for matched launches the shadow's blocks on one track per SM, scaled
+// onto the primary kernel's [start, end] (instrumentation stretches the
+// shadow's times), each launch linked to its kernel by a flow.
+StatusOr<TimelineExportResult> ExportJoinPerfetto(const join::JoinedModel& m, const std::string& out,
+                                                  const BlockBounds& bounds = kPerfettoBlockBounds);
+
+// The same joined picture as Chrome trace-event JSON (for chrome://tracing):
+// the primary's Chrome export plus the scaled block tracks and flows.
+StatusOr<TimelineExportResult> ExportJoinChrome(const join::JoinedModel& m, const std::string& out,
+                                                const BlockBounds& bounds = kChromeBlockBounds);
+
+// A joined run as one SQLite database (docs/sqlite-schema.md, "Joined runs").
+// Fails with "built without SQLite" when TWINSCOPE_WITH_SQLITE was off.
+StatusOr<ExportResult> ExportJoinSqlite(const join::JoinedModel& m, const std::string& out);
+
+}  // namespace twinscope::exporters

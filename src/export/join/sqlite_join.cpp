@@ -1,0 +1,360 @@
+// SQLite database of a joined run (docs/sqlite-schema.md, "Joined runs"):
+// the model's launches (both sides), matches, drift, steps and why-slow, the
+// primary's kernel records (streamed from the primary trace) and the shadow's
+// block records (streamed from the shadow trace), each tied to its launch.
+// One transaction; indexes and views after the rows.
+#include "export/join/join_export.h"
+
+#ifdef TWINSCOPE_HAVE_SQLITE
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+
+#include "export/join/block_detail.h"
+#include "export/sqlite_db.h"
+#include "export/timeline_scan.h"
+#include "join/join_views.h"
+
+namespace twinscope::exporters {
+namespace {
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE summary (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE strings (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE kernels (id INTEGER PRIMARY KEY, )sql" TWINSCOPE_SQLITE_KERNEL_COLUMNS R"sql(, launch_id INTEGER);
+CREATE TABLE launches (
+  id INTEGER PRIMARY KEY, side TEXT NOT NULL, seq INTEGER, kernel TEXT, demangled TEXT,
+  key_path TEXT, key_ordinal INTEGER, key_hash INTEGER,
+  grid_x INTEGER, grid_y INTEGER, grid_z INTEGER, block_x INTEGER, block_y INTEGER, block_z INTEGER,
+  cpu_ns INTEGER, stream INTEGER, device INTEGER, graph INTEGER,
+  start_ns INTEGER, end_ns INTEGER, duration_ns INTEGER, overlapped INTEGER,
+  blocks_expected INTEGER, blocks_seen INTEGER, blocks_working INTEGER, sms_used INTEGER,
+  blocks_per_sm_min INTEGER, blocks_per_sm_median INTEGER, blocks_per_sm_max INTEGER,
+  inversions INTEGER, kendall_tau REAL, straggler_block INTEGER, straggler_sm INTEGER,
+  first_enter_ns INTEGER, last_exit_ns INTEGER, span_ns INTEGER, tail_ns INTEGER, block_p50_ns INTEGER,
+  match_id INTEGER);
+CREATE TABLE matches (
+  id INTEGER PRIMARY KEY, shadow_launch INTEGER NOT NULL, primary_launch INTEGER NOT NULL, kind TEXT NOT NULL,
+  shape_differs INTEGER NOT NULL, ambiguous INTEGER NOT NULL, top_range TEXT);
+CREATE TABLE blocks (
+  launch_id INTEGER, launch_seq INTEGER, enter_ns INTEGER, exit_ns INTEGER, duration_ns INTEGER,
+  rel_enter_ns INTEGER, rel_exit_ns INTEGER, block_linear INTEGER, block_order INTEGER,
+  x INTEGER, y INTEGER, z INTEGER, sm INTEGER);
+CREATE TABLE drift (range TEXT, exact INTEGER, time_only INTEGER, unmatched INTEGER, shape_differs INTEGER);
+CREATE TABLE steps (range TEXT, kernels INTEGER, kernel_ns INTEGER, target_ns INTEGER);
+CREATE TABLE why_slow_groups (
+  id INTEGER PRIMARY KEY, kernel TEXT, grid_x INTEGER, grid_y INTEGER, grid_z INTEGER,
+  block_x INTEGER, block_y INTEGER, block_z INTEGER, launches INTEGER, median_duration_ns INTEGER,
+  reference_match INTEGER);
+CREATE TABLE why_slow (
+  group_id INTEGER, match_id INTEGER, duration_ns INTEGER, ratio REAL, verdicts TEXT, text TEXT);
+)sql";
+
+constexpr const char* kIndexesAndViews = R"sql(
+CREATE INDEX kernels_start ON kernels(start_ns);
+CREATE INDEX kernels_launch ON kernels(launch_id);
+CREATE INDEX kernels_name ON kernels(name_id);
+CREATE INDEX launches_seq ON launches(side, seq);
+CREATE INDEX launches_key ON launches(key_hash);
+CREATE INDEX matches_primary ON matches(primary_launch);
+CREATE INDEX matches_shadow ON matches(shadow_launch);
+CREATE INDEX blocks_launch ON blocks(launch_id);
+CREATE INDEX blocks_sm ON blocks(sm);
+CREATE INDEX why_slow_match ON why_slow(match_id);
+CREATE VIEW kernels_named AS
+  SELECT k.*, COALESCE(d.value, n.value) AS name, n.value AS mangled_name, p.value AS key_path,
+         substr(p.value, 1, instr(p.value || '/', '/') - 1) AS top_range
+  FROM kernels k LEFT JOIN strings n ON n.id = k.name_id LEFT JOIN strings d ON d.id = k.demangled_id
+  LEFT JOIN strings p ON p.id = k.key_path_id;
+CREATE VIEW matched_launches AS
+  SELECT m.id AS match_id, m.kind, m.shape_differs, m.ambiguous, m.top_range,
+         COALESCE(p.demangled, p.kernel) AS kernel, s.key_path, s.key_ordinal,
+         p.id AS primary_launch, p.start_ns, p.end_ns, p.duration_ns, p.stream, p.overlapped,
+         s.id AS shadow_launch, s.seq AS shadow_seq, s.blocks_expected, s.blocks_seen, s.blocks_working,
+         s.sms_used, s.blocks_per_sm_min, s.blocks_per_sm_median, s.blocks_per_sm_max, s.kendall_tau,
+         s.straggler_block, s.straggler_sm, s.span_ns, s.tail_ns,
+         CASE WHEN s.span_ns > 0 THEN 1.0 * s.tail_ns / s.span_ns END AS tail_share
+  FROM matches m JOIN launches p ON p.id = m.primary_launch JOIN launches s ON s.id = m.shadow_launch;
+CREATE VIEW blocks_on_primary AS
+  SELECT b.*, m.id AS match_id,
+         p.start_ns + CAST((b.enter_ns - s.first_enter_ns) * 1.0 * p.duration_ns / s.span_ns AS INTEGER)
+           AS primary_enter_ns,
+         p.start_ns + CAST((b.exit_ns - s.first_enter_ns) * 1.0 * p.duration_ns / s.span_ns AS INTEGER)
+           AS primary_exit_ns
+  FROM blocks b JOIN launches s ON s.id = b.launch_id JOIN matches m ON m.shadow_launch = s.id
+  JOIN launches p ON p.id = m.primary_launch
+  WHERE s.span_ns > 0 AND p.duration_ns IS NOT NULL AND b.duration_ns IS NOT NULL;
+)sql";
+
+std::string TopLevel(const std::string& path) { return path.substr(0, path.find('/')); }
+
+std::string Dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+std::string Joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+
+// The primary's kernel records, each tied to the target launch it is.
+class KernelSink : public RecordSink {
+ public:
+  KernelSink(Db& db, const join::JoinedModel& m) : db_(db) {
+    stmt_ = db.Prepare(("INSERT INTO kernels VALUES " + Placeholders(kKernelColumnCount + 2)).c_str());
+    for (size_t i = 0; i < m.primary.size(); ++i)
+      if (m.primary[i].have_kernel) launch_of_.emplace(SpotOf(m.primary[i]), i);
+  }
+  void OnKernel(const KernelRecord& r) override {
+    const bool v = ValidSpan(r.start_ns, r.end_ns, r.flags);
+    if (!v) ++invalid;
+    auto it = v ? launch_of_.find(SpotOf(r)) : launch_of_.end();
+    Row row(stmt_);
+    row.I(id_++);
+    BindKernel(row, r, v).Opt(it != launch_of_.end(), it != launch_of_.end() ? it->second : 0);
+    db_.Step(stmt_);
+  }
+  uint64_t invalid = 0;
+
+ private:
+  Db& db_;
+  sqlite3_stmt* stmt_;
+  uint64_t id_ = 0;
+  std::unordered_map<KernelSpot, size_t, KernelSpotHash> launch_of_;  // -> launches.id
+};
+
+// The shadow's block records, each tied to its launch (times also relative
+// to the launch's first block entry).
+class BlockSink : public RecordSink {
+ public:
+  BlockSink(Db& db, const join::JoinedModel& m) : db_(db) {
+    stmt_ = db.Prepare(("INSERT INTO blocks VALUES " + Placeholders(13)).c_str());
+    for (size_t j = 0; j < m.shadow.size(); ++j)
+      launches_.emplace(m.shadow[j].seq, std::make_pair(m.primary.size() + j, m.shadow[j].blocks.first_enter_ns));
+  }
+  void OnBlock(const BlockRecord& r) override {
+    const bool v = ValidSpan(r.enter_ns, r.exit_ns);
+    if (!v) ++invalid;
+    auto it = launches_.find(r.launch_seq);
+    const bool known = it != launches_.end();
+    const uint64_t t0 = known ? it->second.second : 0;
+    Row(stmt_)
+        .Opt(known, known ? it->second.first : 0)
+        .I(r.launch_seq)
+        .I(r.enter_ns)
+        .I(r.exit_ns)
+        .Opt(v, r.exit_ns - r.enter_ns)
+        .Opt(v && known && t0, r.enter_ns - t0)
+        .Opt(v && known && t0, r.exit_ns - t0)
+        .I(r.block_linear)
+        .I(r.order)
+        .I(r.x)
+        .I(r.y)
+        .I(r.z)
+        .I(r.sm);
+    db_.Step(stmt_);
+    ++blocks;
+  }
+  uint64_t invalid = 0, blocks = 0;
+
+ private:
+  Db& db_;
+  sqlite3_stmt* stmt_;
+  std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> launches_;  // seq -> (launches.id, first enter)
+};
+
+void WriteModel(Db& db, const join::JoinedModel& m) {
+  const size_t P = m.primary.size();
+  std::vector<int64_t> match_of_primary(P, -1), match_of_shadow(m.shadow.size(), -1);
+  for (size_t i = 0; i < m.matches.size(); ++i) {
+    match_of_primary[m.matches[i].primary] = static_cast<int64_t>(i);
+    match_of_shadow[m.matches[i].shadow] = static_cast<int64_t>(i);
+  }
+  sqlite3_stmt* launch = db.Prepare(("INSERT INTO launches VALUES " + Placeholders(39)).c_str());
+  for (size_t i = 0; i < P; ++i) {
+    const join::PrimaryLaunch& p = m.primary[i];
+    Row row(launch);
+    row.I(i).Text("primary").Null().Text(p.kernel);
+    if (p.demangled.empty()) {
+      row.Null();
+    } else {
+      row.Text(p.demangled);
+    }
+    row.Text(p.path).I(p.ordinal).I(p.hash).Dims(p.grid).Dims(p.block);
+    row.Opt(p.cpu_ns != 0, p.cpu_ns).I(p.stream).I(p.device).I(p.graph);
+    row.Opt(p.have_kernel, p.start_ns).Opt(p.have_kernel, p.end_ns).Opt(p.have_kernel, p.end_ns - p.start_ns);
+    row.I(p.overlapped);
+    for (int k = 0; k < 16; ++k) row.Null();
+    row.Opt(match_of_primary[i] >= 0, static_cast<uint64_t>(match_of_primary[i]));
+    db.Step(launch);
+  }
+  for (size_t j = 0; j < m.shadow.size(); ++j) {
+    const join::ShadowLaunch& s = m.shadow[j];
+    const auto& b = s.blocks;
+    Row row(launch);
+    row.I(P + j).Text("shadow").I(s.seq).Text(s.kernel).Null();
+    row.Text(s.path).I(s.ordinal).I(s.hash).Dims(s.grid).Dims(s.block);
+    row.I(s.cpu_ns).I(s.stream).Null().Null();
+    row.Null().Null().Null().Null();
+    row.I(b.blocks_expected).I(b.blocks_seen).I(s.blocks_working).I(b.sms_used);
+    row.I(b.blocks_per_sm_min).I(b.blocks_per_sm_median).I(b.blocks_per_sm_max);
+    if (std::isnan(b.kendall_tau)) {
+      row.I(b.inversions).Null();
+    } else {
+      row.I(b.inversions).Real(b.kendall_tau);
+    }
+    const bool have = b.blocks_seen > b.invalid_times;
+    row.Opt(have, b.straggler.block_linear).Opt(have, b.straggler.sm);
+    row.Opt(have, b.first_enter_ns).Opt(have, b.last_exit_ns).I(b.span_ns).I(b.tail_ns).I(b.block_duration_p50_ns);
+    row.Opt(match_of_shadow[j] >= 0, static_cast<uint64_t>(match_of_shadow[j]));
+    db.Step(launch);
+  }
+
+  sqlite3_stmt* match = db.Prepare(("INSERT INTO matches VALUES " + Placeholders(7)).c_str());
+  for (size_t i = 0; i < m.matches.size(); ++i) {
+    const join::Match& mt = m.matches[i];
+    Row(match)
+        .I(i)
+        .I(P + mt.shadow)
+        .I(mt.primary)
+        .Text(join::MatchKindName(mt.kind))
+        .I(mt.shape_differs)
+        .I(mt.ambiguous)
+        .Text(TopLevel(m.shadow[mt.shadow].path));
+    db.Step(match);
+  }
+  sqlite3_stmt* drift = db.Prepare(("INSERT INTO drift VALUES " + Placeholders(5)).c_str());
+  for (const auto& d : m.drift) {
+    Row(drift).Text(d.range).I(d.exact).I(d.time_only).I(d.unmatched).I(d.shape_differs);
+    db.Step(drift);
+  }
+  sqlite3_stmt* step = db.Prepare(("INSERT INTO steps VALUES " + Placeholders(4)).c_str());
+  for (const auto& s : m.steps) {
+    Row(step).Text(s.range).I(s.kernels).I(s.kernel_ns).I(s.target_ns);
+    db.Step(step);
+  }
+  sqlite3_stmt* group = db.Prepare(("INSERT INTO why_slow_groups VALUES " + Placeholders(11)).c_str());
+  sqlite3_stmt* slow = db.Prepare(("INSERT INTO why_slow VALUES " + Placeholders(6)).c_str());
+  for (size_t g = 0; g < m.groups.size(); ++g) {
+    const join::ShapeGroup& sg = m.groups[g];
+    Row(group).I(g).Text(sg.kernel).Dims(sg.grid).Dims(sg.block).I(sg.launches).I(sg.median_dur_ns).I(sg.reference);
+    db.Step(group);
+    for (const auto& sl : sg.slow) {
+      Row(slow)
+          .I(g)
+          .I(sl.match)
+          .I(sl.dur_ns)
+          .Real(sl.ratio)
+          .Text(Joined(join::VerdictNames(sl.verdicts)))
+          .Text(sl.text);
+      db.Step(slow);
+    }
+  }
+
+  const join::Summary& s = m.summary;
+  sqlite3_stmt* sum = db.Prepare("INSERT INTO summary VALUES (?,?)");
+  for (const auto& [name, value] :
+       std::vector<std::pair<const char*, uint64_t>>{{"shadow_launches", s.shadow_launches},
+                                                     {"exact", s.exact},
+                                                     {"exact_shape_differs", s.exact_shape_differs},
+                                                     {"exact_ambiguous", s.exact_ambiguous},
+                                                     {"time_only", s.time_only},
+                                                     {"unmatched_shadow", s.unmatched_shadow},
+                                                     {"primary_target_launches", s.primary_target_launches},
+                                                     {"primary_target_unmatched", s.primary_target_unmatched},
+                                                     {"primary_target_without_kernel", s.primary_target_without_kernel},
+                                                     {"time_only_evaluated", s.time_only_evaluated},
+                                                     {"time_only_agree", s.time_only_agree},
+                                                     {"overlapped_primary_kernels", s.overlapped_primary_kernels}}) {
+    Row(sum).Text(name).I(value);
+    db.Step(sum);
+  }
+}
+
+}  // namespace
+
+StatusOr<ExportResult> ExportJoinSqlite(const join::JoinedModel& m, const std::string& out) {
+  std::string error;
+  auto primary = TraceReader::Open(m.primary_path, &error);
+  if (!primary) return Status::Error("primary: " + error);
+  auto shadow = TraceReader::Open(m.shadow_path, &error);
+  if (!shadow) return Status::Error("shadow: " + error);
+  if (unlink(out.c_str()) != 0 && errno != ENOENT)
+    return Status::Error("cannot replace " + out + ": " + std::strerror(errno));
+  ExportResult result;
+  try {
+    Db db(out);
+    db.Exec(kBulkLoadPragmas);
+    db.Exec(kSchema);
+    db.Exec("BEGIN");
+    WriteModel(db, m);
+    KernelSink kernels(db, m);
+    const ReadReport prep = primary->Read(kernels);
+    BlockSink blocks(db, m);
+    const ReadReport srep = shadow->Read(blocks);
+    result.report = prep;
+    result.records = prep.records + srep.records;
+
+    sqlite3_stmt* str = db.Prepare("INSERT INTO strings VALUES (?,?)");
+    for (const auto& [id, value] : primary->strings()) {
+      Row(str).I(id).Text(value);
+      db.Step(str);
+    }
+    sqlite3_stmt* meta = db.Prepare("INSERT INTO meta VALUES (?,?)");
+    auto put = [&](const char* key, const std::string& value) {
+      Row(meta).Text(key).Text(value);
+      db.Step(meta);
+    };
+    put("format", "twinscope-join-sqlite");
+    put("version", "1");
+    put("primary", m.primary_path);
+    put("shadow", m.shadow_path);
+    put("primary_header", Dump(primary->header()));
+    put("shadow_header", Dump(shadow->header()));
+    put("primary_read_end", ReadEndName(prep.end));
+    put("shadow_read_end", ReadEndName(srep.end));
+    put("concurrent", m.options.concurrent ? "1" : "0");
+    put("primary_t0_ns", std::to_string(m.primary_t0_ns));
+    put("target_kernels", Dump(m.summary.target_kernels));
+    put("warnings", Dump(m.warnings));
+    put("block_times",
+        "blocks.enter_ns/exit_ns are the shadow's GPU clock, stretched by instrumentation; blocks_on_primary scales "
+        "them onto the primary kernel's interval");
+    db.Exec("COMMIT");
+    db.Exec(kIndexesAndViews);
+    result.written = db.rows;
+    if (kernels.invalid)
+      result.warnings.push_back(std::to_string(kernels.invalid) +
+                                " primary kernels have invalid timestamps (invalid_timestamp = 1 / duration_ns NULL)");
+    if (blocks.invalid)
+      result.warnings.push_back(std::to_string(blocks.invalid) +
+                                " shadow blocks have invalid times (duration_ns NULL)");
+    AddReadWarnings(prep, &result.warnings);
+    std::vector<std::string> shadow_warnings;
+    AddReadWarnings(srep, &shadow_warnings);
+    for (const auto& w : shadow_warnings) result.warnings.push_back("shadow: " + w);
+  } catch (const std::exception& e) {
+    return Status::Error(e.what());
+  }
+  return result;
+}
+
+}  // namespace twinscope::exporters
+
+#else  // !TWINSCOPE_HAVE_SQLITE
+
+namespace twinscope::exporters {
+
+StatusOr<ExportResult> ExportJoinSqlite(const join::JoinedModel&, const std::string&) {
+  return Status::Error(
+      "this twinscope was built without SQLite (TWINSCOPE_WITH_SQLITE=OFF: sqlite3.h was not available); rebuild with "
+      "libsqlite3-dev installed");
+}
+
+}  // namespace twinscope::exporters
+
+#endif

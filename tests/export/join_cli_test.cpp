@@ -1,0 +1,101 @@
+// The joined views through the `twinscope` binary: `join -o DIR` writes the
+// Perfetto trace and the database beside join.json and prints their paths;
+// `export DIR --format ...` on a twin/join folder writes the joined views,
+// with bounds from the command line.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "export/join/join_export.h"
+#include "join_scene.h"
+
+namespace twinscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+Outcome Twinscope(const std::string& dir, const std::string& args) {
+  const std::string out = dir + "/cli.out", err = dir + "/cli.err";
+  const int status = std::system((std::string(TWINSCOPE_BIN) + " " + args + " >" + out + " 2>" + err).c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(out), Slurp(err)};
+}
+
+class JoinCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::SceneDir("cli");
+    testing::WriteOptions o;
+    o.other_kernels = {"_Z4gemmv"};
+    testing::WriteTwin(dir_, testing::SceneLaunches(), o);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string dir_;
+};
+
+TEST_F(JoinCli, JoinWritesEveryViewItHas) {
+  const std::string out = dir_ + "/out";
+  fs::create_directories(out);
+  Outcome r = Twinscope(dir_, "join " + dir_ + "/primary.tsc " + dir_ + "/shadow.tsc -o " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("joined model: " + out + "/join.json"), std::string::npos) << r.out;
+  if (exporters::PerfettoAvailable()) {
+    EXPECT_NE(r.out.find("timeline (open in https://ui.perfetto.dev): " + out + "/join.perfetto-trace"),
+              std::string::npos)
+        << r.out;
+    EXPECT_GT(fs::file_size(out + "/join.perfetto-trace"), 0u);
+  } else {
+    EXPECT_NE(r.out.find("built without the Perfetto exporter"), std::string::npos) << r.out;
+  }
+  if (exporters::SqliteAvailable()) {
+    EXPECT_NE(r.out.find("database (docs/sqlite-schema.md): " + out + "/join.sqlite"), std::string::npos) << r.out;
+    EXPECT_GT(fs::file_size(out + "/join.sqlite"), 0u);
+  }
+}
+
+TEST_F(JoinCli, ExportOfATwinFolder) {
+  Outcome r = Twinscope(dir_, "export " + dir_ + " --format chrome --max-block-launches 2 -o " + dir_ + "/j.json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("joined run"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("blocks of 2 launches drawn (16 blocks), 3 launches as spans only"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("warning: blocks drawn for 2 of 5 launches"), std::string::npos) << r.err;
+  auto doc = nlohmann::json::parse(Slurp(dir_ + "/j.json"));
+  EXPECT_EQ(doc["otherData"]["join"]["launches_drawn_with_blocks"], 2);
+
+  r = Twinscope(dir_, "export " + dir_ + " --format perfetto -o " + dir_ + "/j.perfetto-trace");
+  if (exporters::PerfettoAvailable()) {
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find("blocks of 5 launches drawn (40 blocks)"), std::string::npos) << r.err;
+  } else {
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("built without the Perfetto exporter"), std::string::npos) << r.err;
+  }
+  r = Twinscope(dir_, "export " + dir_ + " --format sqlite -o " + dir_ + "/j.sqlite");
+  EXPECT_EQ(r.code, exporters::SqliteAvailable() ? 0 : 1) << r.err;
+
+  // A single trace still exports as before, and to Perfetto.
+  r = Twinscope(dir_, "export " + dir_ + "/primary.tsc --format perfetto -o " + dir_ + "/p.perfetto-trace");
+  EXPECT_EQ(r.code, exporters::PerfettoAvailable() ? 0 : 1) << r.err;
+  r = Twinscope(dir_, "export " + dir_ + "/missing --format chrome -o " + dir_ + "/x");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("missing"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace twinscope

@@ -1,0 +1,274 @@
+// Golden tests of the joined views' Chrome JSON and SQLite outputs over the
+// scene of join_scene.h: the output is rendered as canonical text (paths and
+// the long kernel name left out) and compared with tests/export/golden/.
+// TWINSCOPE_UPDATE_GOLDEN=1 rewrites the golden files; each one was checked by
+// hand against the values the scene sets (see the asserts next to each).
+#include "export/join/join_export.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <tuple>
+
+#include "export/chrome_json.h"
+#include "join_scene.h"
+
+#ifndef TWINSCOPE_NO_SQLITE
+#include <sqlite3.h>
+#endif
+
+namespace twinscope::exporters {
+namespace {
+
+using nlohmann::json;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Compares `text` with the golden file `name`, or rewrites it on request.
+void ExpectGolden(const std::string& name, const std::string& text) {
+  const std::string path = std::string(TWINSCOPE_GOLDEN_DIR) + "/" + name;
+  if (std::getenv("TWINSCOPE_UPDATE_GOLDEN")) {
+    std::ofstream(path, std::ios::binary) << text;
+    GTEST_SKIP() << "rewrote " << path;
+  }
+  const std::string golden = Slurp(path);
+  ASSERT_FALSE(golden.empty()) << path << " is missing (TWINSCOPE_UPDATE_GOLDEN=1 writes it)";
+  if (golden == text) return;
+  // The first differing line, for the failure message.
+  std::istringstream a(golden), b(text);
+  std::string la, lb;
+  for (int line = 1;; ++line) {
+    const bool ga = static_cast<bool>(std::getline(a, la)), gb = static_cast<bool>(std::getline(b, lb));
+    if (!ga && !gb) break;
+    if (la != lb || ga != gb) {
+      ADD_FAILURE() << name << " differs at line " << line << ":\n  golden: " << (ga ? la : "<end>")
+                    << "\n  output: " << (gb ? lb : "<end>");
+      return;
+    }
+  }
+}
+
+std::string Shorten(std::string s) {
+  const std::string k = testing::SceneKernel();
+  for (size_t at = s.find(k); at != std::string::npos; at = s.find(k)) s.replace(at, k.size(), "K");
+  return s;
+}
+
+class JoinExport : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::SceneDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    model_ = testing::WriteAndJoinScene(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+  join::JoinedModel model_;
+};
+
+// The events the join adds (block processes, kernel-to-launch flows) and the
+// primary's kernels, one line each, sorted.
+std::string RenderChrome(const json& doc) {
+  std::vector<std::tuple<int64_t, int64_t, double, std::string>> lines;  // sorted by pid, tid, ts
+  for (const auto& e : doc["traceEvents"]) {
+    const int64_t pid = e.value("pid", int64_t{0});
+    const std::string cat = e.value("cat", std::string());
+    const bool joined = pid >= kBlocksPidBase || (cat == "flow" && e.value("name", "") == "shadow launch");
+    if (!joined && cat != "kernel") continue;
+    std::ostringstream l;
+    l << e.value("ph", "?") << " pid=" << pid << " tid=" << e.value("tid", int64_t{0});
+    if (e.contains("ts")) l << " ts=" << e["ts"].dump();
+    if (e.contains("dur")) l << " dur=" << e["dur"].dump();
+    if (e.contains("id")) l << " id=" << e["id"].dump();
+    l << " " << cat << " " << Shorten(e.value("name", ""));
+    if (e.contains("args")) {
+      json args = e["args"];
+      args.erase("key_hash");  // hashes of the long name: checked by the join tests
+      l << " " << Shorten(args.dump());
+    }
+    lines.emplace_back(pid, e.value("tid", int64_t{0}), e.value("ts", 0.0), l.str());
+  }
+  std::sort(lines.begin(), lines.end());
+  std::string text;
+  for (const auto& l : lines) text += std::get<3>(l) + "\n";
+  json join = doc["otherData"]["join"];
+  join.erase("primary");
+  join.erase("shadow");
+  return text + "otherData.join " + join.dump() + "\n";
+}
+
+TEST_F(JoinExport, ChromeGolden) {
+  const std::string out = dir_ + "/join.json";
+  auto r = ExportJoinChrome(model_, out);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  std::ifstream f(out);
+  const json doc = json::parse(f);
+  EXPECT_EQ(r->written, doc["traceEvents"].size());
+  EXPECT_EQ(r->blocks.blocks_drawn, 40u);
+  EXPECT_EQ(r->blocks.launches_drawn, 5u);
+
+  // Hand-checked facts the golden holds: step#0's kernel at 2.000-12.000 us
+  // (base 1,000,000 ns), its launch span equal to it and flowed to from it,
+  // block 1 scaled to 2.588-8.470 us on SM 1 (tid 2000).
+  int spans = 0, flows_out = 0, flows_in = 0;
+  bool block1 = false;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e.value("cat", "") == "shadow_launch") {
+      ++spans;
+      EXPECT_GE(e["pid"].get<int64_t>(), kBlocksPidBase);
+    }
+    if (e.value("name", "") == "shadow launch") (e["ph"] == "s" ? flows_out : flows_in)++;
+    if (e.value("name", "") == "block 1" && e["ts"].get<double>() < 12.0) {
+      block1 = true;
+      EXPECT_DOUBLE_EQ(e["ts"].get<double>(), 2.588);
+      EXPECT_DOUBLE_EQ(e["dur"].get<double>(), 5.882);
+      EXPECT_EQ(e["tid"], 2000);
+    }
+  }
+  EXPECT_EQ(spans, 5);
+  EXPECT_EQ(flows_out, 5);
+  EXPECT_EQ(flows_in, 5);
+  EXPECT_TRUE(block1);
+  ExpectGolden("join_chrome.txt", RenderChrome(doc));
+}
+
+TEST_F(JoinExport, ChromeBoundsAreStated) {
+  const std::string out = dir_ + "/join.json";
+  auto r = ExportJoinChrome(model_, out, BlockBounds{1, 100});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->blocks.launches_drawn, 1u);
+  EXPECT_EQ(r->blocks.launches_over_bounds, 4u);
+  std::ifstream f(out);
+  const json doc = json::parse(f);
+  EXPECT_EQ(doc["otherData"]["join"]["launches_over_bounds"], 4);
+  EXPECT_EQ(doc["otherData"]["join"]["blocks_drawn"], 8);
+  bool named = false;
+  for (const auto& e : doc["traceEvents"])
+    if (e.value("name", "") == "process_name" && e["pid"] == kBlocksPidBase)
+      named = e["args"]["name"] ==
+              "GPU 0 thread blocks by SM (shadow, scaled onto primary kernels; blocks of 1 of 5 launches)";
+  EXPECT_TRUE(named);
+}
+
+#ifndef TWINSCOPE_NO_SQLITE
+
+// Query results as text lines ("|" between columns, NULL for null).
+class Db {
+ public:
+  explicit Db(const std::string& path) { sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr); }
+  ~Db() { sqlite3_close(db_); }
+  std::string Rows(const std::string& sql) {
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr) != SQLITE_OK) {
+      ADD_FAILURE() << sql << ": " << sqlite3_errmsg(db_);
+      return "";
+    }
+    std::string out;
+    while (sqlite3_step(s) == SQLITE_ROW) {
+      for (int i = 0; i < sqlite3_column_count(s); ++i) {
+        const unsigned char* t = sqlite3_column_text(s, i);
+        out += (i ? "|" : "") + std::string(t ? reinterpret_cast<const char*>(t) : "NULL");
+      }
+      out += "\n";
+    }
+    sqlite3_finalize(s);
+    return out;
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+TEST_F(JoinExport, SqliteGolden) {
+  const std::string out = dir_ + "/join.sqlite";
+  auto r = ExportJoinSqlite(model_, out);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  Db db(out);
+  // Hand-checked facts the golden holds.
+  EXPECT_EQ(db.Rows("SELECT count(*) FROM launches WHERE side = 'primary'"), "5\n");
+  EXPECT_EQ(db.Rows("SELECT count(*) FROM launches WHERE side = 'shadow'"), "5\n");
+  EXPECT_EQ(db.Rows("SELECT kind, count(*) FROM matches GROUP BY kind ORDER BY kind"), "exact|4\ntime|1\n");
+  EXPECT_EQ(db.Rows("SELECT count(*) FROM kernels"), "10\n");  // 5 targets + 5 gemm
+  EXPECT_EQ(db.Rows("SELECT count(*) FROM kernels WHERE launch_id IS NOT NULL"), "5\n");
+  EXPECT_EQ(db.Rows("SELECT count(*) FROM blocks"), "40\n");
+  EXPECT_EQ(db.Rows("SELECT key_path, straggler_block, straggler_sm FROM matched_launches ORDER BY duration_ns DESC "
+                    "LIMIT 1"),
+            "step#2|5|1\n");
+  // The scaled view puts step#0's block 1 where the timeline does (2,588 ns after the base).
+  EXPECT_EQ(db.Rows("SELECT primary_enter_ns - 1000000, primary_exit_ns - 1000000 FROM blocks_on_primary b JOIN "
+                    "launches s ON s.id = b.launch_id WHERE s.key_path = 'step#0' AND b.block_linear = 1"),
+            "2588|8470\n");
+
+  std::string text;
+  auto section = [&](const std::string& title, const std::string& sql) {
+    text += "-- " + title + "\n" + Shorten(db.Rows(sql));
+  };
+  section("summary", "SELECT * FROM summary ORDER BY name");
+  section("launches",
+          "SELECT id, side, seq, kernel, demangled, key_path, key_ordinal, grid_x, grid_y, grid_z, block_x, cpu_ns, "
+          "stream, device, graph, start_ns, end_ns, duration_ns, overlapped, blocks_expected, blocks_seen, "
+          "blocks_working, sms_used, blocks_per_sm_min, blocks_per_sm_median, blocks_per_sm_max, inversions, "
+          "kendall_tau, straggler_block, straggler_sm, first_enter_ns, last_exit_ns, span_ns, "
+          "tail_ns, block_p50_ns, match_id FROM launches ORDER BY id");
+  section("matches", "SELECT * FROM matches ORDER BY id");
+  section("drift", "SELECT * FROM drift");
+  section("steps", "SELECT * FROM steps");
+  section("why_slow_groups", "SELECT * FROM why_slow_groups");
+  section("why_slow", "SELECT group_id, match_id, duration_ns, printf('%.3f', ratio), verdicts, text FROM why_slow");
+  section("kernels",
+          "SELECT id, start_ns, end_ns, duration_ns, invalid_timestamp, stream, correlation_id, name, key_path, "
+          "top_range, key_ordinal, launch_id FROM kernels_named ORDER BY id");
+  section("blocks of step#2",
+          "SELECT b.* FROM blocks b JOIN launches s ON s.id = b.launch_id "
+          "WHERE s.key_path = 'step#2' ORDER BY block_order");
+  // The example queries of docs/sqlite-schema.md.
+  section("doc: slowest target launches with their block structure",
+          "SELECT kernel, key_path, duration_ns, blocks_seen, sms_used, printf('%.2f', kendall_tau), "
+          "straggler_block, straggler_sm, printf('%.2f', tail_share), kind FROM matched_launches "
+          "ORDER BY duration_ns DESC LIMIT 3");
+  section("doc: every block of the slowest launch",
+          "SELECT b.block_linear, b.sm, b.block_order, b.rel_enter_ns, b.rel_exit_ns, b.primary_enter_ns, "
+          "b.primary_exit_ns FROM blocks_on_primary b WHERE b.match_id = (SELECT match_id FROM matched_launches "
+          "ORDER BY duration_ns DESC LIMIT 1) ORDER BY b.block_order");
+  section("doc: drift by step",
+          "SELECT range, exact, time_only, unmatched, shape_differs, exact + time_only + unmatched AS launches FROM "
+          "drift ORDER BY time_only + unmatched + shape_differs DESC, range");
+  section("doc: kernel time per step",
+          "SELECT top_range, count(*), sum(duration_ns), sum(CASE WHEN launch_id IS NOT NULL THEN duration_ns END) "
+          "FROM kernels_named WHERE invalid_timestamp = 0 GROUP BY top_range ORDER BY top_range");
+  section("meta",
+          "SELECT key, value FROM meta WHERE key IN ('format', 'version', 'primary_read_end', "
+          "'shadow_read_end', 'concurrent', 'primary_t0_ns', 'warnings') ORDER BY key");
+  ExpectGolden("join_sqlite.txt", text);
+}
+
+TEST_F(JoinExport, SqliteReplacesAFileAndSaysWhereTheShadowWasCut) {
+  // A killed shadow: the database holds what it left, and says so.
+  const std::string out = dir_ + "/join.sqlite";
+  std::ofstream(out) << "not a database";
+  testing::WriteOptions o;
+  o.shadow_keep_fraction = 0.6;
+  auto f = testing::WriteTwin(dir_ + "/cut", testing::SceneLaunches(), o);
+  auto m = join::JoinTraces(f.primary, f.shadow);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  auto r = ExportJoinSqlite(*m, out);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  Db db(out);
+  EXPECT_NE(db.Rows("SELECT value FROM meta WHERE key = 'shadow_read_end'"), "complete\n");
+  EXPECT_EQ(db.Rows("SELECT count(*) FROM launches WHERE side = 'shadow'"), std::to_string(m->shadow.size()) + "\n");
+  bool said = false;
+  for (const auto& w : r->warnings) said = said || w.rfind("shadow: the trace read ended", 0) == 0;
+  EXPECT_TRUE(said);
+}
+
+#endif  // TWINSCOPE_NO_SQLITE
+
+}  // namespace
+}  // namespace twinscope::exporters

@@ -1,0 +1,486 @@
+// The Perfetto exporter, read back with the same generated classes and a
+// decoder written here that follows the rules trace_processor applies: interned
+// ids defined before use on the sequence (first packet clears the state),
+// slices paired by track after sorting by (timestamp, file position), flows
+// matched by id. (Perfetto's own trace_processor is not a Debian package, so
+// it is not used here.)
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "export/join/join_export.h"
+#include "export/join/perfetto_trace.pb.h"
+#include "join_scene.h"
+#include "sample_trace.h"
+
+namespace twinscope::exporters {
+namespace {
+
+using pftrace::TrackEvent;
+
+struct Arg {
+  std::string name;
+  std::string text;  // value as text (strings resolved through interning)
+};
+
+struct Slice {
+  uint64_t track = 0;
+  uint64_t ts = 0, dur = 0;
+  bool instant = false;
+  std::string name, category;
+  std::vector<Arg> args;
+  std::vector<uint64_t> flows_out, flows_in;
+  int depth = 0;
+  std::string ArgText(const std::string& n) const {
+    for (const auto& a : args)
+      if (a.name == n) return a.text;
+    return "<none>";
+  }
+};
+
+struct Track {
+  uint64_t uuid = 0, parent = 0;
+  std::string name;
+  int32_t rank = 0;
+  bool process = false, thread = false;
+  int64_t pid = 0, tid = 0;
+};
+
+// A trace as trace_processor would see it, or the reason it would not.
+struct Decoded {
+  std::map<uint64_t, Track> tracks;
+  std::vector<Slice> slices;                    // begin/end pairs and instants, in (track, ts) order
+  std::map<std::string, int> name_definitions;  // how often each event name was interned
+  size_t packets = 0;
+  std::vector<std::string> errors;
+
+  // Slices on every track of that name (lanes of one visual track), by time.
+  std::vector<const Slice*> On(const std::string& track_name) const {
+    std::vector<const Slice*> v;
+    for (const auto& s : slices)
+      if (tracks.count(s.track) && tracks.at(s.track).name == track_name) v.push_back(&s);
+    std::stable_sort(v.begin(), v.end(), [](const Slice* a, const Slice* b) { return a->ts < b->ts; });
+    return v;
+  }
+  std::vector<const Slice*> Named(const std::string& name) const {
+    std::vector<const Slice*> v;
+    for (const auto& s : slices)
+      if (s.name == name) v.push_back(&s);
+    return v;
+  }
+  const Track* TrackNamed(const std::string& name) const {
+    for (const auto& [u, t] : tracks)
+      if (t.name == name) return &t;
+    return nullptr;
+  }
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+Decoded Decode(const std::string& path) {
+  Decoded d;
+  pftrace::Trace trace;
+  if (!trace.ParseFromString(ReadFile(path))) {
+    d.errors.push_back("not a valid Trace message");
+    return d;
+  }
+  std::map<uint64_t, std::string> names, categories, annotation_names, strings;
+  struct Event {
+    uint64_t ts;
+    size_t index;
+    TrackEvent::Type type;
+    uint64_t track;
+    Slice s;
+  };
+  std::vector<Event> events;
+  bool state_valid = false;
+  for (int i = 0; i < trace.packet_size(); ++i) {
+    const auto& p = trace.packet(i);
+    ++d.packets;
+    if (p.trusted_packet_sequence_id() != 1) d.errors.push_back("packet without sequence id 1");
+    if (p.sequence_flags() & pftrace::TracePacket::SEQ_INCREMENTAL_STATE_CLEARED) {
+      names.clear(), categories.clear(), annotation_names.clear(), strings.clear();
+      state_valid = true;
+    }
+    if (i == 0 && !state_valid) d.errors.push_back("the first packet does not clear the incremental state");
+    const auto& in = p.interned_data();
+    auto define = [&](auto& table, uint64_t iid, const std::string& value, const char* what) {
+      if (iid == 0 || table.count(iid))
+        d.errors.push_back(std::string(what) + " iid " + std::to_string(iid) + " redefined");
+      table[iid] = value;
+    };
+    for (const auto& e : in.event_names()) {
+      define(names, e.iid(), e.name(), "event name");
+      ++d.name_definitions[e.name()];
+    }
+    for (const auto& e : in.event_categories()) define(categories, e.iid(), e.name(), "category");
+    for (const auto& e : in.debug_annotation_names()) define(annotation_names, e.iid(), e.name(), "annotation name");
+    for (const auto& e : in.debug_annotation_string_values()) define(strings, e.iid(), e.str(), "string value");
+    if (p.has_track_descriptor()) {
+      const auto& t = p.track_descriptor();
+      Track tr;
+      tr.uuid = t.uuid();
+      tr.parent = t.parent_uuid();
+      tr.rank = t.sibling_order_rank();
+      tr.name = t.name();
+      if (t.has_process()) tr.process = true, tr.pid = t.process().pid(), tr.name = t.process().process_name();
+      if (t.has_thread())
+        tr.thread = true, tr.pid = t.thread().pid(), tr.tid = t.thread().tid(), tr.name = t.thread().thread_name();
+      if (d.tracks.count(tr.uuid)) d.errors.push_back("track " + std::to_string(tr.uuid) + " described twice");
+      d.tracks[tr.uuid] = tr;
+    }
+    if (!p.has_track_event()) continue;
+    const auto& e = p.track_event();
+    if (!(p.sequence_flags() & pftrace::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE))
+      d.errors.push_back("event packet without SEQ_NEEDS_INCREMENTAL_STATE");
+    if (!d.tracks.count(e.track_uuid())) d.errors.push_back("event on a track not described before it");
+    Slice s;
+    s.track = e.track_uuid();
+    auto lookup = [&](const std::map<uint64_t, std::string>& table, uint64_t iid, const char* what) {
+      auto it = table.find(iid);
+      if (it == table.end()) {
+        d.errors.push_back(std::string(what) + " iid " + std::to_string(iid) + " used before it was defined");
+        return std::string("?");
+      }
+      return it->second;
+    };
+    if (e.has_name_iid()) s.name = lookup(names, e.name_iid(), "event name");
+    if (e.has_name()) s.name = e.name();
+    for (uint64_t c : e.category_iids()) s.category = lookup(categories, c, "category");
+    for (const auto& a : e.debug_annotations()) {
+      Arg arg{lookup(annotation_names, a.name_iid(), "annotation name"), ""};
+      if (a.has_uint_value()) arg.text = std::to_string(a.uint_value());
+      if (a.has_int_value()) arg.text = std::to_string(a.int_value());
+      if (a.has_bool_value()) arg.text = a.bool_value() ? "true" : "false";
+      if (a.has_double_value()) arg.text = std::to_string(a.double_value());
+      if (a.has_string_value()) arg.text = a.string_value();
+      if (a.has_string_value_iid()) arg.text = lookup(strings, a.string_value_iid(), "string value");
+      s.args.push_back(arg);
+    }
+    s.flows_out.assign(e.flow_ids().begin(), e.flow_ids().end());
+    s.flows_in.assign(e.terminating_flow_ids().begin(), e.terminating_flow_ids().end());
+    events.push_back({p.timestamp(), static_cast<size_t>(i), e.type(), e.track_uuid(), std::move(s)});
+  }
+  // trace_processor's order: timestamp, then position in the file.
+  std::stable_sort(events.begin(), events.end(),
+                   [](const Event& a, const Event& b) { return std::tie(a.ts, a.index) < std::tie(b.ts, b.index); });
+  std::map<uint64_t, std::vector<Slice>> open;
+  for (auto& ev : events) {
+    if (ev.type == TrackEvent::TYPE_INSTANT) {
+      ev.s.ts = ev.ts;
+      ev.s.instant = true;
+      ev.s.depth = static_cast<int>(open[ev.track].size());
+      d.slices.push_back(ev.s);
+    } else if (ev.type == TrackEvent::TYPE_SLICE_BEGIN) {
+      ev.s.ts = ev.ts;
+      ev.s.depth = static_cast<int>(open[ev.track].size());
+      open[ev.track].push_back(ev.s);
+    } else if (ev.type == TrackEvent::TYPE_SLICE_END) {
+      auto& stack = open[ev.track];
+      if (stack.empty()) {
+        d.errors.push_back("slice end without a begin on track " + std::to_string(ev.track));
+        continue;
+      }
+      Slice s = stack.back();
+      stack.pop_back();
+      s.dur = ev.ts - s.ts;
+      d.slices.push_back(s);
+    } else {
+      d.errors.push_back("event without a type");
+    }
+  }
+  for (const auto& [t, stack] : open)
+    if (!stack.empty()) d.errors.push_back("unclosed slice on track " + std::to_string(t));
+  std::stable_sort(d.slices.begin(), d.slices.end(),
+                   [](const Slice& a, const Slice& b) { return std::tie(a.track, a.ts) < std::tie(b.track, b.ts); });
+  return d;
+}
+
+// Flow id -> (from, to) slices; an error for a flow without both ends.
+std::map<uint64_t, std::pair<const Slice*, const Slice*>> Flows(const Decoded& d, std::vector<std::string>* errors) {
+  std::map<uint64_t, std::pair<const Slice*, const Slice*>> f;
+  for (const auto& s : d.slices) {
+    for (uint64_t id : s.flows_out) {
+      if (f[id].first) errors->push_back("flow " + std::to_string(id) + " starts twice");
+      f[id].first = &s;
+    }
+    for (uint64_t id : s.flows_in) {
+      if (f[id].second) errors->push_back("flow " + std::to_string(id) + " ends twice");
+      f[id].second = &s;
+    }
+  }
+  for (const auto& [id, ends] : f)
+    if (!ends.first || !ends.second) errors->push_back("flow " + std::to_string(id) + " has one end");
+  return f;
+}
+
+size_t Occurrences(const std::string& hay, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1)) ++n;
+  return n;
+}
+
+std::string Temp(const char* suffix) { return testing::TempPath(suffix); }
+
+TEST(PerfettoExport, PrimaryTraceTracksSlicesAndFlows) {
+  ASSERT_TRUE(PerfettoAvailable());
+  const std::string trace = Temp(".tsc"), out = Temp(".perfetto-trace");
+  testing::WritePrimaryTrace(trace);
+  auto r = ExportPerfetto(trace, out);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->skipped_invalid, 1u);  // the kernel with an invalid timestamp
+  Decoded d = Decode(out);
+  EXPECT_EQ(d.errors, std::vector<std::string>{});
+  EXPECT_EQ(r->written, d.packets);
+  EXPECT_EQ(r->bytes, ReadFile(out).size());
+
+  // Tracks: the process, its threads, the GPU and its streams.
+  const Track* gpu = d.TrackNamed("GPU 0 (Fake GPU)");
+  ASSERT_NE(gpu, nullptr);
+  std::set<std::string> threads, streams;
+  for (const auto& [u, t] : d.tracks) {
+    if (t.thread) threads.insert(t.name + "/" + std::to_string(t.pid) + "/" + std::to_string(t.tid));
+    if (t.parent == gpu->uuid) streams.insert(t.name);
+    if (t.process) {
+      EXPECT_EQ(t.name, "./app (primary)");
+    }
+  }
+  EXPECT_EQ(threads, (std::set<std::string>{"main thread 4242/4242/4242", "thread 4243/4242/4243"}));
+  EXPECT_EQ(streams, (std::set<std::string>{"stream 7", "stream 8"}));
+
+  // Kernels on stream 7, ts relative to the base (900 ns), names demangled.
+  auto s7 = d.On("stream 7");
+  ASSERT_EQ(s7.size(), 4u);  // gemm, memcpy, two graph nodes
+  EXPECT_EQ(s7[0]->name, "gemm()");
+  EXPECT_EQ(s7[0]->category, "kernel");
+  EXPECT_EQ(s7[0]->ts, 4100u);
+  EXPECT_EQ(s7[0]->dur, 1000u);
+  EXPECT_EQ(s7[0]->ArgText("mangled"), "_Z4gemmv");
+  EXPECT_EQ(s7[0]->ArgText("grid"), "[128,2,1]");
+  EXPECT_EQ(s7[0]->ArgText("key_path"), "step#0");
+  EXPECT_EQ(s7[0]->ArgText("key_hash"), "000000001234abcd");
+  EXPECT_EQ(s7[1]->name, "Memcpy HtoD");
+  EXPECT_EQ(s7[1]->ArgText("bytes"), "4096");
+  EXPECT_EQ(s7[2]->ArgText("graph_id"), "9");
+  auto s8 = d.On("stream 8");
+  ASSERT_EQ(s8.size(), 1u);
+  EXPECT_EQ(s8[0]->name, "Memset");
+
+  // API calls and the push/pop range nest on the thread tracks; the start/end
+  // range has its own track; the mark is an instant.
+  auto main_thread = d.On("main thread 4242");
+  ASSERT_EQ(main_thread.size(), 4u);
+  EXPECT_EQ(main_thread[0]->name, "step");
+  EXPECT_EQ(main_thread[0]->ts, 0u);
+  EXPECT_EQ(main_thread[0]->dur, 8100u);
+  EXPECT_EQ(main_thread[0]->depth, 0);
+  EXPECT_EQ(main_thread[1]->name, "cudaLaunchKernel");
+  EXPECT_EQ(main_thread[1]->category, "cuda_runtime");
+  EXPECT_EQ(main_thread[1]->depth, 1);
+  EXPECT_TRUE(main_thread[3]->instant);
+  EXPECT_EQ(main_thread[3]->ts, 3100u);
+  auto ranges = d.On("NVTX start/end ranges");
+  ASSERT_EQ(ranges.size(), 1u);
+  EXPECT_EQ(ranges[0]->ts, 50u);
+  EXPECT_EQ(ranges[0]->dur, 7550u);
+
+  // Flows: one per GPU activity with an API call (the graph launch has two; the
+  // memset has no API call).
+  std::vector<std::string> errors;
+  auto flows = Flows(d, &errors);
+  EXPECT_EQ(errors, std::vector<std::string>{});
+  std::multiset<std::string> links;
+  for (const auto& [id, ends] : flows) links.insert(ends.first->name + " -> " + ends.second->name);
+  EXPECT_EQ(links, (std::multiset<std::string>{"cudaLaunchKernel -> gemm()", "cudaMemcpyAsync -> Memcpy HtoD",
+                                               "cudaGraphLaunch -> graph_node_kernel",
+                                               "cudaGraphLaunch -> graph_node_kernel"}));
+  // What was left out is said in the trace itself.
+  auto summary = d.On("twinscope");
+  ASSERT_EQ(summary.size(), 1u);
+  EXPECT_EQ(summary[0]->ArgText("skipped_invalid_timestamps"), "1");
+  EXPECT_EQ(summary[0]->ArgText("base_ns"), "900");
+  std::remove(trace.c_str());
+  std::remove(out.c_str());
+}
+
+TEST(PerfettoExport, ShadowTraceAloneDrawsBlocksPerSmInItsClock) {
+  const std::string trace = Temp(".tsc"), out = Temp(".perfetto-trace");
+  testing::WriteShadowTrace(trace);
+  auto r = ExportPerfetto(trace, out);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  Decoded d = Decode(out);
+  EXPECT_EQ(d.errors, std::vector<std::string>{});
+  EXPECT_EQ(d.On("SM 0").size() + d.On("SM 1").size(), 5u);
+  EXPECT_EQ(r->blocks.blocks_drawn, 5u);
+  auto launches = d.On("traced launches");
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_EQ(launches[0]->name, "probe_k");
+  EXPECT_EQ(launches[0]->dur, 2000u);
+  EXPECT_NE(d.TrackNamed("GPU 0 thread blocks by SM (shadow clock)"), nullptr);
+  // Bounded: one launch only.
+  auto r1 = ExportPerfetto(trace, out, BlockBounds{1, 100});
+  ASSERT_TRUE(r1.ok());
+  EXPECT_EQ(r1->blocks.launches_drawn, 1u);
+  EXPECT_EQ(r1->blocks.launches_over_bounds, 1u);
+  EXPECT_EQ(r1->blocks.blocks_drawn, 4u);
+  ASSERT_FALSE(r1->warnings.empty());
+  EXPECT_NE(r1->warnings.back().find("blocks drawn for 1 of 2 launches"), std::string::npos) << r1->warnings.back();
+  std::remove(trace.c_str());
+  std::remove(out.c_str());
+}
+
+class PerfettoJoin : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::SceneDir("perfetto");
+    model_ = testing::WriteAndJoinScene(dir_);
+    out_ = dir_ + "/join.perfetto-trace";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_, out_;
+  join::JoinedModel model_;
+};
+
+TEST_F(PerfettoJoin, BlocksLieInsideTheirKernelAndLinkToIt) {
+  ASSERT_EQ(model_.matches.size(), 5u);
+  auto r = ExportJoinPerfetto(model_, out_);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  Decoded d = Decode(out_);
+  ASSERT_EQ(d.errors, std::vector<std::string>{});
+
+  const std::string kernel = testing::SceneKernel();
+  // The long name is written once (interned) for all kernels and launch spans,
+  // and once more inside the time-only match's label.
+  EXPECT_EQ(d.name_definitions[kernel], 1);
+  EXPECT_EQ(Occurrences(ReadFile(out_), kernel), 2u);
+  auto kernels = d.Named(kernel);
+  std::vector<const Slice*> gpu_kernels, spans;
+  for (const Slice* s : kernels) (s->category == "kernel" ? gpu_kernels : spans).push_back(s);
+  ASSERT_EQ(gpu_kernels.size(), 5u);
+  ASSERT_EQ(spans.size(), 4u);  // the exact matches; the time-only one is labelled
+  auto time_only = d.Named(kernel + " [time-only match]");
+  ASSERT_EQ(time_only.size(), 1u);
+  EXPECT_EQ(time_only[0]->ArgText("match"), "time");
+  spans.push_back(time_only[0]);
+
+  // Every kernel links to its shadow launch span, which covers exactly the kernel.
+  std::vector<std::string> errors;
+  auto flows = Flows(d, &errors);
+  EXPECT_EQ(errors, std::vector<std::string>{});
+  size_t linked = 0;
+  for (const auto& [id, ends] : flows) {
+    if (ends.first->category != "kernel") continue;
+    ++linked;
+    EXPECT_EQ(ends.second->category, "shadow_launch");
+    EXPECT_EQ(ends.first->ts, ends.second->ts);
+    EXPECT_EQ(ends.first->dur, ends.second->dur);
+    EXPECT_EQ(ends.first->ArgText("join_launch"), ends.second->ArgText("join_launch"));
+  }
+  EXPECT_EQ(linked, 5u);
+
+  // Blocks: on SM tracks under the GPU's block group, each inside one launch span.
+  const Track* group = nullptr;
+  for (const auto& [u, t] : d.tracks)
+    if (t.name.rfind("GPU 0 thread blocks by SM (shadow, scaled onto primary kernels", 0) == 0) group = &t;
+  ASSERT_NE(group, nullptr);
+  size_t blocks = 0;
+  std::map<std::string, size_t> lanes_per_sm;
+  for (const auto& [u, t] : d.tracks)
+    if (t.parent == group->uuid && t.name.rfind("SM ", 0) == 0) ++lanes_per_sm[t.name];
+  EXPECT_EQ(lanes_per_sm.size(), 4u);
+  for (const auto& s : d.slices) {
+    if (s.category != "block") continue;
+    ++blocks;
+    EXPECT_EQ(d.tracks.at(s.track).parent, group->uuid);
+    EXPECT_EQ(s.depth, 0) << "blocks on one lane never overlap";
+    size_t inside = 0;
+    for (const Slice* k : spans) inside += s.ts >= k->ts && s.ts + s.dur <= k->ts + k->dur;
+    EXPECT_EQ(inside, 1u) << s.name << " at " << s.ts;
+  }
+  EXPECT_EQ(blocks, 5u * 8u);
+  EXPECT_EQ(r->blocks.blocks_drawn, 40u);
+  EXPECT_EQ(r->blocks.launches_drawn, 5u);
+  // step#1's blocks 0, 2, 4 and 6 (SM 0, 1 us each, 200 ns apart) all overlap:
+  // SM 0 has four lanes; the other launches have two blocks at once per SM.
+  EXPECT_EQ(lanes_per_sm["SM 0"], 4u);
+  EXPECT_EQ(lanes_per_sm["SM 2"], 2u);
+
+  // Hand-computed: step#0's kernel starts 1,002,000 ns, 2,000 ns after the base
+  // (its launch at 1,000,000), and lasts 10,000 ns; its shadow blocks span
+  // 1,700 ns, block 1 runs [100, 1100]: scaled to 2000 + 100 * 10000 / 1700 and
+  // 2000 + 1100 * 10000 / 1700 (ns, rounded down).
+  const Slice* b1 = nullptr;
+  for (const auto& s : d.slices)
+    if (s.name == "block 1" && s.ts < 12'000) b1 = &s;
+  ASSERT_NE(b1, nullptr);
+  EXPECT_EQ(b1->ts, 2000u + 588u);
+  EXPECT_EQ(b1->ts + b1->dur, 2000u + 6470u);
+  EXPECT_EQ(b1->ArgText("order"), "1");
+  EXPECT_EQ(d.tracks.at(b1->track).name, "SM 1");
+  // step#2's straggler is marked.
+  size_t stragglers = 0;
+  for (const auto& s : d.slices) stragglers += s.ArgText("straggler") == "true";
+  EXPECT_GE(stragglers, 1u);
+  for (const Slice* k : spans) {
+    if (k->ArgText("key_path") != "step#2") continue;
+    EXPECT_EQ(k->ArgText("straggler_block"), "5");
+    EXPECT_EQ(k->ArgText("blocks_drawn"), "true");
+  }
+  // The summary instant says what was drawn.
+  auto summary = d.On("twinscope");
+  ASSERT_EQ(summary.size(), 1u);
+  EXPECT_EQ(summary[0]->ArgText("launches_matched"), "5");
+  EXPECT_EQ(summary[0]->ArgText("blocks_drawn"), "40");
+  EXPECT_EQ(summary[0]->ArgText("launches_over_bounds"), "0");
+  EXPECT_GT(r->blocks.block_bytes, 0u);
+}
+
+TEST_F(PerfettoJoin, BoundsAreCountedAndStated) {
+  auto r = ExportJoinPerfetto(model_, out_, BlockBounds{2, 1000});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->blocks.launches_drawn, 2u);
+  EXPECT_EQ(r->blocks.launches_over_bounds, 3u);
+  EXPECT_EQ(r->blocks.blocks_drawn, 16u);
+  Decoded d = Decode(out_);
+  ASSERT_EQ(d.errors, std::vector<std::string>{});
+  size_t blocks = 0, drawn_spans = 0;
+  for (const auto& s : d.slices) {
+    blocks += s.category == "block";
+    drawn_spans += s.category == "shadow_launch" && s.ArgText("blocks_drawn") == "true";
+  }
+  EXPECT_EQ(blocks, 16u);
+  EXPECT_EQ(drawn_spans, 2u);
+  // Why-slow launches come first: the slow step#2 and its group's reference.
+  std::set<std::string> drawn_paths;
+  for (const auto& s : d.slices)
+    if (s.category == "shadow_launch" && s.ArgText("blocks_drawn") == "true") drawn_paths.insert(s.ArgText("key_path"));
+  EXPECT_TRUE(drawn_paths.count("step#2")) << *drawn_paths.begin();
+  EXPECT_NE(d.TrackNamed("GPU 0 thread blocks by SM (shadow, scaled onto primary kernels; blocks of 2 of 5 launches)"),
+            nullptr);
+  ASSERT_FALSE(r->warnings.empty());
+  EXPECT_NE(r->warnings.back().find("blocks drawn for 2 of 5 launches"), std::string::npos);
+  // A block budget that one launch would overrun leaves it out whole.
+  auto r2 = ExportJoinPerfetto(model_, out_, BlockBounds{100, 20});
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(r2->blocks.blocks_drawn, 16u);
+  EXPECT_EQ(r2->blocks.launches_drawn, 2u);
+}
+
+TEST_F(PerfettoJoin, MissingPrimaryIsAClearError) {
+  model_.primary_path = dir_ + "/gone.tsc";
+  auto r = ExportJoinPerfetto(model_, out_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("gone.tsc"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace twinscope::exporters
