@@ -15,7 +15,6 @@
 //   (launches into a capturing stream), graph100 (graph launches of 100 kernel
 //   nodes; per node = per unit / 100), memcpy (cudaMemcpyAsync API calls).
 // Prints "UNITS <n> ALLOCS <n> KERNELS_PER_UNIT <k>".
-#include <dlfcn.h>
 #include <malloc.h>
 #include <nvtx3/nvToolsExt.h>
 #include <unistd.h>
@@ -27,6 +26,7 @@
 #include <string>
 
 #include "fakecupti.h"
+#include "load_injection.h"
 
 // ---- allocation counter --------------------------------------------------------
 extern "C" {
@@ -197,16 +197,7 @@ int main(int argc, char** argv) {
   }
   long units = argc > 3 ? std::atol(argv[3]) : 2000;
   if (units <= 0) units = 2000;
-  void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    std::fprintf(stderr, "dlopen %s: %s\n", argv[1], dlerror());
-    return 3;
-  }
-  auto init = reinterpret_cast<int (*)()>(dlsym(lib, "InitializeInjection"));
-  if (!init || init() != 1) {
-    std::fprintf(stderr, "InitializeInjection missing or failed in %s\n", argv[1]);
-    return 4;
-  }
+  if (int rc = LoadInjection(argv[1])) return rc;
   fakecupti_create_context(0);
   return Run(argv[2], units);
 }

@@ -157,24 +157,16 @@ void LaunchTracker::ApplyLocked(Producer& p, const unsigned char* op) {
     case kOpKernel: {
       KernelOp k;
       std::memcpy(&k, op, sizeof k);
-      if (p.open) CloseLaunch(p);
       const std::string_view name = k.name ? std::string_view(k.name->name) : std::string_view();
       const StringId kernel = k.name ? k.name->id : 0;
-      LaunchRecord r{};
-      r.cpu_ns = k.cpu_ns;
-      r.thread_id = p.ring->thread_id();
-      r.correlation_id = k.correlation_id;
-      r.device = k.device;
-      r.stream = k.stream;
+      LaunchRecord r = OpenLaunch(p, k.correlation_id, k.cpu_ns, k.device, k.stream);
+      p.registered = true;
       r.kernel = kernel;
       r.grid = k.grid;
       r.block = k.block;
       r.cluster = k.cluster;
       r.key = KeyLocked(p, kernel, name, k.grid, k.block);
-      p.records.assign(1, r);
-      p.open = p.registered = true;
-      p.graph = p.unknown_graph = false;
-      p.correlation_id = k.correlation_id;
+      p.records.push_back(r);
       if (!options_.skip_pending) pending_.AddPlain(k.correlation_id, r.key, kernel);
       return;
     }
@@ -183,19 +175,11 @@ void LaunchTracker::ApplyLocked(Producer& p, const unsigned char* op) {
       std::shared_ptr<const GraphExecInfo> exec = std::move(g->exec);
       const GraphOp k = *g;  // exec moved out
       g->~GraphOp();
-      if (p.open) CloseLaunch(p);
-      p.open = p.graph = true;
+      LaunchRecord base = OpenLaunch(p, k.correlation_id, k.cpu_ns, k.device, k.stream);
+      p.graph = true;
       p.unknown_graph = !exec || !exec->complete;
       p.registered = exec != nullptr;
-      p.correlation_id = k.correlation_id;
-      p.records.clear();
       if (!exec) return;
-      LaunchRecord base{};
-      base.cpu_ns = k.cpu_ns;
-      base.thread_id = p.ring->thread_id();
-      base.correlation_id = k.correlation_id;
-      base.device = k.device;
-      base.stream = k.stream;
       base.graph_exec_id = exec->exec_id;
       base.flags = kFlagGraph;
       std::vector<LaunchKey> keys;
@@ -257,6 +241,24 @@ void LaunchTracker::ApplyExit(Producer& p, const ExitOp& e) {
     sink_->WriteApi(r);
     loss_->api_records.fetch_add(1, std::memory_order_relaxed);
   }
+}
+
+// A launch's enter op: it becomes the thread's open launch (closing one
+// whose exit never came). Returns the common part of its LaunchRecords.
+LaunchRecord LaunchTracker::OpenLaunch(Producer& p, uint32_t correlation_id, uint64_t cpu_ns, uint16_t device,
+                                       uint32_t stream) {
+  if (p.open) CloseLaunch(p);
+  p.open = true;
+  p.registered = p.graph = p.unknown_graph = false;
+  p.correlation_id = correlation_id;
+  p.records.clear();
+  LaunchRecord r{};
+  r.cpu_ns = cpu_ns;
+  r.thread_id = p.ring->thread_id();
+  r.correlation_id = correlation_id;
+  r.device = device;
+  r.stream = stream;
+  return r;
 }
 
 // The open launch ran: number its records, write them, count it.

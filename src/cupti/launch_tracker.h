@@ -239,6 +239,7 @@ class LaunchTracker {
   void ApplyLocked(Producer& p, const unsigned char* op);
   void ApplyPath(Producer& p, const unsigned char* op);
   void ApplyExit(Producer& p, const ExitOp& op);
+  LaunchRecord OpenLaunch(Producer& p, uint32_t correlation_id, uint64_t cpu_ns, uint16_t device, uint32_t stream);
   void CloseLaunch(Producer& p);
   LaunchKey KeyLocked(Producer& p, StringId kernel, std::string_view name, Dim3 grid, Dim3 block);
   static void Discard(LaunchRing* ring);

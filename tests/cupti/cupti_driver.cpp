@@ -6,7 +6,6 @@
 //
 // Usage: cupti_driver <collector.so> <scenario> [fake-state.json]
 #include <cupti.h>
-#include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "fakecupti.h"
+#include "load_injection.h"
 
 namespace {
 
@@ -212,6 +212,7 @@ int Run(const std::string& scenario) {
   } else if (scenario == "threads") {
     // Four threads launch inside their own ranges and exit (their launch
     // rings are closed and freed), then the main thread launches again.
+    nvtxMarkA("start");  // NVTX's own lazy initialisation, before threads race into it
     std::vector<std::thread> threads;
     for (int t = 0; t < 4; ++t) {
       threads.emplace_back([t] {
@@ -269,16 +270,7 @@ int main(int argc, char** argv) {
   std::string scenario = argv[2];
   if (scenario == "held") fakecupti_hold_seat();
   if (scenario == "sigterm_handler") signal(SIGTERM, AppHandler);
-  void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    std::fprintf(stderr, "dlopen %s: %s\n", argv[1], dlerror());
-    return 3;
-  }
-  auto init = reinterpret_cast<int (*)()>(dlsym(lib, "InitializeInjection"));
-  if (!init || init() != 1) {
-    std::fprintf(stderr, "InitializeInjection missing or failed\n");
-    return 4;
-  }
+  if (int rc = LoadInjection(argv[1])) return rc;
   fakecupti_create_context(0);
   int rc = Run(scenario);
   WriteFakeState(argc > 3 ? argv[3] : nullptr);
