@@ -2,9 +2,10 @@
 //
 // How a request's handler learns of new tokens: the serving loop calls the
 // Sequence's waker, which posts a cancel of the handler's timer to the I/O
-// thread. The handler re-reads the Sequence after every wake-up and before
-// every wait; with one I/O thread the posted cancel runs only while the
-// handler is suspended, so no token is ever missed.
+// thread. A cancel that finds no wait pending is lost, so the handler reads
+// the Sequence again after every suspension (a wake-up, a write) and waits
+// only right after a read that found nothing new; with one I/O thread the
+// posted cancel cannot run between that read and the wait.
 //
 // How a client that goes away is noticed while its reply waits for tokens: a
 // read is kept pending on its socket (a client sends nothing while it waits
@@ -137,6 +138,8 @@ class HttpServer::Impl {
   int64_t created_ = 0;
   std::atomic<uint64_t> schedule_requests_{0};
   std::atomic<bool> schedule_end_served_{false};
+  std::atomic<int> schedule_inflight_{0};
+  std::atomic<int64_t> schedule_last_ns_{0};
 
  private:
   using Response = http::response<http::string_body>;
@@ -546,6 +549,9 @@ awaitable<bool> HttpServer::Impl::StreamReply(beast::tcp_stream& s, unsigned ver
       }
       if (ec) co_return false;
       out.clear();
+      // The Sequence may have changed while we wrote (its wake-up found no wait to
+      // cancel): read it again before waiting.
+      if (!view.done) continue;
     }
     if (view.done) {
       if (!chunked) co_return false;  // HTTP/1.0: the end of the reply is the end of the connection
@@ -579,6 +585,14 @@ awaitable<bool> HttpServer::Impl::WholeReply(beast::tcp_stream& s, unsigned vers
 awaitable<bool> HttpServer::Impl::Schedule(beast::tcp_stream& s, const http::request<http::string_body>& req,
                                            bool keep_alive) {
   ++schedule_requests_;
+  struct InFlight {  // for schedule_polled_recently()
+    Impl& impl;
+    explicit InFlight(Impl& i) : impl(i) { ++impl.schedule_inflight_; }
+    ~InFlight() {
+      impl.schedule_last_ns_ = Clock::now().time_since_epoch().count();
+      --impl.schedule_inflight_;
+    }
+  } inflight(*this);
   const unsigned v = req.version();
   uint64_t from = 0, wait_ms = 0, max = kScheduleMaxLines;
   for (auto [key, out] : {std::pair{"from", &from}, {"wait_ms", &wait_ms}, {"max", &max}}) {
@@ -636,5 +650,11 @@ void HttpServer::Wait() { impl_->Wait(); }
 bool HttpServer::WaitFor(std::chrono::milliseconds timeout) { return impl_->WaitFor(timeout); }
 uint64_t HttpServer::schedule_requests() const { return impl_->schedule_requests_.load(); }
 bool HttpServer::schedule_end_served() const { return impl_->schedule_end_served_.load(); }
+bool HttpServer::schedule_polled_recently(std::chrono::milliseconds window) const {
+  if (impl_->schedule_inflight_.load() > 0) return true;
+  const int64_t last = impl_->schedule_last_ns_.load();
+  return last != 0 &&
+         Clock::now().time_since_epoch().count() - last < std::chrono::duration_cast<Clock::duration>(window).count();
+}
 
 }  // namespace twinscope::demo

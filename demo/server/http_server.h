@@ -52,11 +52,13 @@ class HttpServer {
   // Like Wait, but gives up after `timeout` (false; the server still runs).
   bool WaitFor(std::chrono::milliseconds timeout);
 
-  // GET /v1/schedule requests answered, and whether one of them carried the
-  // schedule's end line (main waits for that before closing, so a live
-  // follower sees the end).
+  // GET /v1/schedule requests answered; whether one of them carried the
+  // schedule's end line; whether one is being answered now or ended within
+  // `window` (a live follower polls again at once). main waits, while a
+  // follower polls, for the end line to be served before closing.
   uint64_t schedule_requests() const;
   bool schedule_end_served() const;
+  bool schedule_polled_recently(std::chrono::milliseconds window) const;
 
  private:
   class Impl;

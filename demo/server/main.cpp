@@ -216,7 +216,8 @@ int Run(const Args& a) {
 
   // A live follower may still be fetching the last steps: give it the end line.
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  while (http.schedule_requests() > 0 && !http.schedule_end_served() && std::chrono::steady_clock::now() < give_up) {
+  while (http.schedule_polled_recently(std::chrono::milliseconds(500)) && !http.schedule_end_served() &&
+         std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   http.Shutdown();

@@ -211,7 +211,8 @@ SubmitResult ServingCore::Submit(SubmitRequest r) {
     }
     if (pending_local_.count(r.id)) return error(409, "request id '" + r.id + "' is already in flight");
     ++requests_;
-    pending_local_.emplace(r.id, PendingLocal{seq, std::move(r)});
+    std::string id = r.id;
+    pending_local_.emplace(std::move(id), PendingLocal{seq, std::move(r)});
   } else {
     if (inflight_ids_.count(r.id)) return error(409, "request id '" + r.id + "' is already in flight");
     inflight_ids_.insert(r.id);
