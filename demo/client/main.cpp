@@ -1,0 +1,138 @@
+// twinscope-demo-client: sends N concurrent chat requests to an
+// OpenAI-compatible server (RunChatLoad, chat_client.h) and prints each
+// request's tokens, time to first token and latency; with --check it also
+// checks every reply against the text the demo server must produce for it
+// (the same seed and prompt always give the same words). Exit 0 when every
+// request succeeded (and matched), 1 otherwise.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+
+#include "client/chat_client.h"
+#include "net/beast.h"
+#include "net/url.h"
+#include "server/text.h"
+
+namespace twinscope::demo {
+namespace {
+
+// GET /v1/models: the demo server's vocabulary size and default seed.
+bool FetchModelInfo(const std::string& base, int* vocab, uint64_t* seed, std::string* error) {
+  auto url = ParseHttpUrl(base);
+  if (!url.ok()) {
+    *error = url.status().message();
+    return false;
+  }
+  try {
+    asio::io_context ioc;
+    tcp::resolver resolver(ioc);
+    beast::tcp_stream s(ioc);
+    s.expires_after(std::chrono::seconds(10));
+    s.connect(resolver.resolve(url->host, std::to_string(url->port)));
+    http::request<http::empty_body> req{http::verb::get, url->path + "/v1/models", 11};
+    req.set(http::field::host, url->HostHeader());
+    http::write(s, req);
+    beast::flat_buffer buf;
+    http::response<http::string_body> res;
+    http::read(s, buf, res);
+    auto j = nlohmann::json::parse(res.body(), nullptr, false);
+    if (res.result_int() != 200 || !j.is_object() || !j.contains("data") || j["data"].empty() ||
+        !j["data"][0].contains("vocab_size")) {
+      *error = "GET " + url->ToString() + "/v1/models gave no vocab_size (is it a twinscope-demo-server?)";
+      return false;
+    }
+    *vocab = j["data"][0]["vocab_size"].get<int>();
+    *seed = j["data"][0].value("seed", uint64_t{0});
+    return true;
+  } catch (const std::exception& e) {
+    *error = "GET " + base + "/v1/models: " + e.what();
+    return false;
+  }
+}
+
+}  // namespace
+}  // namespace twinscope::demo
+
+int main(int argc, char** argv) {
+  using namespace twinscope::demo;
+  ChatLoadOptions o;
+  uint64_t seed = 0;
+  bool no_stream = false, check = false, quiet = false;
+  double timeout_s = 300;
+  std::string json_out;
+  CLI::App app{"twinscope-demo-client: send concurrent chat completion requests and report per-request statistics"};
+  app.add_option("--url", o.url, "server (or mirror) base URL (default http://127.0.0.1:8000)");
+  app.add_option("-n,--requests", o.requests, "requests, all sent at once (default 8)");
+  app.add_option("--max-tokens", o.max_tokens, "max_tokens of each request (default 48)");
+  auto* seed_opt = app.add_option("--seed", seed, "request i sends seed + i (default: no seed field)");
+  app.add_option("--prompt", o.prompt, "request i sends \"PROMPT (request i)\"");
+  app.add_option("--model", o.model, "model field (default: none)");
+  app.add_option("--id-prefix", o.id_prefix, "X-Request-Id of request i: PREFIX<i> (\"\" sends none; default demo-)");
+  app.add_flag("--no-stream", no_stream, "ask for whole replies instead of SSE streams");
+  app.add_option("--timeout", timeout_s, "seconds per request (default 300)");
+  app.add_flag("--check", check, "check each reply against the demo server's deterministic text");
+  app.add_option("--json", json_out, "write the report as JSON here");
+  app.add_flag("-q,--quiet", quiet, "only the summary line");
+  CLI11_PARSE(app, argc, argv);
+  if (o.requests < 1 || o.max_tokens < 1) {
+    std::fprintf(stderr, "twinscope-demo-client: --requests and --max-tokens must be at least 1\n");
+    return 2;
+  }
+  if (*seed_opt) o.seed = seed;
+  o.stream = !no_stream;
+  o.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+
+  int vocab = 0;
+  uint64_t server_seed = 0;
+  if (check) {
+    std::string error;
+    if (!FetchModelInfo(o.url, &vocab, &server_seed, &error)) {
+      std::fprintf(stderr, "twinscope-demo-client: --check: %s\n", error.c_str());
+      return 1;
+    }
+  }
+  ChatLoadReport rep = RunChatLoad(o);
+  int mismatched = 0;
+  std::vector<double> ttft, total;
+  for (auto& r : rep.results) {
+    std::string verdict;
+    if (check && r.ok()) {
+      const auto prompt = TokenizeChat({{"user", ChatRequestPrompt(o, r.index)}}, vocab);
+      const uint64_t s = o.seed ? *o.seed + static_cast<uint64_t>(r.index) : server_seed;
+      const std::string expected = ExpectedReply(RequestSampleSeed(s, prompt), o.max_tokens, vocab);
+      if (r.content == expected && r.tokens() == o.max_tokens) {
+        verdict = " reply ok";
+      } else {
+        verdict = " REPLY DIFFERS";
+        ++mismatched;
+        if (!quiet)
+          std::fprintf(stderr, "  request %d: expected \"%s\"\n            got \"%s\"\n", r.index,
+                       expected.substr(0, 160).c_str(), r.content.substr(0, 160).c_str());
+      }
+    }
+    if (r.ok()) {
+      ttft.push_back(r.ttft_ms);
+      total.push_back(r.total_ms);
+    }
+    if (!quiet) {
+      if (r.ok()) {
+        std::printf("request %-3d %-12s %4d tokens  ttft %8.1f ms  total %8.1f ms  %s%s\n", r.index,
+                    r.request_id.c_str(), r.tokens(), r.ttft_ms, r.total_ms, r.finish_reason.c_str(), verdict.c_str());
+      } else {
+        std::printf("request %-3d %-12s FAILED: %s\n", r.index, r.request_id.c_str(), r.error.c_str());
+      }
+    }
+  }
+  std::printf(
+      "%d/%zu requests ok, %lld tokens in %.2f s: %.1f tokens/s; ttft p50 %.1f ms p99 %.1f ms; "
+      "latency p50 %.1f ms p99 %.1f ms%s\n",
+      rep.ok, rep.results.size(), static_cast<long long>(rep.tokens), rep.wall_ms / 1000, rep.tokens_per_s(),
+      Percentile(ttft, 50), Percentile(ttft, 99), Percentile(total, 50), Percentile(total, 99),
+      check ? (mismatched ? "; SOME REPLIES DIFFER" : "; every reply as expected") : "");
+  if (!json_out.empty()) {
+    nlohmann::json j = rep.ToJson();
+    if (check) j["mismatched"] = mismatched;
+    std::ofstream(json_out) << j.dump(2) << "\n";
+  }
+  return rep.failed == 0 && mismatched == 0 ? 0 : 1;
+}
