@@ -70,10 +70,12 @@ std::string Cell(const json& v) {
   return Esc(v.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
+// Grid and block shapes as CUDA writes them, "(4096,1,1)": no thousands separators.
 std::string Dims(const json& v) {
   if (!v.is_array() || v.empty()) return "&ndash;";
   std::string s = "(";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + Cell(v[i]);
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? "," : "") + (v[i].is_number_integer() ? v[i].dump() : Cell(v[i]));
   return s + ")";
 }
 
@@ -151,9 +153,12 @@ class Renderer {
     h += "</main>\n";
     Footer(h);
     h += "<script type=\"application/json\" id=\"ts-data\">";
-    h += report::JsonForScript(Data());
+    std::string data = report::JsonForScript(Data());
+    h += data;
     h += "</script>\n";
+    size_t block_bytes = 0;
     for (size_t i = 0; i < encoded_.size(); ++i) {
+      block_bytes += encoded_[i].base64.size();
       h += "<script type=\"application/octet-stream\" id=\"ts-blocks-" + std::to_string(i) + "\">";
       h += encoded_[i].base64;
       h += "</script>\n";
@@ -170,6 +175,8 @@ class Renderer {
       info_->bytes = h.size();
       info_->charts = Charts();
       info_->deflated = !encoded_.empty() && std::string(encoded_[0].codec) == "deflate";
+      info_->data_bytes = data.size();
+      info_->block_bytes = block_bytes;
     }
     return h;
   }

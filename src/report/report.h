@@ -37,6 +37,8 @@ struct ReportInfo {
   uint64_t malformed_block_rows = 0;    // block_detail rows that are not [block, sm, enter, exit, order]
   bool charts = false;                  // Chart.js was inlined
   bool deflated = false;                // block detail is deflated
+  size_t data_bytes = 0;                // the embedded JSON copy of the join
+  size_t block_bytes = 0;               // the embedded block detail (base64)
 };
 
 // Renders the report. Fails (with a message that says what to do) only if `join` is not a joined

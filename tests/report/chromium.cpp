@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 namespace twinscope::testing_report {
@@ -108,6 +109,26 @@ std::string Browser::LogTail() const {
   ss << f.rdbuf();
   std::string s = ss.str();
   return s.size() > 3000 ? s.substr(s.size() - 3000) : s;
+}
+
+double Browser::CpuSeconds() const {
+  if (pid_ <= 0) return 0;
+  double ticks = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::string name = e.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    std::ifstream f(e.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    size_t close = stat.rfind(')');  // the command name may hold spaces
+    if (close == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close + 2));
+    std::vector<std::string> v;
+    for (std::string x; fields >> x && v.size() < 15;) v.push_back(x);
+    // After the name: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime
+    if (v.size() < 15 || std::stol(v[2]) != pid_) continue;
+    ticks += std::stod(v[11]) + std::stod(v[12]) + std::stod(v[13]) + std::stod(v[14]);
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 bool Browser::Start(int width, int height) {

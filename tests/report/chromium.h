@@ -40,6 +40,9 @@ class Browser {
   // console.error / console.assert calls, uncaught exceptions and error-level log entries since Start.
   const std::vector<std::string>& console_errors() const { return console_errors_; }
   const std::string& error() const { return error_; }
+  // CPU time (user + system) of all of Chromium's processes so far, including reaped helpers: what a
+  // load costs on a machine busy with other work, where wall time says little.
+  double CpuSeconds() const;
   // The tail of Chromium's own stderr, for failure messages.
   std::string LogTail() const;
 

@@ -51,7 +51,8 @@ int64_t Median(std::vector<int64_t> v) {
   return v[(v.size() - 1) / 2];
 }
 
-json ShadowOf(const std::vector<Block>& blocks, uint32_t grid, uint64_t seq) {
+// The launch's shadow summary; a working block ran at least a quarter of the reference's block time.
+json ShadowOf(const std::vector<Block>& blocks, uint32_t grid, uint64_t seq, int64_t ref_block_ns) {
   size_t n = blocks.size();
   std::vector<int64_t> exits, durs, order_by_block(grid, 0);
   std::map<int64_t, int64_t> per_sm;
@@ -66,7 +67,7 @@ json ShadowOf(const std::vector<Block>& blocks, uint32_t grid, uint64_t seq) {
     last_exit = std::max(last_exit, b.exit);
   }
   int64_t p50 = Median(durs), working = 0;
-  for (int64_t d : durs) working += d * 4 >= p50 ? 1 : 0;
+  for (int64_t d : durs) working += d * 4 >= ref_block_ns ? 1 : 0;
   std::vector<int64_t> counts;
   for (auto& [sm, c] : per_sm) counts.push_back(c);
   std::sort(counts.begin(), counts.end());
@@ -135,7 +136,7 @@ Picture Simulate(const std::string& kind, uint32_t grid, uint32_t sms, uint32_t 
     b.exit -= t0;
   }
   Picture p;
-  p.shadow = ShadowOf(blocks, grid, seq);
+  p.shadow = ShadowOf(blocks, grid, seq, base_ns);
   p.blocks = std::move(blocks);
   return p;
 }
@@ -341,7 +342,7 @@ json MakeSampleJoin(const SampleJoinOptions& o) {
     int64_t um = s % 23 == 11 ? 1 : 0;
     unmatched += um;
     kernels_in[s] = 180 + static_cast<int64_t>(rng() % 40);
-    int64_t other = 900000 + static_cast<int64_t>(rng() % 300000) + (s % 10 == 9 ? 600000 : 0);
+    int64_t other = target_ns[s] * 2 + 20000 + static_cast<int64_t>(rng() % 15000) + (s % 10 == 9 ? 30000 : 0);
     steps.push_back(
         {{"range", range}, {"kernels", kernels_in[s]}, {"kernel_ns", other + target_ns[s]}, {"target_ns", target_ns[s]}});
     drift.push_back({{"range", range},

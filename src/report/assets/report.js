@@ -121,11 +121,18 @@
     return a;
   }
   function badge(cls, text) { return el("span", "badge " + cls, text); }
+  // A shape in the table: "4096" for (4096,1,1), "64x8" for (64,8,1).
+  const shape = (v) => {
+    if (!Array.isArray(v)) return DASH;
+    let n = v.length;
+    while (n > 1 && v[n - 1] === 1) n--;
+    return v.slice(0, n).join("\u00d7");
+  };
   const COLUMNS = [
-    ["rank", "num", 46, (l, r) => String(r + 1)],
-    ["launch", "", 62, (l) => launchLink(l.id)],
-    ["kernel", "kernel", 250, (l) => { const s = el("span", "", l.kernel); s.title = l.kernel || ""; return s; }],
-    ["match", "nowrap", 150, (l) => {
+    ["rank", "num", (l, r) => String(r + 1)],
+    ["launch", "", (l) => launchLink(l.id)],
+    ["kernel", "kernel", (l) => { const s = el("span", "clip", l.kernel); s.title = l.kernel || ""; return s; }],
+    ["match", "", (l) => {
       const f = document.createDocumentFragment();
       f.appendChild(l.match === "exact" ? badge("m-exact", "exact") : badge("m-time", l.match === "time" ? "time only" : String(l.match)));
       if (l.shape_differs) f.appendChild(badge("m-shape", "shape differs"));
@@ -133,22 +140,28 @@
       if ((l.primary || {}).graph) f.appendChild(badge("m-graph", "graph"));
       return f;
     }],
-    ["key path", "path", 150, (l) => { const p = (l.key || {}).path || ""; const s = el("span", "", p); s.title = p; return s; }],
-    ["ord", "num", 44, (l) => String((l.key || {}).ordinal ?? DASH)],
-    ["start", "num", 76, (l) => fmtNs((l.primary || {}).start_ns)],
-    ["duration", "num strong", 80, (l) => fmtNs((l.primary || {}).dur_ns)],
-    ["stream", "num", 54, (l) => String((l.primary || {}).stream ?? DASH)],
-    ["grid", "", 90, (l) => dims((l.primary || {}).grid)],
-    ["block", "", 76, (l) => dims((l.primary || {}).block)],
-    ["blocks", "num sh", 96, (l) => fmtCount((l.shadow || {}).blocks_seen) + "/" + fmtCount((l.shadow || {}).blocks_expected)],
-    ["working", "num sh", 62, (l) => fmtCount((l.shadow || {}).blocks_working)],
-    ["SMs", "num sh", 44, (l) => fmtCount((l.shadow || {}).sms_used)],
-    ["per SM", "num sh", 70, (l) => { const b = (l.shadow || {}).blocks_per_sm; return b ? b.join("/") : DASH; }],
-    ["tau", "num sh", 52, (l) => { const t = (l.shadow || {}).kendall_tau; return typeof t === "number" ? t.toFixed(3) : DASH; }],
-    ["straggler", "sh", 104, (l) => { const s = (l.shadow || {}).straggler; return s ? fmtCount(s.block) + " @ SM " + s.sm : DASH; }],
-    ["tail*", "num sh", 112, (l) => { const s = l.shadow || {}; return fmtNs(s.tail_ns) + (s.span_ns ? "  " + pct(s.tail_ns, s.span_ns) : ""); }],
-    ["span*", "num sh", 70, (l) => fmtNs((l.shadow || {}).span_ns)]];
-  const TITLES = { ord: "ordinal within the innermost range instance", working: "blocks that ran at least a quarter of the reference's median block time",
+    ["key path \u00b7 ordinal", "path", (l) => {
+      const k = l.key || {}, p = (k.path || "") + " \u00b7 " + (k.ordinal ?? DASH), s = el("span", "clip", p);
+      s.title = "launch key: range path " + (k.path || "") + ", ordinal " + (k.ordinal ?? DASH) + " within its innermost range instance";
+      return s;
+    }],
+    ["start", "num", (l) => fmtNs((l.primary || {}).start_ns)],
+    ["duration", "num strong", (l) => fmtNs((l.primary || {}).dur_ns)],
+    ["stream", "num", (l) => String((l.primary || {}).stream ?? DASH)],
+    ["grid\u00d7block", "", (l) => {
+      const p = l.primary || {}, s = el("span", "", shape(p.grid) + " \u00b7 " + shape(p.block));
+      s.title = "grid " + dims(p.grid) + ", block " + dims(p.block);
+      return s;
+    }],
+    ["blocks", "num sh", (l) => fmtCount((l.shadow || {}).blocks_seen) + "/" + fmtCount((l.shadow || {}).blocks_expected)],
+    ["working", "num sh", (l) => fmtCount((l.shadow || {}).blocks_working)],
+    ["SMs", "num sh", (l) => fmtCount((l.shadow || {}).sms_used)],
+    ["per SM", "num sh", (l) => { const b = (l.shadow || {}).blocks_per_sm; return b ? b.join("/") : DASH; }],
+    ["tau", "num sh", (l) => { const t = (l.shadow || {}).kendall_tau; return typeof t === "number" ? t.toFixed(3) : DASH; }],
+    ["straggler", "sh", (l) => { const s = (l.shadow || {}).straggler; return s ? fmtCount(s.block) + " @ SM " + s.sm : DASH; }],
+    ["tail*", "num sh", (l) => { const s = l.shadow || {}; return fmtNs(s.tail_ns) + (s.span_ns ? "  " + pct(s.tail_ns, s.span_ns) : ""); }],
+    ["span*", "num sh", (l) => fmtNs((l.shadow || {}).span_ns)]];
+  const TITLES = { "grid\u00d7block": "grid and block shape (primary)", working: "blocks that ran at least a quarter of the reference's median block time",
                    "per SM": "blocks per SM: min/median/max", tau: "Kendall tau of arrival order against block index (1 = in order)",
                    "tail*": "last exit minus median exit, and its share of the span (shadow clock)", "span*": "first entry to last exit (shadow clock)" };
   let table = null;
@@ -159,9 +172,7 @@
     const status = document.getElementById("ts-launch-status");
     const t = el("table", "launches");
     const cg = el("colgroup");
-    let width = 0;
-    COLUMNS.forEach((c) => { const col = el("col"); col.style.width = c[2] + "px"; width += c[2]; cg.appendChild(col); });
-    t.style.width = width + "px";
+    COLUMNS.forEach(() => cg.appendChild(el("col")));
     t.appendChild(cg);
     const hr = t.createTHead().insertRow();
     COLUMNS.forEach((c) => {
@@ -178,7 +189,7 @@
         const l = rows[r], tr = el("tr", groupOf.has(l.id) ? "hl" : "");
         COLUMNS.forEach((c) => {
           const td = el("td", c[1]);
-          const v = c[3](l, r);
+          const v = c[2](l, r);
           if (typeof v === "string") td.textContent = v; else td.appendChild(v);
           tr.appendChild(td);
         });
@@ -192,6 +203,15 @@
     }
     wrap.appendChild(t);
     more(100);
+    // Columns sized by the first rows, then fixed: later rows neither move them nor cost a relayout of all.
+    let width = 0;
+    Array.from(hr.cells).forEach((th, i) => {
+      const w = Math.ceil(th.getBoundingClientRect().width);
+      cg.children[i].style.width = w + "px";
+      width += w;
+    });
+    t.style.width = width + "px";
+    t.style.tableLayout = "fixed";
     wrap.addEventListener("scroll", () => {
       if (shown < rows.length && wrap.scrollTop + wrap.clientHeight > wrap.scrollHeight - 600) more(200);
     }, { passive: true });
@@ -200,7 +220,12 @@
 
   // ---- block detail: inflate and decode one launch -----------------------------------------------------
   async function bytesOf(meta) {
-    const bin = atob(document.getElementById(meta.element).textContent.trim());
+    let bin;
+    try {
+      bin = atob(document.getElementById(meta.element).textContent.trim());
+    } catch (e) {
+      throw new Error("block data of launch #" + meta.launch + " is not base64 (damaged file?): " + e);
+    }
     const u8 = new Uint8Array(bin.length);
     for (let i = 0; i < bin.length; i++) u8[i] = bin.charCodeAt(i);
     if (meta.codec === "raw") return u8;
@@ -208,8 +233,12 @@
     if (typeof DecompressionStream !== "function")
       throw new Error("this browser cannot inflate the block data (it lacks DecompressionStream, which Chrome 80+, " +
                       "Firefox 113+ and Safari 16.4+ have)");
-    const stream = new Blob([u8]).stream().pipeThrough(new DecompressionStream("deflate"));
-    return new Uint8Array(await new Response(stream).arrayBuffer());
+    try {
+      const stream = new Blob([u8]).stream().pipeThrough(new DecompressionStream("deflate"));
+      return new Uint8Array(await new Response(stream).arrayBuffer());
+    } catch (e) {
+      throw new Error("block data of launch #" + meta.launch + " cannot be inflated (damaged file?): " + e);
+    }
   }
 
   const decoded = new Map();
@@ -266,9 +295,19 @@
 
   // Concurrent blocks of one SM get separate lanes (greedy, in entry order), so none hides another.
   function layoutLanes(d) {
-    const idx = new Uint32Array(d.n);
-    for (let k = 0; k < d.n; k++) idx[k] = k;
-    idx.sort((a, b) => d.enter[a] - d.enter[b]);
+    // Blocks come in arrival order, which is entry order up to clock skew between SMs: an insertion
+    // sort is linear on that; a general sort takes over if the entries are far from sorted.
+    const idx = new Uint32Array(d.n), e = d.enter;
+    let moves = 0;
+    for (let k = 0; k < d.n; k++) {
+      let j = k;
+      while (j > 0 && e[idx[j - 1]] > e[k] && moves < 8 * d.n) { idx[j] = idx[j - 1]; j--; moves++; }
+      idx[j] = k;
+    }
+    if (moves >= 8 * d.n) {
+      for (let k = 0; k < d.n; k++) idx[k] = k;
+      idx.sort((a, b) => e[a] - e[b]);
+    }
     const laneEnds = [], perSm = [];
     d.lane = new Uint16Array(d.n);
     d.lanes = 1;
