@@ -37,8 +37,10 @@ int main(int argc, char** argv) {
   int reps = 5;
   std::string out = std::filesystem::temp_directory_path().string() + "/twinscope-bench-report";
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
-    else if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+    if (!std::strcmp(argv[i], "--reps") && i + 1 < argc)
+      reps = std::max(1, std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--out") && i + 1 < argc)
+      out = argv[++i];
     else {
       std::fprintf(stderr, "usage: %s [--reps N] [--out DIR]\n", argv[0]);
       return 2;
@@ -57,9 +59,10 @@ int main(int argc, char** argv) {
   json join = testing_report::MakeSampleJoin(o);
   auto t1 = Clock::now();
   size_t join_bytes = join.dump().size();
-  std::printf("join (bounded, as the report gets it): %zu launches, %zu detailed x %u blocks, %zu steps; %.1f MB as JSON "
-              "(built in %.0f ms)\n",
-              o.launches, o.detail_launches, o.blocks, o.steps, join_bytes / 1e6, Ms(t0, t1));
+  std::printf(
+      "join (bounded, as the report gets it): %zu launches, %zu detailed x %u blocks, %zu steps; %.1f MB as JSON "
+      "(built in %.0f ms)\n",
+      o.launches, o.detail_launches, o.blocks, o.steps, join_bytes / 1e6, Ms(t0, t1));
 
   std::vector<double> render_ms;
   ReportInfo info;
@@ -80,13 +83,13 @@ int main(int argc, char** argv) {
   std::ofstream(empty) << "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>empty</title></head>"
                           "<body><p>empty</p></body></html>\n";
   std::printf("render (C++, RenderReport): median %.0f ms of %d\n", Median(render_ms), reps);
-  std::printf("report: %.2f MB (%zu bytes): block detail %.2f MB (%s, %llu blocks, %.2f bytes/block), data JSON %.2f MB, "
-              "Chart.js %s, rest %.2f MB\n",
-              info.bytes / 1e6, info.bytes, info.block_bytes / 1e6, info.deflated ? "deflated" : "raw",
-              static_cast<unsigned long long>(info.detail_blocks),
-              info.detail_blocks ? double(info.block_bytes) / double(info.detail_blocks) : 0.0, info.data_bytes / 1e6,
-              info.charts ? "inlined" : "missing",
-              (info.bytes - info.block_bytes - info.data_bytes) / 1e6);
+  std::printf(
+      "report: %.2f MB (%zu bytes): block detail %.2f MB (%s, %llu blocks, %.2f bytes/block), data JSON %.2f MB, "
+      "Chart.js %s, rest %.2f MB\n",
+      info.bytes / 1e6, info.bytes, info.block_bytes / 1e6, info.deflated ? "deflated" : "raw",
+      static_cast<unsigned long long>(info.detail_blocks),
+      info.detail_blocks ? double(info.block_bytes) / double(info.detail_blocks) : 0.0, info.data_bytes / 1e6,
+      info.charts ? "inlined" : "missing", (info.bytes - info.block_bytes - info.data_bytes) / 1e6);
 
   testing_report::Browser browser;
   auto s0 = Clock::now();
@@ -132,8 +135,8 @@ int main(int argc, char** argv) {
   std::ifstream loadavg("/proc/loadavg");
   std::string load;
   std::getline(loadavg, load);
-  std::printf("\nheadless Chromium, %d loads each, alternating, medians (ms); machine: %u cores, load average %s\n", reps,
-              std::thread::hardware_concurrency(), load.c_str());
+  std::printf("\nheadless Chromium, %d loads each, alternating, medians (ms); machine: %u cores, load average %s\n",
+              reps, std::thread::hardware_concurrency(), load.c_str());
   std::printf("  %-46s %8.0f\n", "empty page: navigate -> load event (baseline)", Median(base_ms));
   std::printf("  %-46s %8.0f\n", "report: navigate -> load event", Median(load_ms));
   std::printf("  %-46s %8.0f\n", "report: navigate -> first render done", Median(ready_ms));
@@ -150,10 +153,11 @@ int main(int argc, char** argv) {
   }
   std::vector<double> per;
   for (const auto& l : st["launches"]) per.push_back(l["ms"].get<double>());
-  std::printf("every detailed launch drawn once (decode + heatmap + order + reference): %zu launches, median %.0f ms, "
-              "max %.0f ms; all %d table rows rendered in %.0f ms\n",
-              per.size(), Median(per), per.empty() ? 0.0 : *std::max_element(per.begin(), per.end()),
-              st["rows"].get<int>(), st["rows_ms"].get<double>());
+  std::printf(
+      "every detailed launch drawn once (decode + heatmap + order + reference): %zu launches, median %.0f ms, "
+      "max %.0f ms; all %d table rows rendered in %.0f ms\n",
+      per.size(), Median(per), per.empty() ? 0.0 : *std::max_element(per.begin(), per.end()), st["rows"].get<int>(),
+      st["rows_ms"].get<double>());
   for (const auto& e : browser.console_errors()) std::printf("console error: %s\n", e.c_str());
   std::printf("report left at %s\n", path.c_str());
   return browser.console_errors().empty() ? 0 : 1;

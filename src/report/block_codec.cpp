@@ -133,8 +133,8 @@ EncodedBlocks EncodeBlocks(const nlohmann::json& blocks, bool deflate) {
 #ifdef TWINSCOPE_REPORT_ZLIB
   uLongf size = compressBound(bytes.size());
   std::string z(size, '\0');
-  if (deflate && compress2(reinterpret_cast<Bytef*>(z.data()), &size, reinterpret_cast<const Bytef*>(bytes.data()), bytes.size(),
-                6) == Z_OK) {
+  if (deflate && compress2(reinterpret_cast<Bytef*>(z.data()), &size, reinterpret_cast<const Bytef*>(bytes.data()),
+                           bytes.size(), 6) == Z_OK) {
     z.resize(size);
     bytes.swap(z);
     e.codec = "deflate";

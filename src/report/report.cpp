@@ -58,9 +58,9 @@ bool Bool(const json& j, std::string_view key) {
 std::string Cell(const json& v) {
   if (v.is_null()) return "&ndash;";
   if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
-  if (v.is_number_integer()) return Count(v.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(
-                                                                        v.get<uint64_t>(), INT64_MAX))
-                                                                  : v.get<int64_t>());
+  if (v.is_number_integer())
+    return Count(v.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(v.get<uint64_t>(), INT64_MAX))
+                                        : v.get<int64_t>());
   if (v.is_number_float()) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.3g", v.get<double>());
@@ -74,8 +74,7 @@ std::string Cell(const json& v) {
 std::string Dims(const json& v) {
   if (!v.is_array() || v.empty()) return "&ndash;";
   std::string s = "(";
-  for (size_t i = 0; i < v.size(); ++i)
-    s += (i ? "," : "") + (v[i].is_number_integer() ? v[i].dump() : Cell(v[i]));
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + (v[i].is_number_integer() ? v[i].dump() : Cell(v[i]));
   return s + ")";
 }
 
@@ -99,9 +98,8 @@ std::string VerdictBadges(const json& verdicts) {
   for (const auto& v : verdicts) {
     if (!v.is_string()) continue;
     std::string s = v.get<std::string>();
-    std::string cls = (s == "fewer_blocks" || s == "fewer_sms" || s == "reordered" || s == "straggler" || s == "none")
-                          ? s
-                          : "other";
+    std::string cls =
+        (s == "fewer_blocks" || s == "fewer_sms" || s == "reordered" || s == "straggler" || s == "none") ? s : "other";
     h += "<span class=\"badge v-" + cls + "\">" + Esc(VerdictLabel(s)) + "</span>";
   }
   return h;
@@ -279,8 +277,7 @@ class Renderer {
       bool complete = end == "complete";
       h += std::string("<tr><th>") + name + "</th><td><code>" + Esc(Str(t, "path", "-")) + "</code></td><td>" +
            Cell(At(t, "pid")) + "</td><td class=\"" + (complete ? "ok" : "warn") + "\">" + Esc(end) +
-           (Str(r, "message").empty() ? "" : ": " + Esc(Str(r, "message"))) + "</td><td>" + contents +
-           "</td></tr>\n";
+           (Str(r, "message").empty() ? "" : ": " + Esc(Str(r, "message"))) + "</td><td>" + contents + "</td></tr>\n";
     };
     side("primary", p, Cell(At(p, "kernels")) + " kernels, " + Cell(At(p, "launches")) + " launches");
     std::string sc = Cell(At(s, "launches_traced")) + " launches traced, " + Cell(At(s, "blocks")) + " blocks";
@@ -334,8 +331,7 @@ class Renderer {
     std::string sampling = SamplingText();
     Card(h, "primary target launches without a shadow launch", Count(punmatched),
          "of " + Count(ptarget) + (sampling.empty() ? "" : " (shadow " + sampling + ")"));
-    Card(h, "time-only accuracy",
-         evaluated ? Percent(agree, evaluated) : "&ndash;",
+    Card(h, "time-only accuracy", evaluated ? Percent(agree, evaluated) : "&ndash;",
          evaluated ? "a join by time alone picks the same kernel for " + Count(agree) + " of " + Count(evaluated) +
                          " exact matches"
                    : "not evaluated",
@@ -350,8 +346,8 @@ class Renderer {
     }
     h += "</li>\n";
     h += "<li>Exact matches whose shape differs: " + Count(Int(s, "exact_shape_differs")) +
-         "; paired in launch order among launches sharing one key (ambiguous): " +
-         Count(Int(s, "exact_ambiguous")) + "</li>\n";
+         "; paired in launch order among launches sharing one key (ambiguous): " + Count(Int(s, "exact_ambiguous")) +
+         "</li>\n";
     bool concurrent = Bool(At(join_, "options"), "concurrent");
     if (concurrent) {
       h += "<li class=\"warn\">Primary and shadow ran <strong>at the same time</strong>: " +
@@ -367,15 +363,16 @@ class Renderer {
       const json& r = At(At(join_, side), "read");
       std::string end = Str(r, "end", "unknown");
       if (end != "complete")
-        warnings.push_back(std::string("The ") + side + " trace was not read to its end (" + Esc(end) + "): " +
-                           "what it held up to there was joined.");
+        warnings.push_back(std::string("The ") + side + " trace was not read to its end (" + Esc(end) +
+                           "): " + "what it held up to there was joined.");
       int64_t lost = 0;
       const json& loss = At(At(join_, side), "loss");
       if (loss.is_object())
         for (auto it = loss.begin(); it != loss.end(); ++it)
           if (!IsContextKey(it.key()) && it.value().is_number() && it.value().get<double>() != 0) ++lost;
-      if (lost) warnings.push_back(std::string("The ") + side + " trace reports losses (" + Count(lost) +
-                                   " counters not zero): see <a href=\"#loss\">Loss</a>.");
+      if (lost)
+        warnings.push_back(std::string("The ") + side + " trace reports losses (" + Count(lost) +
+                           " counters not zero): see <a href=\"#loss\">Loss</a>.");
     }
     if (DriftingRanges() > 0)
       warnings.push_back(Count(DriftingRanges()) +
@@ -385,9 +382,7 @@ class Renderer {
     h += "</ul>\n</section>\n";
   }
 
-  static int64_t DriftOf(const json& d) {
-    return Int(d, "time_only") + Int(d, "unmatched") + Int(d, "shape_differs");
-  }
+  static int64_t DriftOf(const json& d) { return Int(d, "time_only") + Int(d, "unmatched") + Int(d, "shape_differs"); }
   int64_t DriftingRanges() const {
     int64_t n = 0;
     for (const auto& d : At(join_, "drift"))
@@ -499,7 +494,8 @@ class Renderer {
          ". Primary: start from the first kernel, duration (CUPTI). Shadow (shaded columns): blocks seen of expected, "
          "working blocks, SMs used, blocks per SM (min/median/max), Kendall tau of arrival vs index (1 = in order), "
          "the straggler block and its SM, the tail (last exit minus median exit) and the span. * " +
-         kStretchNote + "</p>\n<p class=\"note\" id=\"ts-launch-status\"></p>\n"
+         kStretchNote +
+         "</p>\n<p class=\"note\" id=\"ts-launch-status\"></p>\n"
          "<div class=\"table-wrap\" id=\"ts-launch-table\"></div>\n"
          "<noscript><p class=\"warn\">The table and the charts of this report are drawn by its script.</p></noscript>\n"
          "</section>\n";
@@ -521,9 +517,9 @@ class Renderer {
          "kernels and all others. " +
          Count(static_cast<int64_t>(steps.size())) + " ranges, " + Duration(total) + " of kernel time, " +
          Duration(target) + " (" + Percent(target, total) + ") in the target kernels" +
-         (steps.size() > o_.max_steps ? "; consecutive ranges are merged into " +
-                                            Count(static_cast<int64_t>(o_.max_steps)) + " bars"
-                                      : "") +
+         (steps.size() > o_.max_steps
+              ? "; consecutive ranges are merged into " + Count(static_cast<int64_t>(o_.max_steps)) + " bars"
+              : "") +
          ".</p>\n<div class=\"chart steps\"><canvas id=\"ts-steps\"></canvas></div>\n</section>\n";
   }
 
@@ -562,15 +558,14 @@ class Renderer {
          "</tr></thead><tbody>\n";
     auto row = [&](const std::string& name, int64_t e, int64_t t, int64_t u, int64_t sd, const char* cls) {
       h += std::string("<tr class=\"") + cls + "\"><td>" + name + "</td><td class=\"num\">" + Count(e) +
-           "</td><td class=\"num" + (t ? " warn" : "") + "\">" + Count(t) + "</td><td class=\"num" +
-           (u ? " bad" : "") + "\">" + Count(u) + "</td><td class=\"num" + (sd ? " warn" : "") + "\">" + Count(sd) +
-           "</td></tr>\n";
+           "</td><td class=\"num" + (t ? " warn" : "") + "\">" + Count(t) + "</td><td class=\"num" + (u ? " bad" : "") +
+           "\">" + Count(u) + "</td><td class=\"num" + (sd ? " warn" : "") + "\">" + Count(sd) + "</td></tr>\n";
     };
     row("<strong>all</strong>", Int(s, "exact"), Int(s, "time_only"), Int(s, "unmatched_shadow"),
         Int(s, "exact_shape_differs"), "total");
     for (const json* d : rows)
-      row(Esc(Str(*d, "range")), Int(*d, "exact"), Int(*d, "time_only"), Int(*d, "unmatched"),
-          Int(*d, "shape_differs"), DriftOf(*d) ? "drifting" : "");
+      row(Esc(Str(*d, "range")), Int(*d, "exact"), Int(*d, "time_only"), Int(*d, "unmatched"), Int(*d, "shape_differs"),
+          DriftOf(*d) ? "drifting" : "");
     if (rest.is_object())
       row(Esc(Str(rest, "range")), Int(rest, "exact"), Int(rest, "time_only"), Int(rest, "unmatched"),
           Int(rest, "shape_differs"), "rest");
@@ -601,8 +596,7 @@ class Renderer {
       auto cell = [&](const json& l) {
         const json& v = At(l, k);
         bool bad = !IsContextKey(k) && v.is_number() && v.get<double>() != 0;
-        return std::string("<td class=\"num") + (bad ? " bad" : "") + "\">" + (l.contains(k) ? Cell(v) : "") +
-               "</td>";
+        return std::string("<td class=\"num") + (bad ? " bad" : "") + "\">" + (l.contains(k) ? Cell(v) : "") + "</td>";
       };
       h += "<tr" + std::string(IsContextKey(k) ? " class=\"ctx\"" : "") + "><td><code>" + Esc(k) + "</code></td>" +
            cell(pl) + cell(sl) + "</tr>\n";
@@ -726,8 +720,9 @@ bool ReportHasCharts() { return report_assets::kChartJsSize > 0; }
 
 StatusOr<std::string> RenderReport(const json& join, const ReportOptions& options, ReportInfo* info) {
   if (!join.is_object() || Str(join, "format") != "twinscope-join")
-    return Status::Error("not a joined model: the report needs the JSON of `twinscope join` (format "
-                         "\"twinscope-join\", docs/join.md)");
+    return Status::Error(
+        "not a joined model: the report needs the JSON of `twinscope join` (format "
+        "\"twinscope-join\", docs/join.md)");
   if (Int(join, "version", -1) != 1)
     return Status::Error("joined model version " + At(join, "version").dump() +
                          " is not one this report knows (1): use the twinscope that wrote the join");

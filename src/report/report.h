@@ -4,9 +4,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "base/status.h"
 
@@ -15,12 +14,12 @@ namespace twinscope {
 // Bounds that keep a report of any run small and quick to open. What is left out is counted and said
 // on the page; launches that "why slow" or the block detail refer to are always kept.
 struct ReportOptions {
-  size_t max_launch_rows = 2000;      // the table of launches, slowest first
-  size_t max_detail_launches = 32;    // launches with a block heatmap and order plot
+  size_t max_launch_rows = 2000;               // the table of launches, slowest first
+  size_t max_detail_launches = 32;             // launches with a block heatmap and order plot
   uint64_t max_detail_blocks = 32ull * 65536;  // blocks of all detailed launches together
-  size_t max_steps = 2000;            // more steps are merged into this many bars
-  size_t max_drift_rows = 1000;       // drifting ranges first; the rest are summed in one row
-  size_t max_why_slow_groups = 200;   // shape groups in "why slow"
+  size_t max_steps = 2000;                     // more steps are merged into this many bars
+  size_t max_drift_rows = 1000;                // drifting ranges first; the rest are summed in one row
+  size_t max_why_slow_groups = 200;            // shape groups in "why slow"
   std::string title = "twinscope report";
   bool deflate_blocks = true;  // block detail deflated where this build has zlib (else raw, ~1.7x larger)
   bool inline_chartjs = true;  // false: as if built without Chart.js (the charts it draws become a note)

@@ -85,7 +85,8 @@ Row Expected(const json& b, int64_t t0, uint64_t unit) {
 json RandomBlocks(std::mt19937_64& rng, size_t n, int64_t span, bool permutation) {
   json rows = json::array();
   std::vector<int64_t> orders(n);
-  for (size_t i = 0; i < n; ++i) orders[i] = permutation ? static_cast<int64_t>(i) : static_cast<int64_t>(rng() % (n * 2));
+  for (size_t i = 0; i < n; ++i)
+    orders[i] = permutation ? static_cast<int64_t>(i) : static_cast<int64_t>(rng() % (n * 2));
   std::shuffle(orders.begin(), orders.end(), rng);
   for (size_t i = 0; i < n; ++i) {
     int64_t enter = static_cast<int64_t>(rng() % static_cast<uint64_t>(span));
@@ -166,8 +167,8 @@ TEST(BlockCodec, OrdersWithGapsAreWritten) {
 }
 
 TEST(BlockCodec, MalformedRowsAreCountedAndLeftOut) {
-  json rows = json::array({{0, 1, 0, 10, 0}, {1, 2, 3}, "x", {2, -1, 0, 1, 1}, {3, 1, "a", 4, 2}, {4, 1, 1.5, 4, 3},
-                           {5, 1, 0, 9, 1}});
+  json rows = json::array(
+      {{0, 1, 0, 10, 0}, {1, 2, 3}, "x", {2, -1, 0, 1, 1}, {3, 1, "a", 4, 2}, {4, 1, 1.5, 4, 3}, {5, 1, 0, 9, 1}});
   EncodedBlocks e = EncodeBlocks(rows);
   EXPECT_EQ(e.count, 2u);
   EXPECT_EQ(e.malformed, 5u);
@@ -177,8 +178,12 @@ TEST(BlockCodec, MalformedRowsAreCountedAndLeftOut) {
 }
 
 TEST(BlockCodec, Base64MatchesRfc4648) {
-  const std::pair<const char*, const char*> cases[] = {{"", ""},         {"f", "Zg=="},         {"fo", "Zm8="},
-                                                       {"foo", "Zm9v"},  {"foob", "Zm9vYg=="},  {"fooba", "Zm9vYmE="},
+  const std::pair<const char*, const char*> cases[] = {{"", ""},
+                                                       {"f", "Zg=="},
+                                                       {"fo", "Zm8="},
+                                                       {"foo", "Zm9v"},
+                                                       {"foob", "Zm9vYg=="},
+                                                       {"fooba", "Zm9vYmE="},
                                                        {"foobar", "Zm9vYmFy"}};
   for (auto [in, out] : cases) EXPECT_EQ(Base64(in), out) << in;
   EXPECT_EQ(Base64(std::string("\xff\x00\xfe", 3)), "/wD+");

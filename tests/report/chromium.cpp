@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -135,6 +137,10 @@ bool Browser::Start(int width, int height) {
   std::string bin = ChromiumPath();
   if (bin.empty()) {
     error_ = InstallHint();
+    return false;
+  }
+  if (access(bin.c_str(), X_OK) != 0) {
+    error_ = bin + ": " + std::strerror(errno) + "; " + InstallHint();
     return false;
   }
   char tmpl[] = "/tmp/twinscope-chromium-XXXXXX";
@@ -306,9 +312,10 @@ bool Browser::Navigate(const std::string& url, double timeout_s) {
 }
 
 json Browser::Evaluate(const std::string& expression, double timeout_s) {
-  json r = Call("Runtime.evaluate",
-                {{"expression", expression}, {"awaitPromise", true}, {"returnByValue", true}, {"timeout", timeout_s * 1000}},
-                timeout_s + 5);
+  json r =
+      Call("Runtime.evaluate",
+           {{"expression", expression}, {"awaitPromise", true}, {"returnByValue", true}, {"timeout", timeout_s * 1000}},
+           timeout_s + 5);
   if (r.is_null()) return nullptr;
   if (r.contains("exceptionDetails")) {
     const json& d = r["exceptionDetails"];

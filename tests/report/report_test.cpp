@@ -132,9 +132,11 @@ TEST(Report, EscapingHelpers) {
   using report::Esc;
   EXPECT_EQ(Esc("a<b>&\"'"), "a&lt;b&gt;&amp;&quot;&#39;");
   EXPECT_EQ(Esc("\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80"), "\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80");  // valid UTF-8 kept
-  EXPECT_EQ(Esc("\xC3"), "\xEF\xBF\xBD");                       // truncated sequence
-  EXPECT_EQ(Esc("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
-  EXPECT_EQ(Esc(std::string("a\0b\x01", 4)), "a\xEF\xBF\xBD" "b\xEF\xBF\xBD");
+  EXPECT_EQ(Esc("\xC3"), "\xEF\xBF\xBD");                                                          // truncated sequence
+  EXPECT_EQ(Esc("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");                          // surrogate
+  EXPECT_EQ(Esc(std::string("a\0b\x01", 4)),
+            "a\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD");
   std::string j = report::JsonForScript(json{{"k", "</script><!--&\xE2\x80\xA8"}});
   EXPECT_EQ(j, R"({"k":"\u003c/script\u003e\u003c!--\u0026\u2028"})");
   EXPECT_EQ(json::parse(j)["k"], "</script><!--&\xE2\x80\xA8");
@@ -176,9 +178,10 @@ TEST(Report, LossAndDriftAreHighlighted) {
             std::string::npos);
   EXPECT_NE(html.find("The shadow trace reports losses"), std::string::npos);
   // Drifting ranges come first, right after the total.
-  join["drift"] = json::array({{{"range", "step#0"}, {"exact", 5}, {"time_only", 0}, {"unmatched", 0}, {"shape_differs", 0}},
-                               {{"range", "step#1"}, {"exact", 4}, {"time_only", 1}, {"unmatched", 0}, {"shape_differs", 0}},
-                               {{"range", "step#2"}, {"exact", 2}, {"time_only", 0}, {"unmatched", 3}, {"shape_differs", 0}}});
+  join["drift"] =
+      json::array({{{"range", "step#0"}, {"exact", 5}, {"time_only", 0}, {"unmatched", 0}, {"shape_differs", 0}},
+                   {{"range", "step#1"}, {"exact", 4}, {"time_only", 1}, {"unmatched", 0}, {"shape_differs", 0}},
+                   {{"range", "step#2"}, {"exact", 2}, {"time_only", 0}, {"unmatched", 3}, {"shape_differs", 0}}});
   html = Render(join);
   size_t s0 = html.find("<td>step#0</td>"), s1 = html.find("<td>step#1</td>"), s2 = html.find("<td>step#2</td>");
   ASSERT_NE(s0, std::string::npos);

@@ -89,8 +89,8 @@ json ShadowOf(const std::vector<Block>& blocks, uint32_t grid, uint64_t seq, int
           {"block_p50_ns", p50}};
 }
 
-Picture Simulate(const std::string& kind, uint32_t grid, uint32_t sms, uint32_t slots, int64_t base_ns,
-                 uint64_t seq, std::mt19937_64& rng) {
+Picture Simulate(const std::string& kind, uint32_t grid, uint32_t sms, uint32_t slots, int64_t base_ns, uint64_t seq,
+                 std::mt19937_64& rng) {
   std::uniform_real_distribution<double> jitter(0.85, 1.15);
   std::vector<int64_t> dispatch(grid);
   for (uint32_t i = 0; i < grid; ++i) dispatch[i] = i;
@@ -343,8 +343,10 @@ json MakeSampleJoin(const SampleJoinOptions& o) {
     unmatched += um;
     kernels_in[s] = 180 + static_cast<int64_t>(rng() % 40);
     int64_t other = target_ns[s] * 2 + 20000 + static_cast<int64_t>(rng() % 15000) + (s % 10 == 9 ? 30000 : 0);
-    steps.push_back(
-        {{"range", range}, {"kernels", kernels_in[s]}, {"kernel_ns", other + target_ns[s]}, {"target_ns", target_ns[s]}});
+    steps.push_back({{"range", range},
+                     {"kernels", kernels_in[s]},
+                     {"kernel_ns", other + target_ns[s]},
+                     {"target_ns", target_ns[s]}});
     drift.push_back({{"range", range},
                      {"exact", exact_in[s]},
                      {"time_only", time_in[s]},
@@ -353,10 +355,18 @@ json MakeSampleJoin(const SampleJoinOptions& o) {
   }
 
   int64_t exact = static_cast<int64_t>(n) - time_only;
-  json loss_primary = {{"have_counters", true},   {"launches_seen", 48210},        {"kernel_records", 48210},
-                       {"kernel_records_in_file", 48210}, {"missing", 0},          {"invalid_timestamps", 2},
-                       {"copy_invalid_timestamps", 0},    {"invalid_timestamps_in_file", 2}, {"cupti_dropped", 0},
-                       {"writer_dropped", 0},             {"key_fallbacks", 0},    {"no_launch_key", 0}};
+  json loss_primary = {{"have_counters", true},
+                       {"launches_seen", 48210},
+                       {"kernel_records", 48210},
+                       {"kernel_records_in_file", 48210},
+                       {"missing", 0},
+                       {"invalid_timestamps", 2},
+                       {"copy_invalid_timestamps", 0},
+                       {"invalid_timestamps_in_file", 2},
+                       {"cupti_dropped", 0},
+                       {"writer_dropped", 0},
+                       {"key_fallbacks", 0},
+                       {"no_launch_key", 0}};
   json loss_shadow = loss_primary;
   loss_shadow["invalid_timestamps"] = 0;
   loss_shadow["invalid_timestamps_in_file"] = 0;

@@ -5,7 +5,6 @@
 
 #include <cstddef>
 #include <cstdint>
-
 #include <nlohmann/json.hpp>
 
 namespace twinscope::testing_report {
@@ -16,9 +15,9 @@ struct SampleJoinOptions {
   size_t detail_launches = 12;  // launches with block detail: groups of reference + 5 slow kinds
   uint32_t blocks = 4096;       // grid size (blocks) of the detailed launches' shapes
   uint32_t sms = 132;
-  uint32_t slots_per_sm = 8;    // blocks an SM runs at once in the simulation
+  uint32_t slots_per_sm = 8;  // blocks an SM runs at once in the simulation
   size_t steps = 60;
-  bool hostile_names = true;    // names with < & " ' </script> <!-- and invalid UTF-8, as traces may hold
+  bool hostile_names = true;  // names with < & " ' </script> <!-- and invalid UTF-8, as traces may hold
   bool concurrent = false;
   uint64_t seed = 1;
 };
