@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "stats/block_stats.h"
+
 namespace twinscope::testing_report {
 namespace {
 
@@ -26,25 +28,6 @@ struct Picture {
   json shadow;  // the launch's "shadow" object, computed from the blocks
 };
 
-uint64_t Inversions(std::vector<int64_t>& v, std::vector<int64_t>& tmp, size_t lo, size_t hi) {
-  if (hi - lo < 2) return 0;
-  size_t mid = (lo + hi) / 2;
-  uint64_t inv = Inversions(v, tmp, lo, mid) + Inversions(v, tmp, mid, hi);
-  size_t i = lo, j = mid, k = lo;
-  while (i < mid && j < hi) {
-    if (v[j] < v[i]) {
-      inv += mid - i;
-      tmp[k++] = v[j++];
-    } else {
-      tmp[k++] = v[i++];
-    }
-  }
-  while (i < mid) tmp[k++] = v[i++];
-  while (j < hi) tmp[k++] = v[j++];
-  std::copy(tmp.begin() + lo, tmp.begin() + hi, v.begin() + lo);
-  return inv;
-}
-
 int64_t Median(std::vector<int64_t> v) {
   if (v.empty()) return 0;
   std::nth_element(v.begin(), v.begin() + (v.size() - 1) / 2, v.end());
@@ -54,14 +37,15 @@ int64_t Median(std::vector<int64_t> v) {
 // The launch's shadow summary; a working block ran at least a quarter of the reference's block time.
 json ShadowOf(const std::vector<Block>& blocks, uint32_t grid, uint64_t seq, int64_t ref_block_ns) {
   size_t n = blocks.size();
-  std::vector<int64_t> exits, durs, order_by_block(grid, 0);
+  std::vector<int64_t> exits, durs;
+  std::vector<uint64_t> order_by_block(grid, 0);
   std::map<int64_t, int64_t> per_sm;
   int64_t last_exit = 0;
   const Block* strag = nullptr;
   for (const Block& b : blocks) {
     exits.push_back(b.exit);
     durs.push_back(b.exit - b.enter);
-    order_by_block[b.block] = b.order;
+    order_by_block[b.block] = static_cast<uint64_t>(b.order);
     ++per_sm[b.sm];
     if (!strag || b.exit > strag->exit) strag = &b;
     last_exit = std::max(last_exit, b.exit);
@@ -71,9 +55,7 @@ json ShadowOf(const std::vector<Block>& blocks, uint32_t grid, uint64_t seq, int
   std::vector<int64_t> counts;
   for (auto& [sm, c] : per_sm) counts.push_back(c);
   std::sort(counts.begin(), counts.end());
-  std::vector<int64_t> tmp(order_by_block.size());
-  uint64_t inv = Inversions(order_by_block, tmp, 0, order_by_block.size());
-  double pairs = n > 1 ? double(n) * double(n - 1) / 2 : 1;
+  stats::RankCorrelation order = stats::CorrelateWithPosition(std::move(order_by_block));
   return {{"seq", seq},
           {"grid", {grid, 1, 1}},
           {"blocks_expected", grid},
@@ -81,8 +63,8 @@ json ShadowOf(const std::vector<Block>& blocks, uint32_t grid, uint64_t seq, int
           {"blocks_working", working},
           {"sms_used", per_sm.size()},
           {"blocks_per_sm", {counts.front(), counts[(counts.size() - 1) / 2], counts.back()}},
-          {"inversions", inv},
-          {"kendall_tau", 1.0 - 2.0 * double(inv) / pairs},
+          {"inversions", order.discordant},
+          {"kendall_tau", order.kendall_tau},
           {"straggler", {{"block", strag->block}, {"sm", strag->sm}, {"exit_ns", strag->exit}}},
           {"tail_ns", last_exit - Median(exits)},
           {"span_ns", last_exit},
