@@ -269,7 +269,8 @@ class Renderer {
     const json& p = At(join_, "primary");
     const json& s = At(join_, "shadow");
     h += "<header>\n<h1>" + Esc(o_.title) + "</h1>\n";
-    if (Has(p, "command_line")) h += "<p class=\"cmd\"><code>" + Esc(Str(p, "command_line")) + "</code></p>\n";
+    std::string cmd = CommandLine(At(p, "command_line"));
+    if (!cmd.empty()) h += "<p class=\"cmd\"><code>" + Esc(cmd) + "</code></p>\n";
     h += "<table class=\"sources\"><tr><th></th><th>trace</th><th>pid</th><th>read</th><th>contents</th></tr>\n";
     auto side = [&](const char* name, const json& t, std::string contents) {
       const json& r = At(t, "read");
@@ -292,6 +293,25 @@ class Renderer {
     h += "<nav><a href=\"#summary\">Summary</a><a href=\"#why-slow\">Why slow</a><a href=\"#blocks\">Blocks</a>"
          "<a href=\"#launches\">Launches</a><a href=\"#steps\">Steps</a><a href=\"#drift\">Drift</a>"
          "<a href=\"#loss\">Loss</a></nav>\n</header>\n";
+  }
+
+  // The primary's command: a string, or its arguments (quoted where a shell would need it).
+  static std::string CommandLine(const json& c) {
+    if (c.is_string()) return c.get<std::string>();
+    std::string out;
+    if (!c.is_array()) return out;
+    for (const auto& a : c) {
+      if (!a.is_string()) continue;
+      std::string arg = a.get<std::string>();
+      bool plain = !arg.empty() && arg.find_first_of(" \t\n'\"\\$`<>&|;()*?[]{}!#~") == std::string::npos;
+      if (!plain) {
+        std::string q = "'";
+        for (char ch : arg) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+        arg = q + "'";
+      }
+      out += (out.empty() ? "" : " ") + arg;
+    }
+    return out;
   }
 
   std::string SamplingText() const {
@@ -348,6 +368,10 @@ class Renderer {
     h += "<li>Exact matches whose shape differs: " + Count(Int(s, "exact_shape_differs")) +
          "; paired in launch order among launches sharing one key (ambiguous): " + Count(Int(s, "exact_ambiguous")) +
          "</li>\n";
+    if (Int(s, "primary_target_without_kernel"))
+      h += "<li class=\"warn\">" + Count(Int(s, "primary_target_without_kernel")) +
+           " primary launches of the targets have no kernel record (lost by CUPTI: see <a href=\"#loss\">Loss</a>)."
+           "</li>\n";
     bool concurrent = Bool(At(join_, "options"), "concurrent");
     if (concurrent) {
       h += "<li class=\"warn\">Primary and shadow ran <strong>at the same time</strong>: " +
@@ -359,6 +383,12 @@ class Renderer {
     }
     // What the reader should look at before trusting the answer.
     std::vector<std::string> warnings;
+    for (const auto& w : At(join_, "warnings"))
+      if (w.is_string()) warnings.push_back("The join: " + Esc(w.get<std::string>()) + ".");
+    if (Int(s, "shadow_without_blocks"))
+      warnings.push_back(Count(Int(s, "shadow_without_blocks")) +
+                         " traced shadow launches have no block records (lost in the shadow: see its probe counters "
+                         "under <a href=\"#loss\">Loss</a>).");
     for (const char* side : {"primary", "shadow"}) {
       const json& r = At(At(join_, side), "read");
       std::string end = Str(r, "end", "unknown");
@@ -370,6 +400,12 @@ class Renderer {
       if (loss.is_object())
         for (auto it = loss.begin(); it != loss.end(); ++it)
           if (!IsContextKey(it.key()) && it.value().is_number() && it.value().get<double>() != 0) ++lost;
+      if (std::string(side) == "shadow") {
+        const json& pc = At(At(join_, side), "probe_counters");
+        if (pc.is_object())
+          for (auto it = pc.begin(); it != pc.end(); ++it)
+            if (!IsProbeContextKey(it.key()) && it.value().is_number() && it.value().get<double>() != 0) ++lost;
+      }
       if (lost)
         warnings.push_back(std::string("The ") + side + " trace reports losses (" + Count(lost) +
                            " counters not zero): see <a href=\"#loss\">Loss</a>.");
@@ -513,10 +549,13 @@ class Renderer {
       total += Num(s, "kernel_ns");
       target += Num(s, "target_ns");
     }
+    int64_t steps_total = Int(join_, "steps_total", static_cast<int64_t>(steps.size()));
     h += "<p class=\"note\">The primary's GPU kernel time in each top-level NVTX range instance (CUPTI): the target "
          "kernels and all others. " +
-         Count(static_cast<int64_t>(steps.size())) + " ranges, " + Duration(total) + " of kernel time, " +
-         Duration(target) + " (" + Percent(target, total) + ") in the target kernels" +
+         Count(static_cast<int64_t>(steps.size())) + " ranges" +
+         (steps_total > static_cast<int64_t>(steps.size()) ? " (of " + Count(steps_total) + " in the run)" : "") +
+         ", " + Duration(total) + " of kernel time, " + Duration(target) + " (" + Percent(target, total) +
+         ") in the target kernels" +
          (steps.size() > o_.max_steps
               ? "; consecutive ranges are merged into " + Count(static_cast<int64_t>(o_.max_steps)) + " bars"
               : "") +
@@ -571,6 +610,10 @@ class Renderer {
           Int(rest, "shape_differs"), "rest");
     h += "</tbody></table></div>\n";
     if (rows.empty()) h += "<p>The join holds no per-range drift (no top-level NVTX ranges).</p>\n";
+    int64_t drift_total = Int(join_, "drift_total", 0), drift_in = static_cast<int64_t>(At(join_, "drift").size());
+    if (drift_total > drift_in)
+      h += "<p class=\"note\">" + Count(drift_total - drift_in) +
+           " more ranges are in the run but not in the join's bounded copy (all of them are in the total).</p>\n";
     h += "</section>\n";
   }
 
@@ -601,7 +644,34 @@ class Renderer {
       h += "<tr" + std::string(IsContextKey(k) ? " class=\"ctx\"" : "") + "><td><code>" + Esc(k) + "</code></td>" +
            cell(pl) + cell(sl) + "</tr>\n";
     }
-    h += "</tbody></table>\n</section>\n";
+    h += "</tbody></table>\n";
+    ProbeCounters(h);
+    h += "</section>\n";
+  }
+
+  // Counters of the shadow's block probe (docs/block-probe.md, "Nothing is lost silently"): those that
+  // count work done rather than work lost.
+  static bool IsProbeContextKey(const std::string& k) {
+    return k == "launches_seen" || k == "launches_traced" || k == "launches_skipped_by_sampling" ||
+           k == "modules_loaded" || k == "modules_patched" || k == "sanitizer_callbacks" || k == "blocks_expected" ||
+           k == "blocks_recorded" || k == "blocks_decoder_waits" || k == "drains";
+  }
+  void ProbeCounters(std::string& h) {
+    const json& pc = At(At(join_, "shadow"), "probe_counters");
+    if (!pc.is_object() || pc.empty()) return;
+    std::vector<std::string> keys;
+    for (auto it = pc.begin(); it != pc.end(); ++it) keys.push_back(it.key());
+    std::stable_partition(keys.begin(), keys.end(), [](const std::string& k) { return !IsProbeContextKey(k); });
+    h += "<p class=\"note\">The shadow's block probe counters: launches it saw, traced and skipped, and blocks it "
+         "could not record.</p>\n<table class=\"loss\"><thead><tr><th>probe counter</th><th "
+         "class=\"num\">shadow</th></tr></thead><tbody>\n";
+    for (const auto& k : keys) {
+      const json& v = pc[k];
+      bool bad = !IsProbeContextKey(k) && v.is_number() && v.get<double>() != 0;
+      h += "<tr" + std::string(IsProbeContextKey(k) ? " class=\"ctx\"" : "") + "><td><code>" + Esc(k) +
+           "</code></td><td class=\"num" + (bad ? " bad" : "") + "\">" + Cell(v) + "</td></tr>\n";
+    }
+    h += "</tbody></table>\n";
   }
 
   void Footer(std::string& h) {

@@ -10,6 +10,9 @@
 #include <sstream>
 
 #include "chromium.h"
+#include "join/join_model.h"
+#include "join/join_views.h"
+#include "join_fixture.h"
 #include "report/report.h"
 #include "sample_join.h"
 
@@ -206,6 +209,75 @@ TEST_F(ReportBrowser, DamagedBlockDataIsReportedOnThePage) {
   EXPECT_EQ(r["ready"], "error");
   EXPECT_GE(r["errors"].get<int>(), 1);
   EXPECT_NE(r["error_text"].get<std::string>().find("launch #"), std::string::npos) << r["error_text"];
+}
+
+}  // namespace
+}  // namespace twinscope
+
+// The report of a real join (src/join) of synthetic twin traces (tests/join/join_fixture.h): one shape,
+// a reference and one slow launch per verdict.
+namespace twinscope {
+namespace {
+
+using testing::EvenBlocks;
+using testing::FakeLaunch;
+
+json RealJoin(const std::string& dir) {
+  std::vector<FakeLaunch> v;
+  for (int i = 0; i < 12; ++i) {
+    FakeLaunch l;
+    l.path = "step#" + std::to_string(i);
+    l.grid = {256, 1, 1};
+    l.cpu_ns = 1'000'000 * (i + 1);
+    l.dur_ns = 10'000 + 10 * static_cast<uint64_t>(i);
+    l.blocks = EvenBlocks(256, 16, 2'000);
+    v.push_back(l);
+  }
+  v[3].dur_ns = 40'000;  // straggler
+  v[3].blocks[200].exit_ns += 200'000;
+  v[5].dur_ns = 35'000;  // fewer SMs
+  v[5].blocks = EvenBlocks(256, 4, 2'000);
+  v[7].dur_ns = 30'000;  // reordered
+  for (auto& b : v[7].blocks) b.order = 255 - b.block;
+  v[9].dur_ns = 25'000;  // fewer blocks
+  for (auto& b : v[9].blocks)
+    if (b.block >= 40) b.exit_ns = b.enter_ns + 50;
+  auto files = testing::WriteTwin(dir, v);
+  auto m = join::JoinTraces(files.primary, files.shadow, {});
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  if (!m.ok()) return json::object();
+  auto blocks = join::ReadShadowBlocks(m->shadow_path, join::DetailSeqs(*m, 32));
+  EXPECT_TRUE(blocks.ok()) << blocks.status().message();
+  return join::JoinToJson(*m, {}, blocks.ok() ? *blocks : std::vector<join::LaunchBlocks>{});
+}
+
+TEST_F(ReportBrowser, ReportOfARealJoin) {
+  const std::string dir = BuildDir() + "/report-real-join";
+  std::filesystem::create_directories(dir);
+  json join = RealJoin(dir);
+  ASSERT_EQ(join["format"], "twinscope-join");
+  ASSERT_GE(join["block_detail"].size(), 5u);
+  ReportInfo info;
+  ASSERT_TRUE(WriteReport(join, dir + "/report.html", {}, &info).ok());
+  EXPECT_EQ(info.detail_launches, join["block_detail"].size());
+  EXPECT_EQ(info.malformed_block_rows, 0u);
+  json r = Load(dir + "/report.html");
+  ExpectNoConsoleErrors();
+  EXPECT_EQ(r["ready"], "1");
+  EXPECT_EQ(r["errors"], 0) << r["error_text"];
+  std::string text = r["text"];
+  for (const char* v : {"straggler", "fewer SMs", "reordered", "fewer blocks"})
+    EXPECT_NE(text.find(v), std::string::npos) << v;
+  ASSERT_TRUE(browser_.Screenshot(dir + "/report.png")) << browser_.error();
+  json st = browser_.Evaluate("window.tsSelftest()");
+  ASSERT_TRUE(st.is_object()) << browser_.error();
+  auto sums = BlockSums(join);
+  ASSERT_EQ(st["launches"].size(), sums.size());
+  for (const auto& l : st["launches"]) {
+    EXPECT_EQ(l["drawn"], 256);
+    EXPECT_EQ(l["sum_block"].get<double>(), sums[l["launch"]].block);
+    EXPECT_EQ(l["sum_sm"].get<double>(), sums[l["launch"]].sm);
+  }
 }
 
 }  // namespace

@@ -126,6 +126,8 @@ TEST(Report, TraceStringsCannotBreakOutOfTheMarkup) {
   for (const auto& l : back["launches"]) found |= l["kernel"] == expected;
   EXPECT_TRUE(found) << "the hostile kernel name did not survive the round trip";
   EXPECT_EQ(back["primary"]["command_line"], join["primary"]["command_line"]);
+  EXPECT_NE(html.find("<code>python3 serve.py --prompt &#39;&lt;b&gt;hi&lt;/b&gt; &amp; bye&#39;</code>"),
+            std::string::npos);
 }
 
 TEST(Report, EscapingHelpers) {
@@ -168,6 +170,32 @@ TEST(Report, SummaryShowsTheCounts) {
   EXPECT_NE(html.find("picks the same kernel for 1,000 of 1,234 exact matches"), std::string::npos);
   EXPECT_NE(html.find("77 primary kernels ran while the shadow had GPU work"), std::string::npos);
   EXPECT_NE(html.find("sampling every=2"), std::string::npos);
+}
+
+TEST(Report, JoinWarningsAndProbeLossesAreShown) {
+  json join = MakeSampleJoin(Small());
+  join["warnings"] = {"shadow trace is damaged: chunk 3 has a bad checksum; joined what could be read"};
+  join["summary"]["shadow_without_blocks"] = 4;
+  join["shadow"]["probe_counters"]["blocks_overflow"] = 12;
+  std::string html = Render(join);
+  EXPECT_NE(html.find("<li class=\"warn\">The join: shadow trace is damaged: chunk 3 has a bad checksum; joined what "
+                      "could be read.</li>"),
+            std::string::npos);
+  EXPECT_NE(html.find("4 traced shadow launches have no block records"), std::string::npos);
+  EXPECT_NE(html.find("<td><code>blocks_overflow</code></td><td class=\"num bad\">12</td>"), std::string::npos);
+  EXPECT_NE(html.find("The shadow trace reports losses (1 counters not zero)"), std::string::npos);
+  // Sampling is not loss.
+  EXPECT_NE(html.find("<tr class=\"ctx\"><td><code>launches_skipped_by_sampling</code></td><td class=\"num\">"),
+            std::string::npos);
+}
+
+TEST(Report, CommandLineFromItsArguments) {
+  json join = MakeSampleJoin(Small());
+  join["primary"]["command_line"] = {"python3", "app.py", "--name", "a b", "it's"};
+  EXPECT_NE(Render(join).find("<code>python3 app.py --name &#39;a b&#39; &#39;it&#39;\\&#39;&#39;s&#39;</code>"),
+            std::string::npos);
+  join["primary"]["command_line"] = "python3 app.py";
+  EXPECT_NE(Render(join).find("<code>python3 app.py</code>"), std::string::npos);
 }
 
 TEST(Report, LossAndDriftAreHighlighted) {

@@ -137,6 +137,8 @@
       f.appendChild(l.match === "exact" ? badge("m-exact", "exact") : badge("m-time", l.match === "time" ? "time only" : String(l.match)));
       if (l.shape_differs) f.appendChild(badge("m-shape", "shape differs"));
       if ((l.primary || {}).overlapped) f.appendChild(badge("m-overlap", "overlapped"));
+      if (l.ambiguous) f.appendChild(badge("m-shape", "ambiguous"));
+      if ((l.primary || {}).have_kernel === false) f.appendChild(badge("m-overlap", "no kernel record"));
       if ((l.primary || {}).graph) f.appendChild(badge("m-graph", "graph"));
       return f;
     }],
@@ -463,7 +465,9 @@
       ctx.strokeRect(sx - 0.5, sy - 0.5, sw + 1, rowH + 1);
       const label = "straggler: block " + fmtCount(d.block[k]) + " on SM " + d.sm[k];
       const w = ctx.measureText(label).width;
-      labelBox(ctx, label, sx + sw + 8 + w > M.l + plotW ? sx - 8 - w : sx + sw + 8, sy + rowH / 2, C.straggler);
+      // Right of the bar, else left of it, else inside it.
+      const lx2 = sx + sw + 8 + w <= M.l + plotW ? sx + sw + 8 : sx - 8 - w >= M.l ? sx - 8 - w : sx + 6;
+      labelBox(ctx, label, lx2, sy + rowH / 2, C.straggler);
     }
     ctx.font = FONT;
     canvas.tsHit = { kind: "heat", d, M, rowH, laneH, xs, smRows };
@@ -517,7 +521,7 @@
       const label = "block " + fmtCount(d.block[k]) + ", arrived " + fmtCount(d.order[k]);
       ctx.font = "bold " + FONT;
       const w = ctx.measureText(label).width;
-      labelBox(ctx, label, x + 10 + w > M.l + plotW ? x - 10 - w : x + 10, y, C.straggler);
+      labelBox(ctx, label, x + 10 + w <= M.l + plotW ? x + 10 : Math.max(M.l + 4, x - 10 - w), y, C.straggler);
       ctx.font = FONT;
     }
     canvas.tsHit = { kind: "order", d, M, plotW, bx };
