@@ -39,3 +39,13 @@ gpu_build_blocks() {
     exit 1
   fi
 }
+
+# Sets the array `chartjs` to the CMake argument that inlines Chart.js into HTML reports. The GPU
+# machine has no libjs-chart.js: run scripts/carry-chartjs.sh on the development machine and carry
+# .gpu-carry; without it reports are built with a note in place of the step chart.
+chartjs_arg() {
+  chartjs=()
+  if [[ -f .gpu-carry/chart.umd.js ]]; then
+    chartjs=(-DTWINSCOPE_CHARTJS="$PWD/.gpu-carry/chart.umd.js")
+  fi
+}

@@ -28,6 +28,11 @@ deps=(
   "valgrind|1:3.19.0-1|cmd:valgrind|all"
   "clang-14|1:14.0.6-12|cmd:clang++|all"
   "libclang-rt-14-dev|1:14.0.6-12|file:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a|all"
+  # HTML report: Chart.js inlined at build time, block detail deflated, and the browser test.
+  "libjs-chart.js|3.9.1+~0.2.1-2|file:/usr/share/javascript/chart.js/chart.min.js|all"
+  "zlib1g-dev|1:1.2.13.dfsg-1|file:/usr/include/zlib.h|all"
+  "chromium-headless-shell|156.0.8078.114-1~deb12u1|cmd:chromium-headless-shell|all"
+  "fonts-dejavu-core|2.37-6|file:/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf|all"
 )
 SANITIZER_API_VERSION=13.0.85
 

@@ -1,0 +1,284 @@
+// The HTML report in headless Chromium (DevTools protocol, tests/report/chromium.h): it loads from a
+// file:// URL with no console error, shows its sections, draws every chart and every detailed
+// launch (the page's own decoder checked against the join's blocks), keeps hostile names inert, and
+// reports damaged block data on the page. Leaves report-sample.html and report-sample.png in the
+// build folder. Without Chromium every test fails with how to install it: it never skips.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "chromium.h"
+#include "join/join_model.h"
+#include "join/join_views.h"
+#include "join_fixture.h"
+#include "report/report.h"
+#include "sample_join.h"
+
+namespace twinscope {
+namespace {
+
+using nlohmann::json;
+using testing_report::Browser;
+using testing_report::FileUrl;
+using testing_report::MakeSampleJoin;
+using testing_report::SampleJoinOptions;
+
+std::string BuildDir() {
+#ifdef TWINSCOPE_BUILD_DIR
+  return TWINSCOPE_BUILD_DIR;
+#else
+  return ::testing::TempDir();
+#endif
+}
+
+// What the page shows after its first render, gathered in one evaluation.
+constexpr const char* kInspect = R"JS(
+(async () => {
+  const timings = await window.tsReady;
+  const q = (s) => document.querySelector(s);
+  const attr = (s, a) => (q(s) ? q(s).getAttribute(a) : null);
+  return {
+    timings,
+    ready: document.body.getAttribute("data-ready"),
+    errors: Number(attr("#ts-errors", "data-count")),
+    error_text: q("#ts-errors").innerText,
+    sections: Array.from(document.querySelectorAll("main > section")).map((s) => s.id),
+    steps_drawn: attr("#ts-steps", "data-drawn"),
+    heat_drawn: attr("#ts-heatmap", "data-drawn"),
+    heat_launch: attr("#ts-heatmap", "data-launch"),
+    order_drawn: attr("#ts-order", "data-drawn"),
+    ref_hidden: q("#ts-ref-figure").hidden,
+    ref_drawn: attr("#ts-heatmap-ref", "data-drawn"),
+    rows: Number(attr("#ts-launch-table", "data-rows")),
+    options: document.querySelectorAll("#ts-launch-select option").length,
+    no_chart: document.querySelectorAll(".no-chart").length,
+    facts: q("#ts-facts").innerText,
+    pwned: window.tsPwned === undefined ? null : window.tsPwned,
+    text: document.body.innerText,
+  };
+})()
+)JS";
+
+class ReportBrowser : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(testing_report::ChromiumPath().empty()) << testing_report::InstallHint();
+    ASSERT_TRUE(browser_.Start()) << browser_.error() << "\n" << browser_.LogTail();
+  }
+
+  json Load(const std::string& path) {
+    EXPECT_TRUE(browser_.Navigate(FileUrl(path))) << browser_.error();
+    json r = browser_.Evaluate(kInspect);
+    EXPECT_TRUE(r.is_object()) << browser_.error();
+    return r.is_object() ? r : json::object();
+  }
+
+  void ExpectNoConsoleErrors() {
+    for (const auto& e : browser_.console_errors()) ADD_FAILURE() << "console: " << e;
+  }
+
+  Browser browser_;
+};
+
+// Sums of the join's blocks per detailed launch, to check the page's decoder against.
+struct Sums {
+  double block = 0, sm = 0, order = 0;
+};
+std::map<int64_t, Sums> BlockSums(const json& join) {
+  std::map<int64_t, Sums> out;
+  for (const auto& d : join["block_detail"]) {
+    Sums& s = out[d["launch"].get<int64_t>()];
+    for (const auto& b : d["blocks"]) {
+      s.block += b[0].get<double>();
+      s.sm += b[1].get<double>();
+      s.order += b[4].get<double>();
+    }
+  }
+  return out;
+}
+
+TEST_F(ReportBrowser, SampleReportLoadsDrawsAndLeavesAScreenshot) {
+  SampleJoinOptions o;  // 240 launches, 12 detailed launches of 4,096 blocks, hostile names
+  json join = MakeSampleJoin(o);
+  std::string html = BuildDir() + "/report-sample.html";
+  ReportInfo info;
+  Status s = WriteReport(join, html, {}, &info);
+  ASSERT_TRUE(s.ok()) << s.message();
+
+  json r = Load(html);
+  ExpectNoConsoleErrors();
+  EXPECT_EQ(r["ready"], "1") << r.dump();
+  EXPECT_EQ(r["errors"], 0) << r["error_text"];
+  EXPECT_EQ(r["sections"], json({"summary", "why-slow", "blocks", "launches", "steps", "drift", "loss"}));
+  EXPECT_EQ(r["options"], 12);
+  EXPECT_EQ(r["rows"], 100);  // the first rows; the rest come as the table scrolls
+  if (ReportHasCharts()) {
+    EXPECT_EQ(r["steps_drawn"], std::to_string(o.steps));
+    EXPECT_EQ(r["no_chart"], 0);
+  }
+  // The first slow launch is shown, beside its reference.
+  int64_t first_slow = join["block_detail"][1]["launch"];
+  EXPECT_EQ(r["heat_launch"], std::to_string(first_slow));
+  EXPECT_EQ(r["heat_drawn"], std::to_string(o.blocks));
+  EXPECT_EQ(r["order_drawn"], std::to_string(o.blocks));
+  EXPECT_EQ(r["ref_hidden"], false);
+  EXPECT_EQ(r["ref_drawn"], std::to_string(o.blocks));
+  EXPECT_NE(r["facts"].get<std::string>().find("this launch"), std::string::npos);
+  // Hostile names are text, not markup or script.
+  EXPECT_TRUE(r["pwned"].is_null()) << "a kernel name ran as script";
+  std::string text = r["text"];
+  EXPECT_NE(text.find("evil<int>::k</script><script>window.tsPwned=1</script>&amp;\"quoted\" 'single' <!--"),
+            std::string::npos);
+  EXPECT_NE(text.find("step#3 </script><b>bold</b>"), std::string::npos);
+
+  ASSERT_TRUE(browser_.Screenshot(BuildDir() + "/report-sample.png")) << browser_.error();
+  EXPECT_GT(std::filesystem::file_size(BuildDir() + "/report-sample.png"), 50000u);
+
+  // Every detailed launch, decoded by the page, matches the join's blocks; every table row renders.
+  json st = browser_.Evaluate("window.tsSelftest()");
+  ASSERT_TRUE(st.is_object()) << browser_.error();
+  EXPECT_EQ(st["rows"], o.launches);
+  auto sums = BlockSums(join);
+  ASSERT_EQ(st["launches"].size(), sums.size());
+  for (const auto& l : st["launches"]) {
+    int64_t id = l["launch"];
+    SCOPED_TRACE("launch " + std::to_string(id));
+    EXPECT_EQ(l["drawn"], o.blocks);
+    EXPECT_EQ(l["order_drawn"], o.blocks);
+    EXPECT_EQ(l["sum_block"].get<double>(), sums[id].block);
+    EXPECT_EQ(l["sum_sm"].get<double>(), sums[id].sm);
+    EXPECT_EQ(l["sum_order"].get<double>(), sums[id].order);
+    const json* launch = nullptr;
+    for (const auto& x : join["launches"])
+      if (x["id"] == id) launch = &x;
+    ASSERT_NE(launch, nullptr);
+    EXPECT_EQ(l["straggler"], std::to_string((*launch)["shadow"]["straggler"]["block"].get<int64_t>()));
+  }
+  ExpectNoConsoleErrors();
+  json after = browser_.Evaluate("Number(document.getElementById('ts-errors').getAttribute('data-count'))");
+  EXPECT_EQ(after, 0);
+}
+
+TEST_F(ReportBrowser, RawBlocksAndNoChartJsStillWork) {
+  SampleJoinOptions o;
+  o.launches = 40;
+  o.detail_launches = 3;
+  o.blocks = 700;
+  o.sms = 20;
+  o.steps = 8;
+  json join = MakeSampleJoin(o);
+  ReportOptions ro;
+  ro.deflate_blocks = false;
+  ro.inline_chartjs = false;
+  std::string html = BuildDir() + "/report-nochart.html";
+  ASSERT_TRUE(WriteReport(join, html, ro).ok());
+  json r = Load(html);
+  ExpectNoConsoleErrors();
+  EXPECT_EQ(r["ready"], "1");
+  EXPECT_EQ(r["errors"], 0) << r["error_text"];
+  EXPECT_EQ(r["no_chart"], 1);  // the step chart is a note; the hand-drawn ones stay
+  EXPECT_NE(r["text"].get<std::string>().find("needs Chart.js"), std::string::npos);
+  EXPECT_EQ(r["heat_drawn"], "700");
+  EXPECT_EQ(r["order_drawn"], "700");
+  EXPECT_EQ(r["rows"], 40);
+  json st = browser_.Evaluate("window.tsSelftest()");
+  ASSERT_TRUE(st.is_object()) << browser_.error();
+  auto sums = BlockSums(join);
+  for (const auto& l : st["launches"]) EXPECT_EQ(l["sum_block"].get<double>(), sums[l["launch"]].block);
+}
+
+TEST_F(ReportBrowser, DamagedBlockDataIsReportedOnThePage) {
+  SampleJoinOptions o;
+  o.launches = 30;
+  o.detail_launches = 2;
+  o.blocks = 600;
+  o.sms = 20;
+  o.steps = 5;
+  std::string html = *RenderReport(MakeSampleJoin(o));
+  // Cut the second launch's (the first shown) block data short.
+  std::string open = "<script type=\"application/octet-stream\" id=\"ts-blocks-1\">";
+  size_t at = html.find(open) + open.size();
+  size_t end = html.find("</script>", at);
+  ASSERT_GT(end - at, 200u);
+  html.erase(at + 100, end - at - 100 - ((end - at - 100) % 4));
+  std::string path = BuildDir() + "/report-damaged.html";
+  std::ofstream(path) << html;
+  json r = Load(path);
+  EXPECT_EQ(r["ready"], "error");
+  EXPECT_GE(r["errors"].get<int>(), 1);
+  EXPECT_NE(r["error_text"].get<std::string>().find("launch #"), std::string::npos) << r["error_text"];
+}
+
+}  // namespace
+}  // namespace twinscope
+
+// The report of a real join (src/join) of synthetic twin traces (tests/join/join_fixture.h): one shape,
+// a reference and one slow launch per verdict.
+namespace twinscope {
+namespace {
+
+using testing::EvenBlocks;
+using testing::FakeLaunch;
+
+json RealJoin(const std::string& dir) {
+  std::vector<FakeLaunch> v;
+  for (int i = 0; i < 12; ++i) {
+    FakeLaunch l;
+    l.path = "step#" + std::to_string(i);
+    l.grid = {256, 1, 1};
+    l.cpu_ns = 1'000'000 * (i + 1);
+    l.dur_ns = 10'000 + 10 * static_cast<uint64_t>(i);
+    l.blocks = EvenBlocks(256, 16, 2'000);
+    v.push_back(l);
+  }
+  v[3].dur_ns = 40'000;  // straggler
+  v[3].blocks[200].exit_ns += 200'000;
+  v[5].dur_ns = 35'000;  // fewer SMs
+  v[5].blocks = EvenBlocks(256, 4, 2'000);
+  v[7].dur_ns = 30'000;  // reordered
+  for (auto& b : v[7].blocks) b.order = 255 - b.block;
+  v[9].dur_ns = 25'000;  // fewer blocks
+  for (auto& b : v[9].blocks)
+    if (b.block >= 40) b.exit_ns = b.enter_ns + 50;
+  auto files = testing::WriteTwin(dir, v);
+  auto m = join::JoinTraces(files.primary, files.shadow, {});
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  if (!m.ok()) return json::object();
+  auto blocks = join::ReadShadowBlocks(m->shadow_path, join::DetailSeqs(*m, 32));
+  EXPECT_TRUE(blocks.ok()) << blocks.status().message();
+  return join::JoinToJson(*m, {}, blocks.ok() ? *blocks : std::vector<join::LaunchBlocks>{});
+}
+
+TEST_F(ReportBrowser, ReportOfARealJoin) {
+  const std::string dir = BuildDir() + "/report-real-join";
+  std::filesystem::create_directories(dir);
+  json join = RealJoin(dir);
+  ASSERT_EQ(join["format"], "twinscope-join");
+  ASSERT_GE(join["block_detail"].size(), 5u);
+  ReportInfo info;
+  ASSERT_TRUE(WriteReport(join, dir + "/report.html", {}, &info).ok());
+  EXPECT_EQ(info.detail_launches, join["block_detail"].size());
+  EXPECT_EQ(info.malformed_block_rows, 0u);
+  json r = Load(dir + "/report.html");
+  ExpectNoConsoleErrors();
+  EXPECT_EQ(r["ready"], "1");
+  EXPECT_EQ(r["errors"], 0) << r["error_text"];
+  std::string text = r["text"];
+  for (const char* v : {"straggler", "fewer SMs", "reordered", "fewer blocks"})
+    EXPECT_NE(text.find(v), std::string::npos) << v;
+  ASSERT_TRUE(browser_.Screenshot(dir + "/report.png")) << browser_.error();
+  json st = browser_.Evaluate("window.tsSelftest()");
+  ASSERT_TRUE(st.is_object()) << browser_.error();
+  auto sums = BlockSums(join);
+  ASSERT_EQ(st["launches"].size(), sums.size());
+  for (const auto& l : st["launches"]) {
+    EXPECT_EQ(l["drawn"], 256);
+    EXPECT_EQ(l["sum_block"].get<double>(), sums[l["launch"]].block);
+    EXPECT_EQ(l["sum_sm"].get<double>(), sums[l["launch"]].sm);
+  }
+}
+
+}  // namespace
+}  // namespace twinscope
