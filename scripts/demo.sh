@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# The README's main command: builds twinscope for this machine's GPU and runs
-# `twinscope twin` on the bundled example CUDA program (CUDA Graphs, NVTX
-# step ranges, copies, memsets): a primary under the CUPTI collector, then a
-# shadow under the block probe tracing the example's reduce_sum kernel, joined
-# launch by launch. Prints the joined summary and where the report is.
-# Needs an NVIDIA GPU.
-# Usage: scripts/demo.sh [build-dir]   (default: build-gpu)
+# The README's main command: builds twinscope and its demo decode server for
+# this machine's GPU and runs `twinscope demo`: the server as a primary (CUPTI
+# collector) behind the mirror while a built-in client sends 8 concurrent
+# streaming chat requests, then a shadow of it replaying the primary's step
+# schedule under the block probe (reshape_and_cache_flash_kernel), joined
+# launch by launch. Prints the summary and where the report is. Needs an
+# NVIDIA GPU. Usage: scripts/demo.sh [build-dir] [twinscope demo flags...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build-gpu}
+shift || true
 
 # shellcheck source=scripts/gpu_common.sh
 source scripts/gpu_common.sh
@@ -20,14 +21,13 @@ export PATH=/usr/local/cuda/bin:$PATH
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
 opts=(-DCMAKE_BUILD_TYPE=Release -DTWINSCOPE_BUILD_TESTS=OFF -DTWINSCOPE_CUDA_ARCHITECTURES="${arch:-90}")
 [[ -f /usr/include/sqlite3.h ]] || opts+=(-DTWINSCOPE_WITH_SQLITE=OFF)
-[[ -f /usr/include/boost/beast.hpp ]] || opts+=(-DTWINSCOPE_WITH_MIRROR=OFF)
+if [[ ! -f /usr/include/boost/beast.hpp ]]; then
+  echo "twinscope demo: the demo server and the mirror need Boost.Beast (Debian/Ubuntu: libboost-dev)" >&2
+  exit 1
+fi
+[[ -f .gpu-carry/chart.umd.js ]] && opts+=(-DTWINSCOPE_CHARTJS="$PWD/.gpu-carry/chart.umd.js")
 cmake_generator
 cmake -S . -B "$BUILD" "${gen[@]}" "${opts[@]}" >/dev/null
-cmake --build "$BUILD" -j "$(nproc)" --target twinscope twinscope_cupti twinscope_blocks twinscope_example
+cmake --build "$BUILD" -j "$(nproc)" --target twinscope twinscope_cupti twinscope_blocks twinscope-demo-server
 
-out=${TWINSCOPE_DEMO_OUT:-example-twin}
-"$BUILD/bin/twinscope" twin --kernel reduce_sum -o "$out" -- "$BUILD/bin/twinscope_example" 50
-echo
-echo "Joined model: $out/join.json   (twinscope stats $out   shows it again)"
-[[ -f $out/report.html ]] && echo "Report: $out/report.html (one self-contained file: open it in a browser)"
-exit 0
+exec "$BUILD/bin/twinscope" demo -o "${TWINSCOPE_DEMO_OUT:-twinscope-demo}" "$@"

@@ -7,6 +7,7 @@
 
 #include "export/join/join_export.h"
 #include "join/join_views.h"
+#include "report/report.h"
 
 namespace twinscope::cli {
 namespace {
@@ -59,6 +60,16 @@ bool WriteViews(const join::JoinedModel& m, const std::string& dir) {
   return ok;
 }
 
+// What the report's copy of the model holds: the slowest launches, drifting
+// ranges first, steps; the report bounds it again on its own.
+join::JsonBounds ReportJsonBounds() {
+  join::JsonBounds b;
+  b.max_launches = 2000;
+  b.max_drift_rows = 1000;
+  b.max_step_rows = 0;
+  return b;
+}
+
 }  // namespace
 
 join::JoinOptions TwinOptions(const std::string& dir) {
@@ -101,7 +112,18 @@ int JoinAndReport(const JoinOutputRequest& r, join::JoinedModel* model_out) {
     return 1;
   }
   std::printf("joined model: %s\n", json_path.c_str());
-  const bool views = WriteViews(m, r.out_dir);
+  bool views = WriteViews(m, r.out_dir);
+  // The report embeds a bounded copy of the model (its own bounds: docs/report.md).
+  const std::string report_path = r.out_dir + "/report.html";
+  ReportInfo info;
+  Status rs = WriteReport(join::JoinToJson(m, ReportJsonBounds(), detail), report_path, {}, &info);
+  if (rs.ok()) {
+    std::printf("report (one self-contained file, open it in a browser): %s (%.1f MB%s)\n", report_path.c_str(),
+                static_cast<double>(info.bytes) / 1e6, info.charts ? "" : "; built without Chart.js: no step chart");
+  } else {
+    std::fprintf(stderr, "twinscope join: report: %s\n", rs.message().c_str());
+    views = false;
+  }
   std::fflush(stdout);
   if (model_out) *model_out = std::move(*model);
   return views ? 0 : 1;
