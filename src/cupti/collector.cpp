@@ -18,6 +18,7 @@
 #include "cupti/callbacks.h"
 #include "cupti/cupti_api.h"
 #include "cupti/cupti_check.h"
+#include "cupti/guard_report.h"
 #include "format/header.h"
 
 namespace twinscope::cupti {
@@ -38,7 +39,7 @@ std::atomic<bool> g_in_signal_flush{false};
 
 uint64_t Clock() {
   uint64_t t = 0;
-  if (Cupti().GetTimestamp && Cupti().GetTimestamp(&t) == CUPTI_SUCCESS) return t;
+  if (GetTimestamp(&t) == CUPTI_SUCCESS) return t;
   return MonotonicNs();
 }
 
@@ -239,7 +240,10 @@ void Collector::Start() {
 
 void Collector::SetToolState(const std::string& state, const std::string& message, int cupti_result,
                              const std::string& other_subscriber) {
+  std::lock_guard<std::mutex> lock(tool_state_mu_);
+  nlohmann::json program = tool_state_.value("program_cupti", nlohmann::json());
   tool_state_ = {{"state", state}, {"message", message}};
+  if (!program.is_null()) tool_state_["program_cupti"] = program;
   if (cupti_result) tool_state_["cupti_result"] = cupti_result;
   if (!other_subscriber.empty()) tool_state_["other_subscriber"] = other_subscriber;
   if (!cupti_library_.empty()) tool_state_["cupti_library"] = cupti_library_;
@@ -261,9 +265,11 @@ void Collector::StartLocked() {
   // put this trace's times beside another process's (the join's --concurrent).
   header["clock"] = {{"cupti_ns", Clock()}, {"realtime_ns", RealtimeNs()}};
   header["cupti_api_version_compiled"] = CUPTI_API_VERSION;
-  uint32_t cupti_version = 0;
-  if (have_cupti && Cupti().GetVersion(&cupti_version) == CUPTI_SUCCESS) header["cupti_version"] = cupti_version;
-  if (have_cupti) header["cupti_library"] = cupti_library_;
+  if (have_cupti) {
+    if (Cupti().version) header["cupti_version"] = Cupti().version;
+    header["cupti_library"] = cupti_library_;
+    header["cupti_multi_subscriber"] = Cupti().multi_subscriber;
+  }
   int driver_version = 0;
   if (Driver().DriverGetVersion && Driver().DriverGetVersion(&driver_version) == CUDA_SUCCESS)
     header["cuda_driver_version"] = driver_version;
@@ -343,24 +349,18 @@ void Collector::SetupCupti() {
   auto trampoline = [](void* user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
     Firewall("CUPTI callback", [&] { static_cast<Collector*>(user)->OnCallback(domain, cbid, data); });
   };
-  CUptiResult r;
-  char other[128] = {};
-  if (api.SubscribeV2) {
-    CUpti_SubscriberParams params{};
-    params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
-    params.subscriberName = "twinscope";
-    params.oldSubscriberName = other;
-    params.oldSubscriberSize = sizeof other;
-    r = api.SubscribeV2(&subscriber, trampoline, this, &params);
-  } else {
-    r = api.Subscribe(&subscriber, trampoline, this);
-  }
+  std::string other;
+  CUptiResult r = Subscribe(&subscriber, trampoline, this, &other);
   if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-    std::string who = other[0] ? std::string(" (CUPTI names it: \"") + other + "\")" : "";
+    std::string who = !other.empty() ? " (CUPTI names it: \"" + other + "\")" : "";
     std::string msg =
-        "another CUPTI-based tool (Nsight Systems/Compute, a profiler, or the Compute Sanitizer) holds "
-        "CUPTI in this process" +
-        who + "; run without it, or use `twinscope twin`";
+        api.multi_subscriber
+            ? "another CUPTI client holds CUPTI in this process in single-subscriber mode (Nsight Systems/Compute, "
+              "the Compute Sanitizer, or a profiler that subscribed before twinscope with the legacy API)" +
+                  who + "; run without it, or use `twinscope twin`"
+            : "another CUPTI-based tool (Nsight Systems/Compute, a profiler, or the Compute Sanitizer) holds "
+              "CUPTI in this process" +
+                  who + "; run without it, or use `twinscope twin`";
     SetToolState("cupti_held_by_other_tool", msg, r, other);
     LogError("%s. No CUDA activity is traced; the program runs on.", msg.c_str());
     throw SetupError(msg, r);
@@ -376,11 +376,11 @@ void Collector::SetupCupti() {
 
   if (config_.device_buffer_size_mb > 0) {
     size_t v = static_cast<size_t>(config_.device_buffer_size_mb) << 20, sz = sizeof v;
-    CUPTI_SETUP(api.ActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &v));
+    CUPTI_SETUP(ActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &v));
   }
   if (config_.device_buffer_pool_limit > 0) {
     size_t v = static_cast<size_t>(config_.device_buffer_pool_limit), sz = sizeof v;
-    CUPTI_SETUP(api.ActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT, &sz, &v));
+    CUPTI_SETUP(ActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT, &sz, &v));
   }
   auto requested = [](uint8_t** buffer, size_t* size, size_t* max_records) {
     *buffer = nullptr;
@@ -395,19 +395,24 @@ void Collector::SetupCupti() {
       if (Collector* c = Instance()) c->OnBufferCompleted(ctx, stream, buffer, size, valid);
     });
   };
-  CUPTI_SETUP(api.ActivityRegisterCallbacks(requested, completed));
+  CUPTI_SETUP(ActivityRegisterCallbacks(requested, completed));
   // Seed 001: with CUDA graphs holding memcpy/memset nodes, kernel-only
   // activity starves CUPTI's device buffer pool and records stop silently.
-  // Enabling the three kinds together avoids it.
-  CUPTI_SETUP(api.ActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  // Enabling the three kinds together avoids it (CUPTI 13.5 no longer loses
+  // them here, FACTS.md, but the mitigation stays on with every CUPTI).
+  CUPTI_SETUP(ActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
   if (!config_.kernels_only) {
-    CUPTI_SETUP(api.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
-    CUPTI_SETUP(api.ActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
+    CUPTI_SETUP(ActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
+    CUPTI_SETUP(ActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
   }
   collecting_.store(true, std::memory_order_release);
+  const std::string mode = api.multi_subscriber ? " (CUPTI multi-subscriber mode: the program's own CUPTI client "
+                                                  "can subscribe beside twinscope)"
+                                                : "";
   SetToolState("collecting",
-               config_.kernels_only ? "kernel activity only (TWINSCOPE_KERNELS_ONLY=1: graph mitigation off)"
-                                    : "kernel, memcpy and memset activity",
+               (config_.kernels_only ? "kernel activity only (TWINSCOPE_KERNELS_ONLY=1: graph mitigation off)"
+                                     : "kernel, memcpy and memset activity") +
+                   mode,
                0);
   LogInfo("CUPTI collector writing %s (%s)", config_.output.c_str(),
           config_.kernels_only ? "kernels only: seed-001 mitigation OFF" : "kernels, copies, memsets");
@@ -434,6 +439,16 @@ void Collector::EnableApiCallbacks(CUpti_SubscriberHandle subscriber) {
 void Collector::PublishCounters() {
   if (!writer_) return;
   loss_.Publish(*writer_, launches_ ? launches_->evicted_keys() : 0, NvtxUnbalanced());
+  PublishProgramCupti();
+}
+
+void Collector::PublishProgramCupti() {
+  auto report = GuardReport();
+  if (!report) return;
+  std::lock_guard<std::mutex> lock(tool_state_mu_);
+  if (tool_state_.value("program_cupti", nlohmann::json()) == *report) return;
+  tool_state_["program_cupti"] = std::move(*report);
+  writer_->SetMetadata("tool_state", tool_state_);
 }
 
 void Collector::FlushLoop() {
@@ -533,7 +548,7 @@ void Collector::OnBufferCompleted(CUcontext ctx, uint32_t stream_id, uint8_t* bu
   (void)size;
   loss_.buffers_completed.fetch_add(1, std::memory_order_relaxed);
   size_t dropped = 0;
-  if (CUPTI_CHECK(Cupti().ActivityGetNumDroppedRecords(ctx, stream_id, &dropped)) && dropped)
+  if (CUPTI_CHECK(ActivityGetNumDroppedRecords(ctx, stream_id, &dropped)) && dropped)
     loss_.cupti_dropped.fetch_add(dropped, std::memory_order_relaxed);
   if (!buffer || valid == 0) {
     if (buffer) pool_->Release(buffer);
@@ -587,7 +602,7 @@ void Collector::ProcessBuffer(uint8_t* buffer, size_t valid) {
   } give_back{pool_.get(), buffer};
   std::lock_guard<std::mutex> lock(buffer_mu_);
   ParsedBuffer parsed;
-  ParseBuffer(buffer, valid, Cupti().ActivityGetNextRecord, *names_, &parsed);
+  ParseBuffer(buffer, valid, ActivityGetNextRecord, *names_, &parsed);
   launches_->Drain();  // the launches of these records, queued by their threads
   for (KernelRecord& k : parsed.kernels) {
     switch (launches_->Resolve(k.correlation_id, k.graph_node_id, k.name, &k.key)) {

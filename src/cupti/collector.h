@@ -108,6 +108,8 @@ class Collector : public NvtxListener {
   // Waits until every queued buffer is processed; false after `timeout`.
   bool WaitForProcessing(std::chrono::milliseconds timeout);
   void PublishCounters();
+  // The guard's report on the program's own CUPTI client into tool_state.
+  void PublishProgramCupti();
   void RecordDevice(CUcontext ctx);
 
   // callbacks.cpp (application threads): capture launch facts into the
@@ -123,6 +125,7 @@ class Collector : public NvtxListener {
   std::unique_ptr<TraceWriter> writer_;
   std::string cupti_library_;
   nlohmann::json tool_state_ = nlohmann::json::object();
+  std::mutex tool_state_mu_;  // tool_state_ after start (flush thread and exit)
   std::atomic<bool> collecting_{false};  // CUPTI set up and the trace open
   std::atomic<bool> finalized_{false};
   int pid_ = 0;

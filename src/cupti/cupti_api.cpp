@@ -5,7 +5,9 @@
 #include <cstdlib>
 #include <vector>
 
+#include "base/log.h"
 #include "cupti/cupti_check.h"
+#include "guard/guard_abi.h"
 
 namespace twinscope::cupti {
 
@@ -17,6 +19,8 @@ namespace {
 
 CuptiApi g_cupti;
 DriverApi g_driver;
+CUpti_SubscriberHandle g_subscriber = nullptr;  // set by Subscribe
+struct CollectorBuffers {};                      // tag of the collector's v1->v2 buffer bridge
 
 template <typename T>
 bool Resolve(void* lib, const char* name, T* fn) {
@@ -33,7 +37,12 @@ DriverApi& MutableDriver() { return g_driver; }
 
 bool LoadCupti(CuptiApi* api, std::string* loaded_from, std::string* error) {
   std::vector<std::string> candidates;
-  if (const char* p = std::getenv(kCuptiLibraryEnv); p && *p) {
+  // With the guard preloaded (src/guard), the program's CUPTI client and the
+  // collector must use one libcupti: the one either side claimed first.
+  auto claim = reinterpret_cast<TwinscopeGuardClaimFn>(dlsym(RTLD_DEFAULT, TWINSCOPE_GUARD_CLAIM_SYMBOL));
+  if (const char* claimed = claim ? claim(nullptr) : nullptr) {
+    candidates.push_back(claimed);
+  } else if (const char* p = std::getenv(kCuptiLibraryEnv); p && *p) {
     candidates.push_back(p);
   } else {
     candidates.push_back("libcupti.so.13");
@@ -54,6 +63,13 @@ bool LoadCupti(CuptiApi* api, std::string* loaded_from, std::string* error) {
     }
     const char* e = dlerror();
     tried += "\n  " + c + ": " + (e ? e : "not found");
+  }
+  if (lib && claim) {
+    const char* used = claim(loaded_from->c_str());
+    if (used && *loaded_from != used)  // the guard loaded another one meanwhile
+      LogError("the program's CUPTI client uses %s, twinscope %s: two copies of libcupti in one process may starve "
+               "one of them",
+               used, loaded_from->c_str());
   }
   if (!lib) {
     *error = std::string("could not load CUPTI (libcupti.so.13); tried:") + tried +
@@ -90,7 +106,67 @@ bool LoadCupti(CuptiApi* api, std::string* loaded_from, std::string* error) {
     *api = CuptiApi{};
     return false;
   }
+  api->V2.Resolve([lib](const char* name) { return dlsym(lib, name); });
+  if (api->GetVersion(&api->version) != CUPTI_SUCCESS) api->version = 0;
+  api->multi_subscriber = api->version >= v2::kMinVersion && api->V2.complete();
   return true;
+}
+
+CUptiResult Subscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback, void* userdata,
+                      std::string* other) {
+  const CuptiApi& api = g_cupti;
+  char name[v2::kOldSubscriberNameMinLen + 64] = {};
+  CUptiResult r;
+  if (api.multi_subscriber) {
+    v2::SubscriberParams params;
+    v2::MultiSubscriberParams(&params, "twinscope", name, sizeof name);
+    r = api.V2.Subscribe(subscriber, callback, userdata, &params);
+  } else if (api.SubscribeV2) {
+    CUpti_SubscriberParams params{};
+    params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+    params.subscriberName = "twinscope";
+    params.oldSubscriberName = name;
+    params.oldSubscriberSize = sizeof name;
+    r = api.SubscribeV2(subscriber, callback, userdata, &params);
+  } else {
+    r = api.Subscribe(subscriber, callback, userdata);
+  }
+  if (r == CUPTI_SUCCESS) g_subscriber = *subscriber;
+  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED && other) *other = name;
+  return r;
+}
+
+CUptiResult ActivityEnable(CUpti_ActivityKind kind) {
+  if (g_cupti.multi_subscriber) return g_cupti.V2.ActivityEnable(g_subscriber, kind, nullptr);
+  return g_cupti.ActivityEnable(kind);
+}
+
+CUptiResult ActivitySetAttribute(CUpti_ActivityAttribute attr, size_t* size, void* value) {
+  if (g_cupti.multi_subscriber) return g_cupti.V2.ActivitySetAttribute(g_subscriber, attr, size, value);
+  return g_cupti.ActivitySetAttribute(attr, size, value);
+}
+
+CUptiResult ActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc requested,
+                                      CUpti_BuffersCallbackCompleteFunc completed) {
+  if (g_cupti.multi_subscriber)
+    return v2::BufferBridge<CollectorBuffers>::Register(g_cupti.V2, g_subscriber, requested, completed);
+  return g_cupti.ActivityRegisterCallbacks(requested, completed);
+}
+
+CUptiResult CUPTIAPI ActivityGetNextRecord(uint8_t* buffer, size_t valid, CUpti_Activity** record) {
+  if (g_cupti.multi_subscriber) return g_cupti.V2.ActivityGetNextRecord(g_subscriber, buffer, valid, record);
+  return g_cupti.ActivityGetNextRecord(buffer, valid, record);
+}
+
+CUptiResult ActivityGetNumDroppedRecords(CUcontext ctx, uint32_t stream_id, size_t* dropped) {
+  if (g_cupti.multi_subscriber) return g_cupti.V2.ActivityGetNumDroppedRecords(g_subscriber, ctx, stream_id, dropped);
+  return g_cupti.ActivityGetNumDroppedRecords(ctx, stream_id, dropped);
+}
+
+CUptiResult GetTimestamp(uint64_t* timestamp) {
+  if (g_cupti.multi_subscriber && g_subscriber) return g_cupti.V2.GetTimestamp(g_subscriber, timestamp);
+  if (!g_cupti.GetTimestamp) return CUPTI_ERROR_NOT_INITIALIZED;
+  return g_cupti.GetTimestamp(timestamp);
 }
 
 void LoadDriver(DriverApi* api) {

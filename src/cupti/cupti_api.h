@@ -9,6 +9,8 @@
 
 #include <string>
 
+#include "cupti/cupti_v2.h"
+
 namespace twinscope::cupti {
 
 struct CuptiApi {
@@ -31,6 +33,12 @@ struct CuptiApi {
   decltype(&cuptiGetStreamIdEx) GetStreamIdEx = nullptr;
   decltype(&cuptiGetGraphNodeId) GetGraphNodeId = nullptr;
   decltype(&cuptiGetGraphExecId) GetGraphExecId = nullptr;
+  v2::Api V2;  // CUPTI >= 13.5's per-subscriber calls (all null before 13.4)
+  uint32_t version = 0;  // cuptiGetVersion
+  // CUPTI >= 13.5 with every per-subscriber call: the collector subscribes in
+  // multi-subscriber mode, so other CUPTI clients (the program's own) can
+  // subscribe beside it.
+  bool multi_subscriber = false;
 };
 
 // Driver functions; every one may be null (then the feature that needs it
@@ -58,10 +66,27 @@ bool LoadCupti(CuptiApi* api, std::string* loaded_from, std::string* error);
 void LoadDriver(DriverApi* api);
 
 // The collector's tables (filled once by the collector at start).
+// The activity calls below go to the per-subscriber v2 calls of the
+// collector's subscriber in multi-subscriber mode, else to the process-wide
+// v1 calls; they read Cupti() and the subscriber Subscribe() stored.
 const CuptiApi& Cupti();
 const DriverApi& Driver();
 CuptiApi& MutableCupti();
 DriverApi& MutableDriver();
+
+// Subscribes `callback` as "twinscope": cuptiSubscribe_v2 with
+// allowMultipleSubscribers=1 in multi-subscriber mode, else cuptiSubscribe_v2
+// (single subscriber) or cuptiSubscribe. On CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_
+// NOT_SUPPORTED, `*other` gets the name CUPTI gives the other subscriber.
+CUptiResult Subscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback, void* userdata,
+                      std::string* other);
+CUptiResult ActivityEnable(CUpti_ActivityKind kind);
+CUptiResult ActivitySetAttribute(CUpti_ActivityAttribute attr, size_t* size, void* value);
+CUptiResult ActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc requested,
+                                      CUpti_BuffersCallbackCompleteFunc completed);
+CUptiResult CUPTIAPI ActivityGetNextRecord(uint8_t* buffer, size_t valid, CUpti_Activity** record);
+CUptiResult ActivityGetNumDroppedRecords(CUcontext ctx, uint32_t stream_id, size_t* dropped);
+CUptiResult GetTimestamp(uint64_t* timestamp);
 
 // cuptiGetResultString, or the number if CUPTI is not loaded.
 std::string ResultString(CUptiResult r);

@@ -2,6 +2,7 @@
 // collector resolves with dlsym, over the objects fake_cupti.cpp creates.
 #include <cuda.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 
@@ -92,4 +93,14 @@ FAKE_EXPORT CUresult cuFuncGetName(const char** name, CUfunction f) {
   if (!f) return CUDA_ERROR_INVALID_HANDLE;
   *name = f->name.c_str();
   return CUDA_SUCCESS;
+}
+
+// The driver's CUPTI seat: the first libcupti copy that initializes in this
+// process holds it (fake_cupti.cpp routes every copy's launches to it).
+// `claim` null only asks. Returns the holder.
+FAKE_EXPORT void* fakecuda_cupti_seat(void* claim) {
+  static std::atomic<void*> holder{nullptr};
+  void* none = nullptr;
+  if (claim) holder.compare_exchange_strong(none, claim);
+  return holder.load();
 }

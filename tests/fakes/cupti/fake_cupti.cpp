@@ -1,13 +1,34 @@
 // Fake libcupti.so.13 for CPU tests (see fakecupti.h). Implements the CUPTI
-// functions the collector resolves, with CUPTI 13's signatures and record
-// layouts (the real headers), and the fakecupti_* control functions.
+// functions the collector, the guard and the tests' programs call, with
+// CUPTI's signatures and record layouts (the real 13.0 headers, and
+// cupti/cupti_v2.h for 13.5's per-subscriber calls), and the fakecupti_*
+// control functions.
 //
-// The fake's lock is never held while it calls into the collector, because
-// the collector calls back into the fake (timestamps, record iteration).
+// Built twice from this file: as CUPTI 13.0 (one subscriber; the legacy
+// activity API is process-wide) and as CUPTI 13.5 (FAKE_CUPTI_VERSION=130500:
+// multi-subscriber mode as measured on the H200, FACTS.md 2026-12-01: two
+// cuptiSubscribe_v2 clients with allowMultipleSubscribers=1 both get every
+// record and callback; after such a client, legacy v1 activity calls return
+// CUPTI_ERROR_NOT_COMPATIBLE (14) and cuptiSubscribe returns 39; a legacy
+// client first makes cuptiSubscribe_v2 return 39, and so does mixing
+// allowMultipleSubscribers 0 and 1).
+//
+// Two copies of libcupti in one process fight over the driver, as they do on
+// a GPU (FACTS.md, "torch.profiler beside the collector"): the copy that
+// initializes first holds the fake driver's seat (fakecuda_cupti_seat in the
+// fake libcuda), and launches made through any copy's control functions reach
+// the holder's subscribers only. Like the real library the fake is linked
+// -Bsymbolic, so a preloaded interposer never sees its internal calls.
+//
+// The fake's lock is never held while it calls into a client, because
+// clients call back into the fake (timestamps, record iteration).
 #include <cupti.h>
+#include <dlfcn.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -16,17 +37,24 @@
 #include <utility>
 #include <vector>
 
+#include "cupti/cupti_v2.h"
 #include "fake_objects.h"
 #include "fakecupti.h"
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
 
+#ifndef FAKE_CUPTI_VERSION
+#define FAKE_CUPTI_VERSION CUPTI_API_VERSION
+#endif
+
+namespace v2 = twinscope::cupti::v2;
+
 namespace {
 
-struct Subscriber {
-  CUpti_CallbackFunc callback = nullptr;
-  void* userdata = nullptr;
-};
+constexpr bool kMulti = FAKE_CUPTI_VERSION >= 130500;
+// CUPTI 13.3's release notes list the fix of seed 001's leak ("tracing graphs
+// that contain memcpy/memset nodes"); 13.5 loses nothing there (FACTS.md).
+constexpr bool kGraphLeak = FAKE_CUPTI_VERSION < 130300;
 
 // One activity record until the next flush, stored inline (no allocation per
 // record: bench/launch_path counts the application thread's allocations).
@@ -35,17 +63,45 @@ struct PendingRecord {
   alignas(8) uint8_t bytes[256];
 };
 
-struct State {
-  std::mutex mu;
-  bool subscribed = false;
-  bool seat_held = false;
-  Subscriber sub;
-  std::set<std::pair<int, uint32_t>> enabled_callbacks;
-  std::set<int> enabled_kinds;
-  std::map<int, int64_t> attributes;
+constexpr int kDomains = 8;
+constexpr uint32_t kCbids = 1024;
+
+// One CUPTI client: a subscriber (callbacks) and its activity state. The
+// legacy client is the process-wide one of the v1 API (cuptiSubscribe and the
+// activity calls without a subscriber); in single-subscriber mode a
+// cuptiSubscribe_v2 client is the legacy client too.
+struct Client {
+  explicit Client(std::string n) : name(std::move(n)) {}
+  std::string name;
+  bool multi = false;       // subscribed with allowMultipleSubscribers=1
+  bool subscribed = false;  // callbacks registered
+  bool activity_used = false;
+  // What Fire() reads on every API call, without the lock (CUPTI's own
+  // dispatch is cheap; a lock here would be counted as the collector's cost by
+  // bench/launch_path). Written under S().mu.
+  std::atomic<bool> firing{false};  // subscribed with a callback
+  std::atomic<CUpti_CallbackFunc> callback{nullptr};
+  std::atomic<void*> userdata{nullptr};
+  std::atomic<bool> enabled[kDomains][kCbids] = {};
+  std::set<int> kinds;
   CUpti_BuffersCallbackRequestFunc request = nullptr;
   CUpti_BuffersCallbackCompleteFunc complete = nullptr;
+  v2::RequestFn request2 = nullptr;
+  v2::CompleteFn complete2 = nullptr;
   std::vector<PendingRecord> pending;
+  uint64_t dropped_to_report = 0;
+  std::map<int, std::vector<uint64_t>> correlation;  // external correlation id stacks
+};
+
+struct State {
+  std::mutex mu;
+  bool seat_held = false;  // another tool holds CUPTI (fakecupti_hold_seat)
+  Client* legacy = nullptr;
+  std::vector<Client*> v2_clients;  // cuptiSubscribe_v2 subscribers (13.5)
+  std::vector<Client*> all;         // every client (legacy included): see Rebuild
+  std::vector<Client*> retired;     // clients gone: never freed, Fire may still hold one
+  int mode = -1;                    // -1: no client yet, 0: single subscriber, 1: multi-subscriber
+  std::map<int, int64_t> attributes;
   uint64_t gpu_clock = 1'000'000'000;
   uint64_t kernel_records_made = 0;
   uint64_t invalid_every = 0;
@@ -64,25 +120,107 @@ State& S() {
 }
 
 std::atomic<uint32_t> g_correlation{1};
-
-// What Fire() reads on every API call, without the lock (CUPTI's own
-// dispatch is cheap; a locked set lookup here would be counted as the
-// collector's cost by bench/launch_path): the subscriber while subscribed, and
-// which callbacks are enabled. Written under S().mu.
-std::atomic<const Subscriber*> g_subscriber{nullptr};
-constexpr int kDomains = 8;
-constexpr uint32_t kCbids = 1024;
-std::atomic<bool> g_enabled[kDomains][kCbids];
-bool EnabledFast(int domain, uint32_t cbid) {
-  return domain >= 0 && domain < kDomains && cbid < kCbids && g_enabled[domain][cbid].load(std::memory_order_acquire);
-}
-std::atomic<uint64_t> g_dropped_to_report{0};
 std::atomic<uint64_t> g_buffers_completed{0};
+// The clients Fire() walks, lock-free (published by RebuildLocked).
+constexpr int kMaxClients = 8;
+std::atomic<Client*> g_firing[kMaxClients];
 
 uint64_t NowNs() {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+// ---- The driver's seat (one per process, in the fake libcuda) -----------------
+
+struct SeatTag {
+  void* (*sym)(const char* name);
+};
+
+void* SelfSym(const char* name) {
+  static void* self = [] {
+    Dl_info info{};
+    dladdr(reinterpret_cast<void*>(&SelfSym), &info);
+    return info.dli_fname ? dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  }();
+  return self ? dlsym(self, name) : nullptr;
+}
+const SeatTag kSelf{&SelfSym};
+
+using SeatFn = void* (*)(void*);
+SeatFn Seat() {
+  static SeatFn fn = reinterpret_cast<SeatFn>(dlsym(RTLD_DEFAULT, "fakecuda_cupti_seat"));
+  return fn;
+}
+void ClaimSeat() {
+  if (SeatFn seat = Seat()) seat(const_cast<SeatTag*>(&kSelf));
+}
+// The holder's own control function `name` when another copy holds the seat.
+template <typename F>
+F Routed(const char* name) {
+  SeatFn seat = Seat();
+  auto* holder = seat ? static_cast<const SeatTag*>(seat(nullptr)) : nullptr;
+  if (!holder || holder == &kSelf) return nullptr;
+  return reinterpret_cast<F>(holder->sym(name));
+}
+#define ROUTE(fn, ...) \
+  if (auto _routed = Routed<decltype(&fn)>(#fn)) return _routed(__VA_ARGS__)
+
+// ---- Clients ---------------------------------------------------------------------
+
+// After any change of the client lists: S().all and the lock-free list.
+void RebuildLocked() {
+  State& s = S();
+  s.all = s.v2_clients;
+  if (s.legacy && std::find(s.all.begin(), s.all.end(), s.legacy) == s.all.end()) s.all.push_back(s.legacy);
+  for (int i = 0; i < kMaxClients; ++i)
+    g_firing[i].store(i < static_cast<int>(s.all.size()) ? s.all[i] : nullptr, std::memory_order_release);
+}
+
+Client* LegacyLocked() {
+  State& s = S();
+  if (!s.legacy) {
+    s.legacy = new Client("legacy CUPTI client");
+    RebuildLocked();
+  }
+  return s.legacy;
+}
+
+// A client stops getting callbacks (unsubscribe, finalize).
+void MuteLocked(Client* c) {
+  c->subscribed = false;
+  c->firing.store(false, std::memory_order_release);
+  for (auto& domain : c->enabled)
+    for (auto& e : domain) e.store(false, std::memory_order_relaxed);
+}
+
+bool LegacyInUseLocked() {
+  const Client* l = S().legacy;
+  return l && (l->subscribed || l->activity_used);
+}
+
+const std::vector<Client*>& ClientsLocked() { return S().all; }
+
+// The client behind a subscriber handle, or null.
+Client* ClientLocked(CUpti_SubscriberHandle h) {
+  for (Client* c : ClientsLocked())
+    if (reinterpret_cast<CUpti_SubscriberHandle>(c) == h) return c;
+  return nullptr;
+}
+
+// The client the legacy (v1) activity calls act on, or the error they return.
+CUptiResult V1TargetLocked(Client** out) {
+  State& s = S();
+  if (s.seat_held) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  if (kMulti && s.mode == 1) return CUPTI_ERROR_NOT_COMPATIBLE;
+  *out = LegacyLocked();
+  return CUPTI_SUCCESS;
+}
+
+bool AnyClientHasKindLocked(int kind) {
+  for (Client* c : ClientsLocked())
+    if (c->kinds.count(kind)) return true;
+  return false;
 }
 
 CUfunc_st* FuncLocked(const char* name) {
@@ -92,16 +230,25 @@ CUfunc_st* FuncLocked(const char* name) {
   return f;
 }
 
+bool Enabled(const Client* c, int domain, uint32_t cbid) {
+  return domain >= 0 && domain < kDomains && cbid < kCbids && c->firing.load(std::memory_order_acquire) &&
+         c->enabled[domain][cbid].load(std::memory_order_acquire);
+}
+
 bool CallbackEnabled(int domain, uint32_t cbid) {
-  State& s = S();
-  std::lock_guard<std::mutex> lock(s.mu);
-  return s.subscribed && s.enabled_callbacks.count({domain, cbid});
+  std::lock_guard<std::mutex> lock(S().mu);
+  for (Client* c : ClientsLocked())
+    if (Enabled(c, domain, cbid)) return true;
+  return false;
 }
 
 void Fire(CUpti_CallbackDomain domain, uint32_t cbid, const void* data) {
-  const Subscriber* sub = g_subscriber.load(std::memory_order_acquire);
-  if (!sub || !EnabledFast(static_cast<int>(domain), cbid)) return;
-  sub->callback(sub->userdata, domain, cbid, data);
+  for (auto& slot : g_firing) {
+    Client* c = slot.load(std::memory_order_acquire);
+    if (!c || !Enabled(c, static_cast<int>(domain), cbid)) continue;
+    if (auto fn = c->callback.load(std::memory_order_acquire))
+      fn(c->userdata.load(std::memory_order_acquire), domain, cbid, data);
+  }
 }
 
 // One API call: enter callback, body, exit callback; returns the correlation id.
@@ -126,18 +273,22 @@ uint32_t ApiCall(CUpti_CallbackDomain domain, uint32_t cbid, const char* fname, 
   return corr;
 }
 
+// Every client that enabled `kind` gets its own copy of the record.
 template <typename T>
-void PushRecordLocked(const T& rec) {
+void PushRecordLocked(int kind, const T& rec) {
   static_assert(sizeof(T) <= sizeof(PendingRecord::bytes));
-  PendingRecord& p = S().pending.emplace_back();
-  p.size = sizeof(T);
-  std::memcpy(p.bytes, &rec, sizeof(T));
+  for (Client* c : ClientsLocked()) {
+    if (!c->kinds.count(kind)) continue;
+    PendingRecord& p = c->pending.emplace_back();
+    p.size = sizeof(T);
+    std::memcpy(p.bytes, &rec, sizeof(T));
+  }
 }
 
 void KernelRecordLocked(CUfunc_st* f, const unsigned grid[3], const unsigned block[3], uint32_t corr, uint64_t node_id,
                         uint32_t graph_id, uint32_t stream) {
   State& s = S();
-  if (!s.enabled_kinds.count(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) return;
+  if (!AnyClientHasKindLocked(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) return;
   if (s.lose_next) {
     s.lose_next--;
     return;
@@ -173,7 +324,7 @@ void KernelRecordLocked(CUfunc_st* f, const unsigned grid[3], const unsigned blo
   k.name = f->name.c_str();
   k.graphNodeId = node_id;
   k.graphId = graph_id;
-  PushRecordLocked(k);
+  PushRecordLocked(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, k);
 }
 
 void CopyRecordLocked(bool memset, uint64_t bytes, uint32_t corr, uint64_t node_id, uint32_t graph_id) {
@@ -181,7 +332,6 @@ void CopyRecordLocked(bool memset, uint64_t bytes, uint32_t corr, uint64_t node_
   uint64_t start = s.gpu_clock, end = s.gpu_clock + 500;
   s.gpu_clock += 1000;
   if (memset) {
-    if (!s.enabled_kinds.count(CUPTI_ACTIVITY_KIND_MEMSET)) return;
     CUpti_ActivityMemset4 m{};
     m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
     m.value = 0;
@@ -191,9 +341,8 @@ void CopyRecordLocked(bool memset, uint64_t bytes, uint32_t corr, uint64_t node_
     m.correlationId = corr;
     m.graphNodeId = node_id;
     m.graphId = graph_id;
-    PushRecordLocked(m);
+    PushRecordLocked(CUPTI_ACTIVITY_KIND_MEMSET, m);
   } else {
-    if (!s.enabled_kinds.count(CUPTI_ACTIVITY_KIND_MEMCPY)) return;
     CUpti_ActivityMemcpy6 m{};
     m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
     m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOD;
@@ -203,33 +352,61 @@ void CopyRecordLocked(bool memset, uint64_t bytes, uint32_t corr, uint64_t node_
     m.correlationId = corr;
     m.graphNodeId = node_id;
     m.graphId = graph_id;
-    PushRecordLocked(m);
+    PushRecordLocked(CUPTI_ACTIVITY_KIND_MEMCPY, m);
   }
 }
 
 constexpr size_t kHeader = 8;
 size_t Align8(size_t n) { return (n + 7) & ~size_t(7); }
 
-void Deliver() {
+// Hands a client's pending records to its buffer callbacks (v1 or v2).
+void DeliverTo(Client* c) {
   State& s = S();
   std::vector<PendingRecord> records;
   CUpti_BuffersCallbackRequestFunc request;
   CUpti_BuffersCallbackCompleteFunc complete;
+  v2::RequestFn request2;
+  v2::CompleteFn complete2;
+  CUcontext ctx;
+  uint64_t dropped;
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    records.swap(s.pending);
-    request = s.request;
-    complete = s.complete;
+    request = c->request;
+    complete = c->complete;
+    request2 = c->request2;
+    complete2 = c->complete2;
+    if (!(request && complete) && !(request2 && complete2)) return;
+    records.swap(c->pending);
+    ctx = s.context;
+    dropped = c->dropped_to_report;
   }
-  if (!request || !complete) return;
+  auto get = [&](uint8_t** buffer, size_t* size) {
+    size_t max_records = 0;
+    if (request2) {
+      v2::BufferRequestInfo info{sizeof info};
+      request2(buffer, size, &max_records, &info);
+    } else {
+      request(buffer, size, &max_records);
+    }
+  };
+  auto done = [&](uint8_t* buffer, size_t size, size_t used) {
+    g_buffers_completed.fetch_add(1);
+    if (complete2) {
+      v2::BufferCompleteInfo info{sizeof info, 0, nullptr, 0};
+      complete2(buffer, size, used, &info);
+    } else {
+      complete(ctx, 0, buffer, size, used);
+    }
+  };
   size_t i = 0;
   while (i < records.size()) {
     uint8_t* buffer = nullptr;
-    size_t size = 0, max_records = 0;
-    request(&buffer, &size, &max_records);
+    size_t size = 0;
+    get(&buffer, &size);
     if (!buffer || size < kHeader + records[i].size) {
       // CUPTI drops what it cannot place and reports it.
-      g_dropped_to_report.fetch_add(records.size() - i);
+      std::lock_guard<std::mutex> lock(s.mu);
+      c->dropped_to_report += records.size() - i;
       break;
     }
     size_t used = 0;
@@ -240,19 +417,95 @@ void Deliver() {
       used += kHeader + Align8(n);
       ++i;
     }
-    g_buffers_completed.fetch_add(1);
-    complete(s.context, 0, buffer, size, used);
+    done(buffer, size, used);
   }
-  if (records.empty() && g_dropped_to_report.load()) {
+  if (records.empty() && dropped) {
     uint8_t* buffer = nullptr;
-    size_t size = 0, max_records = 0;
-    request(&buffer, &size, &max_records);
-    g_buffers_completed.fetch_add(1);
-    complete(s.context, 0, buffer, size, 0);
+    size_t size = 0;
+    get(&buffer, &size);
+    done(buffer, size, 0);
   }
   records.clear();  // keep its capacity for the next records
   std::lock_guard<std::mutex> lock(s.mu);
-  if (s.pending.empty()) s.pending.swap(records);
+  if (c->pending.empty()) c->pending.swap(records);
+}
+
+void Deliver() {
+  std::vector<Client*> clients;
+  {
+    std::lock_guard<std::mutex> lock(S().mu);
+    clients = ClientsLocked();
+  }
+  for (Client* c : clients) DeliverTo(c);
+}
+
+CUptiResult NextRecord(uint8_t* buffer, size_t valid, CUpti_Activity** record) {
+  size_t offset = 0;
+  if (*record) {
+    uint8_t* prev = reinterpret_cast<uint8_t*>(*record) - kHeader;
+    uint64_t n;
+    std::memcpy(&n, prev, sizeof n);
+    offset = static_cast<size_t>(prev - buffer) + kHeader + Align8(n);
+  }
+  if (offset + kHeader > valid) return CUPTI_ERROR_MAX_LIMIT_REACHED;
+  *record = reinterpret_cast<CUpti_Activity*>(buffer + offset + kHeader);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult SetAttributeLocked(CUpti_ActivityAttribute attr, size_t* size, void* value) {
+  if (!size || !value || *size == 0 || *size > sizeof(int64_t)) return CUPTI_ERROR_INVALID_PARAMETER;
+  int64_t v = 0;
+  std::memcpy(&v, value, *size);
+  S().attributes[attr] = v;
+  return CUPTI_SUCCESS;
+}
+
+// Subscribes one client; shared by cuptiSubscribe and cuptiSubscribe_v2.
+CUptiResult SubscribeClient(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback, void* userdata,
+                            bool v2_call, const v2::SubscriberParams* params, std::string* other) {
+  State& s = S();
+  CUptiResult r = CUPTI_SUCCESS;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    const bool allow = kMulti && v2_call && params && params->structSize >= v2::kSubscriberParamsSize &&
+                       params->allowMultipleSubscribers == 1;
+    const std::string name = std::string("CUPTI for ") +
+                             (v2_call && params && params->subscriberName ? params->subscriberName : "<not provided>");
+    Client* c = nullptr;
+    if (s.seat_held) {
+      r = CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+      *other = "CUPTI for Nsight Systems (fake)";
+    } else if (!kMulti || !v2_call) {
+      // One subscriber: the legacy client's seat (13.0; and v1 on 13.5).
+      if ((kMulti && !s.v2_clients.empty()) || (s.legacy && s.legacy->subscribed)) {
+        r = CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+        *other = !s.v2_clients.empty() ? s.v2_clients.front()->name : s.legacy->name;
+      } else {
+        c = LegacyLocked();
+        if (v2_call) c->name = name;
+        if (kMulti) s.mode = 0;
+      }
+    } else if (LegacyInUseLocked() || s.mode == 0 || (s.mode == 1 && !allow)) {
+      r = CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+      *other = LegacyInUseLocked() ? s.legacy->name : s.v2_clients.front()->name;
+    } else {
+      c = new Client(name);
+      c->multi = allow;
+      s.v2_clients.push_back(c);
+      s.mode = allow ? 1 : 0;
+      if (!allow) s.legacy = c;  // single-subscriber mode: the v1 activity calls act on it
+      RebuildLocked();
+    }
+    if (c) {
+      c->subscribed = true;
+      c->callback.store(callback, std::memory_order_release);
+      c->userdata.store(userdata, std::memory_order_release);
+      c->firing.store(callback != nullptr, std::memory_order_release);
+      *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(c);
+    }
+  }
+  if (r == CUPTI_SUCCESS) ClaimSeat();
+  return r;
 }
 
 struct CallbackName {
@@ -320,10 +573,10 @@ CUgraphNode AddNode(CUgraph g, CUgraphNodeType type) {
 
 }  // namespace
 
-// ---- CUPTI API -------------------------------------------------------------------
+// ---- CUPTI API (v1) ----------------------------------------------------------------
 
 FAKE_EXPORT CUptiResult cuptiGetVersion(uint32_t* version) {
-  *version = CUPTI_API_VERSION;
+  *version = FAKE_CUPTI_VERSION;
   return CUPTI_SUCCESS;
 }
 
@@ -335,11 +588,17 @@ FAKE_EXPORT CUptiResult cuptiGetResultString(CUptiResult result, const char** st
     case CUPTI_ERROR_INVALID_PARAMETER:
       *str = "CUPTI_ERROR_INVALID_PARAMETER";
       break;
+    case CUPTI_ERROR_NOT_COMPATIBLE:
+      *str = "CUPTI_ERROR_NOT_COMPATIBLE";
+      break;
     case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
       *str = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED";
       break;
     case CUPTI_ERROR_MAX_LIMIT_REACHED:
       *str = "CUPTI_ERROR_MAX_LIMIT_REACHED";
+      break;
+    case CUPTI_ERROR_NOT_SUPPORTED:
+      *str = "CUPTI_ERROR_NOT_SUPPORTED";
       break;
     default:
       *str = "CUPTI_ERROR_UNKNOWN";
@@ -350,44 +609,47 @@ FAKE_EXPORT CUptiResult cuptiGetResultString(CUptiResult result, const char** st
 
 FAKE_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
                                        void* userdata) {
-  State& s = S();
-  std::lock_guard<std::mutex> lock(s.mu);
-  if (s.seat_held || s.subscribed) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
-  s.subscribed = true;
-  s.sub = {callback, userdata};
-  g_subscriber.store(&s.sub, std::memory_order_release);
-  *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&s.sub);
-  return CUPTI_SUCCESS;
+  std::string other;
+  return SubscribeClient(subscriber, callback, userdata, false, nullptr, &other);
 }
 
+// CUPTI_API_VERSION 13.0's prototype; on 13.5 the params are CUPTI 13.5's
+// (cupti/cupti_v2.h) when structSize says so.
 FAKE_EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
                                           void* userdata, CUpti_SubscriberParams* params) {
   if (params && params->structSize == 0) return CUPTI_ERROR_INVALID_PARAMETER;
-  CUptiResult r = cuptiSubscribe(subscriber, callback, userdata);
+  std::string other;
+  CUptiResult r = SubscribeClient(subscriber, callback, userdata, true,
+                                  reinterpret_cast<const v2::SubscriberParams*>(params), &other);
   if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED && params && params->oldSubscriberName &&
       params->oldSubscriberSize > 0)
-    std::snprintf(params->oldSubscriberName, params->oldSubscriberSize, "%s", "CUPTI for Nsight Systems (fake)");
+    std::snprintf(params->oldSubscriberName, params->oldSubscriberSize, "%s", other.c_str());
   return r;
 }
 
-FAKE_EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle) {
-  std::lock_guard<std::mutex> lock(S().mu);
-  S().subscribed = false;
-  g_subscriber.store(nullptr, std::memory_order_release);
+FAKE_EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle subscriber) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  Client* c = ClientLocked(subscriber);
+  if (!c) return CUPTI_ERROR_INVALID_PARAMETER;
+  MuteLocked(c);
+  auto it = std::find(s.v2_clients.begin(), s.v2_clients.end(), c);
+  if (it != s.v2_clients.end() && c != s.legacy) {  // a v2 subscriber goes with its activity
+    s.v2_clients.erase(it);
+    s.retired.push_back(c);
+    RebuildLocked();
+  }
+  if (s.v2_clients.empty() && !LegacyInUseLocked()) s.mode = -1;
   return CUPTI_SUCCESS;
 }
 
 FAKE_EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle subscriber,
                                             CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   std::lock_guard<std::mutex> lock(S().mu);
-  if (!S().subscribed || subscriber != reinterpret_cast<CUpti_SubscriberHandle>(&S().sub))
-    return CUPTI_ERROR_INVALID_PARAMETER;
-  if (enable)
-    S().enabled_callbacks.insert({domain, cbid});
-  else
-    S().enabled_callbacks.erase({domain, cbid});
-  if (domain >= 0 && domain < kDomains && cbid < kCbids)
-    g_enabled[domain][cbid].store(enable != 0, std::memory_order_release);
+  Client* c = ClientLocked(subscriber);
+  if (!c || !c->subscribed) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (domain < 0 || domain >= kDomains || cbid >= kCbids) return CUPTI_ERROR_INVALID_PARAMETER;
+  c->enabled[domain][cbid].store(enable != 0, std::memory_order_release);
   return CUPTI_SUCCESS;
 }
 
@@ -406,47 +668,122 @@ FAKE_EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32
 
 FAKE_EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc request,
                                                        CUpti_BuffersCallbackCompleteFunc complete) {
-  std::lock_guard<std::mutex> lock(S().mu);
-  if (S().seat_held) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
-  S().request = request;
-  S().complete = complete;
-  return CUPTI_SUCCESS;
+  CUptiResult r;
+  {
+    std::lock_guard<std::mutex> lock(S().mu);
+    Client* c = nullptr;
+    r = V1TargetLocked(&c);
+    if (r != CUPTI_SUCCESS) return r;
+    c->request = request;
+    c->complete = complete;
+    c->activity_used = true;
+    if (kMulti && S().mode < 0) S().mode = 0;
+  }
+  ClaimSeat();
+  return r;
 }
 
 FAKE_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
-  std::lock_guard<std::mutex> lock(S().mu);
-  if (S().seat_held) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
-  S().enabled_kinds.insert(kind);
+  {
+    std::lock_guard<std::mutex> lock(S().mu);
+    Client* c = nullptr;
+    CUptiResult r = V1TargetLocked(&c);
+    if (r != CUPTI_SUCCESS) return r;
+    c->kinds.insert(kind);
+    c->activity_used = true;
+    if (kMulti && S().mode < 0) S().mode = 0;
+  }
+  ClaimSeat();
   return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  Client* c = nullptr;
+  CUptiResult r = V1TargetLocked(&c);
+  if (r == CUPTI_SUCCESS) c->kinds.erase(kind);
+  return r;
 }
 
 FAKE_EXPORT CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, size_t* size, void* value) {
-  if (!size || !value || *size != sizeof(size_t)) return CUPTI_ERROR_INVALID_PARAMETER;
   std::lock_guard<std::mutex> lock(S().mu);
-  S().attributes[attr] = static_cast<int64_t>(*static_cast<size_t*>(value));
-  return CUPTI_SUCCESS;
+  Client* c = nullptr;
+  if (CUptiResult r = V1TargetLocked(&c); r != CUPTI_SUCCESS) return r;
+  if (!size || *size != sizeof(size_t)) return CUPTI_ERROR_INVALID_PARAMETER;
+  return SetAttributeLocked(attr, size, value);
 }
 
 FAKE_EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid, CUpti_Activity** record) {
-  size_t offset = 0;
-  if (*record) {
-    uint8_t* prev = reinterpret_cast<uint8_t*>(*record) - kHeader;
-    uint64_t n;
-    std::memcpy(&n, prev, sizeof n);
-    offset = static_cast<size_t>(prev - buffer) + kHeader + Align8(n);
+  if (kMulti) {
+    std::lock_guard<std::mutex> lock(S().mu);
+    if (S().mode == 1) return CUPTI_ERROR_NOT_COMPATIBLE;
   }
-  if (offset + kHeader > valid) return CUPTI_ERROR_MAX_LIMIT_REACHED;
-  *record = reinterpret_cast<CUpti_Activity*>(buffer + offset + kHeader);
-  return CUPTI_SUCCESS;
+  return NextRecord(buffer, valid, record);
 }
 
 FAKE_EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, size_t* dropped) {
-  *dropped = g_dropped_to_report.exchange(0);
+  std::lock_guard<std::mutex> lock(S().mu);
+  Client* c = nullptr;
+  if (CUptiResult r = V1TargetLocked(&c); r != CUPTI_SUCCESS) return r;
+  *dropped = c->dropped_to_report;
+  c->dropped_to_report = 0;
   return CUPTI_SUCCESS;
 }
 
 FAKE_EXPORT CUptiResult cuptiActivityFlushAll(uint32_t) {
   Deliver();
+  return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind, uint64_t id) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  Client* c = nullptr;
+  if (CUptiResult r = V1TargetLocked(&c); r != CUPTI_SUCCESS) return r;
+  c->correlation[kind].push_back(id);
+  return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind, uint64_t* last) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  Client* c = nullptr;
+  if (CUptiResult r = V1TargetLocked(&c); r != CUPTI_SUCCESS) return r;
+  auto& stack = c->correlation[kind];
+  if (stack.empty()) return CUPTI_ERROR_QUEUE_EMPTY;
+  if (last) *last = stack.back();
+  stack.pop_back();
+  return CUPTI_SUCCESS;
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityEnableLatencyTimestamps(uint8_t enable) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  Client* c = nullptr;
+  if (CUptiResult r = V1TargetLocked(&c); r != CUPTI_SUCCESS) return r;
+  S().attributes[v2::kAttrEnableKernelLatencyTimestamps] = enable;
+  return CUPTI_SUCCESS;
+}
+
+// A legacy activity call no guard serves (the tests' uncovered entry point).
+FAKE_EXPORT CUptiResult cuptiActivityConfigureUnifiedMemoryCounter(CUpti_ActivityUnifiedMemoryCounterConfig*,
+                                                                   uint32_t) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  Client* c = nullptr;
+  return V1TargetLocked(&c);
+}
+
+// Detaches every client (the whole CUPTI session, as on a GPU).
+FAKE_EXPORT CUptiResult cuptiFinalize(void) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  for (Client* c : ClientsLocked()) {
+    MuteLocked(c);
+    c->kinds.clear();
+    c->activity_used = false;
+    s.retired.push_back(c);
+  }
+  s.v2_clients.clear();
+  s.legacy = nullptr;
+  s.mode = -1;
+  RebuildLocked();
   return CUPTI_SUCCESS;
 }
 
@@ -469,8 +806,6 @@ FAKE_EXPORT CUptiResult cuptiGetStreamIdEx(CUcontext, CUstream stream, uint8_t p
   return CUPTI_SUCCESS;
 }
 
-FAKE_EXPORT uint64_t fakecupti_stream_id_calls(void) { return g_stream_id_calls.load(); }
-
 FAKE_EXPORT CUptiResult cuptiGetGraphNodeId(CUgraphNode node, uint64_t* id) {
   if (!node) return CUPTI_ERROR_INVALID_PARAMETER;
   *id = node->id;
@@ -483,9 +818,123 @@ FAKE_EXPORT CUptiResult cuptiGetGraphExecId(CUgraphExec exec, uint32_t* id) {
   return CUPTI_SUCCESS;
 }
 
+// ---- CUPTI 13.5's per-subscriber calls (cupti/cupti_v2.h) ----------------------------
+#if FAKE_CUPTI_VERSION >= 130500
+
+namespace {
+
+// Runs `fn(client)` under the lock for a known subscriber handle.
+template <typename Fn>
+CUptiResult WithClient(CUpti_SubscriberHandle h, Fn fn) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  Client* c = ClientLocked(h);
+  if (!c) return CUPTI_ERROR_INVALID_PARAMETER;
+  return fn(c);
+}
+
+}  // namespace
+
+FAKE_EXPORT CUptiResult cuptiActivityEnable_v2(CUpti_SubscriberHandle h, CUpti_ActivityKind kind, void*) {
+  CUptiResult r = WithClient(h, [&](Client* c) {
+    c->kinds.insert(kind);
+    c->activity_used = true;
+    return CUPTI_SUCCESS;
+  });
+  if (r == CUPTI_SUCCESS) ClaimSeat();
+  return r;
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityEnableAndDump_v2(CUpti_SubscriberHandle h, CUpti_ActivityKind kind, void* cfg) {
+  return cuptiActivityEnable_v2(h, kind, cfg);
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityDisable_v2(CUpti_SubscriberHandle h, CUpti_ActivityKind kind, void*) {
+  return WithClient(h, [&](Client* c) {
+    c->kinds.erase(kind);
+    return CUPTI_SUCCESS;
+  });
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityRegisterCallbacks_v2(CUpti_SubscriberHandle h, v2::RequestFn request,
+                                                          v2::CompleteFn complete) {
+  if (!request || !complete) return CUPTI_ERROR_INVALID_PARAMETER;
+  CUptiResult r = WithClient(h, [&](Client* c) {
+    c->request2 = request;
+    c->complete2 = complete;
+    c->activity_used = true;
+    return CUPTI_SUCCESS;
+  });
+  if (r == CUPTI_SUCCESS) ClaimSeat();
+  return r;
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityGetNextRecord_v2(CUpti_SubscriberHandle h, uint8_t* buffer, size_t valid,
+                                                      CUpti_Activity** record) {
+  {
+    std::lock_guard<std::mutex> lock(S().mu);
+    if (!ClientLocked(h)) return CUPTI_ERROR_INVALID_PARAMETER;
+  }
+  return NextRecord(buffer, valid, record);
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityGetNumDroppedRecords_v2(CUpti_SubscriberHandle h, CUcontext, uint32_t,
+                                                             size_t* dropped) {
+  if (!dropped) return CUPTI_ERROR_INVALID_PARAMETER;
+  return WithClient(h, [&](Client* c) {
+    *dropped = c->dropped_to_report;
+    c->dropped_to_report = 0;
+    return CUPTI_SUCCESS;
+  });
+}
+
+FAKE_EXPORT CUptiResult cuptiActivitySetAttribute_v2(CUpti_SubscriberHandle h, CUpti_ActivityAttribute attr,
+                                                     size_t* size, void* value) {
+  return WithClient(h, [&](Client*) { return SetAttributeLocked(attr, size, value); });
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityGetAttribute_v2(CUpti_SubscriberHandle h, CUpti_ActivityAttribute attr,
+                                                     size_t* size, void* value) {
+  return WithClient(h, [&](Client*) {
+    if (!size || !value || *size == 0 || *size > sizeof(int64_t)) return CUPTI_ERROR_INVALID_PARAMETER;
+    int64_t v = S().attributes.count(attr) ? S().attributes[attr] : 0;
+    if (static_cast<int>(attr) == v2::kAttrMultipleSubscriberState) v = S().mode < 0 ? 2 : S().mode;
+    std::memcpy(value, &v, *size);
+    return CUPTI_SUCCESS;
+  });
+}
+
+FAKE_EXPORT CUptiResult cuptiGetTimestamp_v2(CUpti_SubscriberHandle h, uint64_t* t) {
+  return WithClient(h, [&](Client*) {
+    *t = NowNs();
+    return CUPTI_SUCCESS;
+  });
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityPushExternalCorrelationId_v2(CUpti_SubscriberHandle h,
+                                                                  CUpti_ExternalCorrelationKind kind, uint64_t id) {
+  return WithClient(h, [&](Client* c) {
+    c->correlation[kind].push_back(id);
+    return CUPTI_SUCCESS;
+  });
+}
+
+FAKE_EXPORT CUptiResult cuptiActivityPopExternalCorrelationId_v2(CUpti_SubscriberHandle h,
+                                                                 CUpti_ExternalCorrelationKind kind, uint64_t* last) {
+  return WithClient(h, [&](Client* c) {
+    auto& stack = c->correlation[kind];
+    if (stack.empty()) return CUPTI_ERROR_QUEUE_EMPTY;
+    if (last) *last = stack.back();
+    stack.pop_back();
+    return CUPTI_SUCCESS;
+  });
+}
+
+#endif  // FAKE_CUPTI_VERSION >= 130500
+
 // ---- Control ---------------------------------------------------------------------
 
 FAKE_EXPORT CUcontext fakecupti_create_context(int ordinal) {
+  ROUTE(fakecupti_create_context, ordinal);
   CUcontext ctx;
   {
     std::lock_guard<std::mutex> lock(S().mu);
@@ -501,6 +950,7 @@ FAKE_EXPORT CUcontext fakecupti_create_context(int ordinal) {
 std::vector<CUstream> g_destroyed_streams;  // handles the driver may hand out again
 
 FAKE_EXPORT CUstream fakecupti_create_stream(void) {
+  ROUTE(fakecupti_create_stream);
   std::lock_guard<std::mutex> lock(S().mu);
   if (!g_destroyed_streams.empty()) {  // like the driver, reuse a destroyed stream's handle
     CUstream s = g_destroyed_streams.back();
@@ -512,6 +962,7 @@ FAKE_EXPORT CUstream fakecupti_create_stream(void) {
 }
 
 FAKE_EXPORT void fakecupti_destroy_stream(CUstream stream) {
+  ROUTE(fakecupti_destroy_stream, stream);
   CUpti_ResourceData rd{};
   rd.context = S().context;
   rd.resourceHandle.stream = stream;
@@ -520,9 +971,13 @@ FAKE_EXPORT void fakecupti_destroy_stream(CUstream stream) {
   g_destroyed_streams.push_back(stream);
 }
 
-FAKE_EXPORT void fakecupti_set_capturing(CUstream stream, int capturing) { stream->capturing = capturing != 0; }
+FAKE_EXPORT void fakecupti_set_capturing(CUstream stream, int capturing) {
+  ROUTE(fakecupti_set_capturing, stream, capturing);
+  stream->capturing = capturing != 0;
+}
 
 FAKE_EXPORT uint32_t fakecupti_launch(const FakeLaunch* l) {
+  ROUTE(fakecupti_launch, l);
   CUfunc_st* f;
   {
     std::lock_guard<std::mutex> lock(S().mu);
@@ -605,6 +1060,7 @@ FAKE_EXPORT uint32_t fakecupti_launch(const FakeLaunch* l) {
 
 FAKE_EXPORT uint32_t fakecupti_launch_kernel(const char* name, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                              unsigned by, unsigned bz) {
+  ROUTE(fakecupti_launch_kernel, name, gx, gy, gz, bx, by, bz);
   FakeLaunch l{};
   l.name = name;
   l.grid[0] = gx;
@@ -628,16 +1084,24 @@ static uint32_t CopyApi(bool memset, uint64_t bytes) {
                  });
 }
 
-FAKE_EXPORT uint32_t fakecupti_memcpy(uint64_t bytes) { return CopyApi(false, bytes); }
-FAKE_EXPORT uint32_t fakecupti_memset(uint64_t bytes) { return CopyApi(true, bytes); }
+FAKE_EXPORT uint32_t fakecupti_memcpy(uint64_t bytes) {
+  ROUTE(fakecupti_memcpy, bytes);
+  return CopyApi(false, bytes);
+}
+FAKE_EXPORT uint32_t fakecupti_memset(uint64_t bytes) {
+  ROUTE(fakecupti_memset, bytes);
+  return CopyApi(true, bytes);
+}
 
 FAKE_EXPORT CUgraph fakecupti_graph_create(void) {
+  ROUTE(fakecupti_graph_create);
   std::lock_guard<std::mutex> lock(S().mu);
   return new CUgraph_st{static_cast<uint32_t>(++S().uid), {}};
 }
 
 FAKE_EXPORT CUgraphNode fakecupti_graph_add_kernel(CUgraph g, const char* name, unsigned gx, unsigned gy, unsigned gz,
                                                    unsigned bx, unsigned by, unsigned bz) {
+  ROUTE(fakecupti_graph_add_kernel, g, name, gx, gy, gz, bx, by, bz);
   CUgraphNode n = AddNode(g, CU_GRAPH_NODE_TYPE_KERNEL);
   std::lock_guard<std::mutex> lock(S().mu);
   n->func = FuncLocked(name);
@@ -651,24 +1115,28 @@ FAKE_EXPORT CUgraphNode fakecupti_graph_add_kernel(CUgraph g, const char* name, 
 }
 
 FAKE_EXPORT CUgraphNode fakecupti_graph_add_memcpy(CUgraph g, uint64_t bytes) {
+  ROUTE(fakecupti_graph_add_memcpy, g, bytes);
   CUgraphNode n = AddNode(g, CU_GRAPH_NODE_TYPE_MEMCPY);
   n->bytes = bytes;
   return n;
 }
 
 FAKE_EXPORT CUgraphNode fakecupti_graph_add_memset(CUgraph g, uint64_t bytes) {
+  ROUTE(fakecupti_graph_add_memset, g, bytes);
   CUgraphNode n = AddNode(g, CU_GRAPH_NODE_TYPE_MEMSET);
   n->bytes = bytes;
   return n;
 }
 
 FAKE_EXPORT CUgraphNode fakecupti_graph_add_child(CUgraph g, CUgraph child) {
+  ROUTE(fakecupti_graph_add_child, g, child);
   CUgraphNode n = AddNode(g, CU_GRAPH_NODE_TYPE_GRAPH);
   n->child = child;
   return n;
 }
 
 FAKE_EXPORT CUgraphExec fakecupti_graph_instantiate(CUgraph g, int clone_callbacks) {
+  ROUTE(fakecupti_graph_instantiate, g, clone_callbacks);
   CUgraphExec exec;
   {
     std::lock_guard<std::mutex> lock(S().mu);
@@ -689,6 +1157,7 @@ FAKE_EXPORT CUgraphExec fakecupti_graph_instantiate(CUgraph g, int clone_callbac
 }
 
 FAKE_EXPORT void fakecupti_graph_exec_destroy(CUgraphExec exec) {
+  ROUTE(fakecupti_graph_exec_destroy, exec);
   CUpti_GraphData gd{};
   gd.graphExec = exec;
   CUpti_ResourceData rd{};
@@ -698,6 +1167,7 @@ FAKE_EXPORT void fakecupti_graph_exec_destroy(CUgraphExec exec) {
 }
 
 FAKE_EXPORT uint32_t fakecupti_graph_launch(CUgraphExec exec, CUstream stream, int driver) {
+  ROUTE(fakecupti_graph_launch, exec, stream, driver);
   int result = 0;
   bool capturing = stream && stream->capturing;
   uint32_t stream_id = stream ? stream->id : 7u;
@@ -705,8 +1175,8 @@ FAKE_EXPORT uint32_t fakecupti_graph_launch(CUgraphExec exec, CUstream stream, i
     if (capturing) return;
     State& s = S();
     std::lock_guard<std::mutex> lock(s.mu);
-    bool starving = (exec->has_memcpy && !s.enabled_kinds.count(CUPTI_ACTIVITY_KIND_MEMCPY)) ||
-                    (exec->has_memset && !s.enabled_kinds.count(CUPTI_ACTIVITY_KIND_MEMSET));
+    bool starving = kGraphLeak && ((exec->has_memcpy && !AnyClientHasKindLocked(CUPTI_ACTIVITY_KIND_MEMCPY)) ||
+                                   (exec->has_memset && !AnyClientHasKindLocked(CUPTI_ACTIVITY_KIND_MEMSET)));
     bool stopped = false;
     if (starving && s.pool_units) stopped = ++s.pool_used > s.pool_units;
     for (const FakeExecOp& op : exec->ops) {
@@ -728,46 +1198,79 @@ FAKE_EXPORT uint32_t fakecupti_graph_launch(CUgraphExec exec, CUstream stream, i
 }
 
 FAKE_EXPORT void fakecupti_set_graph_pool_units(uint64_t units) {
+  ROUTE(fakecupti_set_graph_pool_units, units);
   std::lock_guard<std::mutex> lock(S().mu);
   S().pool_units = units;
 }
 
 FAKE_EXPORT void fakecupti_set_invalid_timestamps(uint64_t every_nth, int mode) {
+  ROUTE(fakecupti_set_invalid_timestamps, every_nth, mode);
   std::lock_guard<std::mutex> lock(S().mu);
   S().invalid_every = every_nth;
   S().invalid_mode = mode;
 }
 
 FAKE_EXPORT void fakecupti_lose_next(uint64_t n) {
+  ROUTE(fakecupti_lose_next, n);
   std::lock_guard<std::mutex> lock(S().mu);
   S().lose_next += n;
 }
 
-FAKE_EXPORT void fakecupti_drop(uint64_t n) { g_dropped_to_report.fetch_add(n); }
+FAKE_EXPORT void fakecupti_drop(uint64_t n) {
+  ROUTE(fakecupti_drop, n);
+  std::lock_guard<std::mutex> lock(S().mu);
+  bool any = false;
+  for (Client* c : ClientsLocked()) {
+    if (!(c->request || c->request2)) continue;
+    c->dropped_to_report += n;
+    any = true;
+  }
+  if (!any) LegacyLocked()->dropped_to_report += n;
+}
 
 FAKE_EXPORT void fakecupti_hold_seat(void) {
+  ROUTE(fakecupti_hold_seat);
   std::lock_guard<std::mutex> lock(S().mu);
   S().seat_held = true;
 }
 
-FAKE_EXPORT void fakecupti_flush(void) { Deliver(); }
-
-FAKE_EXPORT int fakecupti_activity_enabled(int kind) {
-  std::lock_guard<std::mutex> lock(S().mu);
-  return S().enabled_kinds.count(kind) ? 1 : 0;
+FAKE_EXPORT void fakecupti_flush(void) {
+  ROUTE(fakecupti_flush);
+  Deliver();
 }
 
-FAKE_EXPORT int fakecupti_callback_enabled(int domain, uint32_t cbid) { return CallbackEnabled(domain, cbid) ? 1 : 0; }
+FAKE_EXPORT int fakecupti_activity_enabled(int kind) {
+  ROUTE(fakecupti_activity_enabled, kind);
+  std::lock_guard<std::mutex> lock(S().mu);
+  return AnyClientHasKindLocked(kind) ? 1 : 0;
+}
+
+FAKE_EXPORT int fakecupti_callback_enabled(int domain, uint32_t cbid) {
+  ROUTE(fakecupti_callback_enabled, domain, cbid);
+  return CallbackEnabled(domain, cbid) ? 1 : 0;
+}
 
 FAKE_EXPORT int64_t fakecupti_attribute(int attr) {
+  ROUTE(fakecupti_attribute, attr);
   std::lock_guard<std::mutex> lock(S().mu);
   auto it = S().attributes.find(attr);
   return it == S().attributes.end() ? -1 : it->second;
 }
 
 FAKE_EXPORT uint64_t fakecupti_pending_records(void) {
+  ROUTE(fakecupti_pending_records);
   std::lock_guard<std::mutex> lock(S().mu);
-  return S().pending.size();
+  uint64_t n = 0;
+  for (Client* c : ClientsLocked()) n += c->pending.size();
+  return n;
 }
 
-FAKE_EXPORT uint64_t fakecupti_buffers_completed(void) { return g_buffers_completed.load(); }
+FAKE_EXPORT uint64_t fakecupti_stream_id_calls(void) {
+  ROUTE(fakecupti_stream_id_calls);
+  return g_stream_id_calls.load();
+}
+
+FAKE_EXPORT uint64_t fakecupti_buffers_completed(void) {
+  ROUTE(fakecupti_buffers_completed);
+  return g_buffers_completed.load();
+}
