@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <regex>
 
@@ -91,6 +92,12 @@ int RecordCommand(const RecordRequest& request) {
   options.env.emplace_back("CUDA_INJECTION64_PATH", *library);
   options.env.emplace_back("NVTX_INJECTION64_PATH", *library);
   options.env.emplace_back(env::kOutput, output);
+  if (!request.preload.empty()) {
+    std::string preload;
+    for (const std::string& lib : request.preload) preload += (preload.empty() ? "" : ":") + lib;
+    if (const char* old = std::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
+    options.env.emplace_back("LD_PRELOAD", preload);
+  }
   options.live_status = isatty(STDERR_FILENO);
   options.watch_file = output;
   options.status_label = request.label;

@@ -17,7 +17,8 @@ struct RecordRequest {
   std::string output;                                    // trace path as the user gave it
   std::vector<std::pair<std::string, std::string>> env;  // TWINSCOPE_* settings
   std::vector<std::string> command;
-  std::string label;  // for the live status line
+  std::string label;                 // for the live status line
+  std::vector<std::string> preload;  // libraries put in front of the program's LD_PRELOAD
 };
 
 // "" if `pattern` is a valid --kernel pattern (substring, or "re:" + regular

@@ -14,10 +14,12 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cuptilib/cupti_versions.h"
+
 namespace twinscope::cupti::v2 {
 
 // cuptiGetVersion() from which multi-subscriber mode is used.
-inline constexpr uint32_t kMinVersion = 130500;
+inline constexpr uint32_t kMinVersion = kCuptiMultiSubscriberVersion;
 
 // CUpti_SubscriberParams of CUPTI 13.5 (13.0's ends at oldSubscriberSize).
 struct SubscriberParams {

@@ -4,13 +4,21 @@
 // exits. NVTX calls are real nvtx3 calls, reaching the collector through
 // NVTX_INJECTION64_PATH. The gtest (cupti_e2e_test.cpp) reads the trace.
 //
-// Usage: cupti_driver <collector.so> <scenario> [fake-state.json]
+// Usage: cupti_driver <collector.so|none> <scenario> [fake-state.json]
+// ("none": no collector, the program alone).
+//
+// Scenarios own_client and own_v2_client make the program a CUPTI client of
+// its own, as a program using torch.profiler is: own_client with the legacy
+// (v1) API, the way Kineto calls it (OWN_UNCOVERED=1 adds an entry point the
+// guard does not serve), own_v2_client with 13.5's multi-subscriber API.
 #include <cupti.h>
+#include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "cupti/cupti_v2.h"
 #include "fakecupti.h"
 #include "load_injection.h"
 
@@ -41,6 +50,113 @@ void Launch(const char* name, unsigned g, unsigned b, int api = FAKE_API_RUNTIME
   l.symbol_name_missing = symbol_missing;
   fakecupti_launch(&l);
 }
+
+// ---- The program's own CUPTI client ---------------------------------------------------
+
+namespace own {
+
+std::atomic<uint64_t> g_records{0}, g_callbacks{0}, g_dropped{0};
+constexpr size_t kBufferBytes = 1 << 16;
+
+void CUPTIAPI Requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+  *size = kBufferBytes;
+  *max_records = 0;
+}
+
+void CUPTIAPI Completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t, size_t valid) {
+  CUpti_Activity* record = nullptr;
+  while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS)
+    if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) g_records.fetch_add(1);
+  size_t dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS) g_dropped.fetch_add(dropped);
+  std::free(buffer);
+}
+
+void CUPTIAPI OnCallback(void* user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  const auto* cb = static_cast<const CUpti_CallbackData*>(data);
+  if (user == &g_callbacks && domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
+      cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000 && cb->callbackSite == CUPTI_API_ENTER)
+    g_callbacks.fetch_add(1);
+}
+
+int Say(const char* call, CUptiResult r) {
+  std::printf("OWN %s %d\n", call, static_cast<int>(r));
+  return r;
+}
+
+CUpti_SubscriberHandle Start() {
+  uint32_t version = 0;
+  Say("cuptiGetVersion", cuptiGetVersion(&version));
+  CUpti_SubscriberHandle sub = nullptr;
+  Say("cuptiSubscribe", cuptiSubscribe(&sub, OnCallback, &g_callbacks));
+  Say("cuptiEnableCallback",
+      cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
+  size_t value = 4 << 20, size = sizeof value;
+  Say("cuptiActivitySetAttribute", cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &size, &value));
+  Say("cuptiActivityRegisterCallbacks", cuptiActivityRegisterCallbacks(Requested, Completed));
+  Say("cuptiActivityEnable", cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  Say("cuptiActivityEnableLatencyTimestamps", cuptiActivityEnableLatencyTimestamps(1));
+  Say("cuptiActivityPushExternalCorrelationId",
+      cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, 42));
+  if (std::getenv("OWN_UNCOVERED"))
+    Say("cuptiActivityConfigureUnifiedMemoryCounter", cuptiActivityConfigureUnifiedMemoryCounter(nullptr, 0));
+  return sub;
+}
+
+void Stop(CUpti_SubscriberHandle sub) {
+  uint64_t id = 0, t = 0;
+  Say("cuptiActivityPopExternalCorrelationId",
+      cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &id));
+  Say("cuptiGetTimestamp", cuptiGetTimestamp(&t));
+  Say("cuptiActivityFlushAll", cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  std::printf("OWN_RECORDS %llu OWN_CALLBACKS %llu OWN_DROPPED %llu\n",
+              static_cast<unsigned long long>(g_records.load()), static_cast<unsigned long long>(g_callbacks.load()),
+              static_cast<unsigned long long>(g_dropped.load()));
+  Say("cuptiActivityDisable", cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  Say("cuptiUnsubscribe", cuptiUnsubscribe(sub));
+  Say("cuptiFinalize", cuptiFinalize());  // as Kineto does with TEARDOWN_CUPTI=1
+}
+
+// 13.5's multi-subscriber API, looked up at run time like the collector does.
+struct V2Client {
+  twinscope::cupti::v2::Api api;
+  CUpti_SubscriberHandle sub = nullptr;
+  static inline CUpti_SubscriberHandle the_sub = nullptr;
+
+  static void CUPTIAPI Requested(uint8_t** b, size_t* s, size_t* m, twinscope::cupti::v2::BufferRequestInfo*) {
+    own::Requested(b, s, m);
+  }
+  static void CUPTIAPI Completed(uint8_t* buffer, size_t, size_t valid, twinscope::cupti::v2::BufferCompleteInfo*);
+
+  bool Start() {
+    api.Resolve([](const char* name) { return dlsym(RTLD_DEFAULT, name); });
+    if (!api.complete()) {
+      std::printf("OWN_V2 missing\n");
+      return false;
+    }
+    char other[128] = {};
+    twinscope::cupti::v2::SubscriberParams params;
+    twinscope::cupti::v2::MultiSubscriberParams(&params, "own v2 client", other, sizeof other);
+    Say("cuptiSubscribe_v2", api.Subscribe(&sub, OnCallback, &g_callbacks, &params));
+    the_sub = sub;
+    Say("cuptiEnableCallback",
+        cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
+    Say("cuptiActivityRegisterCallbacks_v2", api.ActivityRegisterCallbacks(sub, Requested, Completed));
+    Say("cuptiActivityEnable_v2", api.ActivityEnable(sub, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, nullptr));
+    return true;
+  }
+};
+
+void CUPTIAPI V2Client::Completed(uint8_t* buffer, size_t, size_t valid, twinscope::cupti::v2::BufferCompleteInfo*) {
+  CUpti_Activity* record = nullptr;
+  auto next = reinterpret_cast<twinscope::cupti::v2::GetNextRecordFn>(dlsym(RTLD_DEFAULT, "cuptiActivityGetNextRecord_v2"));
+  while (next(the_sub, buffer, valid, &record) == CUPTI_SUCCESS)
+    if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) g_records.fetch_add(1);
+  std::free(buffer);
+}
+
+}  // namespace own
 
 void WriteFakeState(const char* path) {
   if (!path) return;
@@ -253,6 +369,27 @@ int Run(const std::string& scenario) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     std::fflush(stdout);
     raise(SIGKILL);  // no atexit, no signal handler: only periodic flushes count
+  } else if (scenario == "own_client" || scenario == "own_v2_client") {
+    // 6 launches while the program's own client runs, 2 after it stopped.
+    CUpti_SubscriberHandle sub = nullptr;
+    own::V2Client v2;
+    if (scenario == "own_client") {
+      sub = own::Start();
+    } else if (!v2.Start()) {
+      return 5;
+    }
+    nvtxRangePushA("step");
+    for (int i = 0; i < 6; ++i) Launch("_Z3ownv", 2, 64);
+    nvtxRangePop();
+    if (scenario == "own_client") {
+      own::Stop(sub);
+    } else {
+      own::Say("cuptiActivityFlushAll", cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+      std::printf("OWN_RECORDS %llu OWN_CALLBACKS %llu\n", static_cast<unsigned long long>(own::g_records.load()),
+                  static_cast<unsigned long long>(own::g_callbacks.load()));
+    }
+    for (int i = 0; i < 2; ++i) Launch("_Z5afterv", 1, 32);
+    fakecupti_flush();
   } else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;
@@ -270,7 +407,8 @@ int main(int argc, char** argv) {
   std::string scenario = argv[2];
   if (scenario == "held") fakecupti_hold_seat();
   if (scenario == "sigterm_handler") signal(SIGTERM, AppHandler);
-  if (int rc = LoadInjection(argv[1])) return rc;
+  if (std::string(argv[1]) != "none")
+    if (int rc = LoadInjection(argv[1])) return rc;
   fakecupti_create_context(0);
   int rc = Run(scenario);
   WriteFakeState(argc > 3 ? argv[3] : nullptr);

@@ -95,9 +95,8 @@ FAKE_EXPORT CUresult cuFuncGetName(const char** name, CUfunction f) {
   return CUDA_SUCCESS;
 }
 
-// The driver's CUPTI seat: the first libcupti copy that initializes in this
-// process holds it (fake_cupti.cpp routes every copy's launches to it).
-// `claim` null only asks. Returns the holder.
+// The first libcupti copy that initializes holds the seat (fake_cupti.cpp
+// routes every copy's launches to it).
 FAKE_EXPORT void* fakecuda_cupti_seat(void* claim) {
   static std::atomic<void*> holder{nullptr};
   void* none = nullptr;

@@ -147,19 +147,11 @@ void* SelfSym(const char* name) {
 }
 const SeatTag kSelf{&SelfSym};
 
-using SeatFn = void* (*)(void*);
-SeatFn Seat() {
-  static SeatFn fn = reinterpret_cast<SeatFn>(dlsym(RTLD_DEFAULT, "fakecuda_cupti_seat"));
-  return fn;
-}
-void ClaimSeat() {
-  if (SeatFn seat = Seat()) seat(const_cast<SeatTag*>(&kSelf));
-}
+void ClaimSeat() { fakecuda_cupti_seat(const_cast<SeatTag*>(&kSelf)); }
 // The holder's own control function `name` when another copy holds the seat.
 template <typename F>
 F Routed(const char* name) {
-  SeatFn seat = Seat();
-  auto* holder = seat ? static_cast<const SeatTag*>(seat(nullptr)) : nullptr;
+  auto* holder = static_cast<const SeatTag*>(fakecuda_cupti_seat(nullptr));
   if (!holder || holder == &kSelf) return nullptr;
   return reinterpret_cast<F>(holder->sym(name));
 }

@@ -8,6 +8,10 @@
 #include <string>
 #include <vector>
 
+// The driver's CUPTI seat (fake_cuda.cpp): the first libcupti copy to claim
+// it holds it; `claim` null only asks. Returns the holder.
+extern "C" void* fakecuda_cupti_seat(void* claim);
+
 struct CUctx_st {
   uint32_t id;
   int device;
