@@ -143,6 +143,7 @@ std::vector<std::string> SummaryLines(const stats::TraceStats& s) {
   } else {
     lines.push_back("top kernel: none recorded");
   }
+  if (std::string own = stats::ProgramCuptiSummary(s.status); !own.empty()) lines.push_back(own);
   return lines;
 }
 

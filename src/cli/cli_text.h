@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/run_child.h"
+#include "stats/program_cupti.h"
 #include "stats/trace_stats.h"
 
 namespace twinscope::cli {

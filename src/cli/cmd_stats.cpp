@@ -7,6 +7,7 @@
 #include "cli/cli_text.h"
 #include "cli/command.h"
 #include "cli/join_outputs.h"
+#include "stats/program_cupti.h"
 #include "stats/trace_stats.h"
 
 namespace twinscope::cli {
@@ -64,11 +65,16 @@ void PrintHeader(const stats::TraceStats& s) {
   }
   if (h.contains("collector")) std::printf("  collector: %s\n", JsonText(h["collector"]).c_str());
   if (h.contains("config")) std::printf("  config: %s\n", JsonText(h["config"]).c_str());
+  if (h.contains("cupti_library"))
+    std::printf("  cupti: %s%s\n", JsonText(h["cupti_library"]).c_str(),
+                h.value("cupti_multi_subscriber", false) ? " (multi-subscriber mode)" : "");
   if (s.status.contains("tool_state")) {
-    std::printf("  tool state: %s%s%s\n", JsonText(s.status["tool_state"]).c_str(),
-                s.status.contains("tool_message") ? ": " : "",
+    nlohmann::json state = s.status["tool_state"];
+    if (state.is_object()) state.erase("program_cupti");  // said below, in words
+    std::printf("  tool state: %s%s%s\n", JsonText(state).c_str(), s.status.contains("tool_message") ? ": " : "",
                 s.status.contains("tool_message") ? JsonText(s.status["tool_message"]).c_str() : "");
   }
+  if (std::string line = stats::ProgramCuptiSummary(s.status); !line.empty()) std::printf("  %s\n", line.c_str());
 }
 
 void PrintRead(const stats::TraceStats& s) {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "base/log.h"
+#include "cuptilib/cupti_versions.h"
 #include "guard/guard_abi.h"
 
 namespace twinscope::guard {
@@ -86,8 +87,8 @@ void Load() {
   if (!version || version(&l.version) != CUPTI_SUCCESS) l.version = 0;
   if (l.version < cupti::v2::kMinVersion) {
     l.mode = Mode::kFloor;
-    l.why_floor = "CUPTI " + std::to_string(l.version) + " at " + path +
-                  " cannot hold two clients (multi-subscriber mode needs CUPTI 13.5, API version 130500)";
+    l.why_floor = "CUPTI " + CuptiVersionText(l.version) + " (API " + std::to_string(l.version) + ") at " + path +
+                  " cannot hold two clients (multi-subscriber mode needs CUPTI 13.5)";
   } else if (!l.v2.complete() || !l.Subscribe || !l.EnableCallback || !l.ActivityFlushAll) {
     l.mode = Mode::kFloor;
     l.why_floor = "the CUPTI at " + path + " lacks the per-subscriber (_v2) calls of multi-subscriber mode";
@@ -174,7 +175,7 @@ int NoteResult(CallSlot& slot, int result) {
     LogError("the program's CUPTI call %s returned %s (%d) %s; its own profile may be incomplete, twinscope's trace is "
              "not affected (details in the trace's tool_state.program_cupti and `twinscope stats`)",
              slot.name, ResultName(r).c_str(), static_cast<int>(r),
-             served ? ("though the guard serves it from CUPTI " + std::to_string(l.version)).c_str()
+             served ? ("though the guard serves it from CUPTI " + CuptiVersionText(l.version)).c_str()
                     : "(the guard does not serve this entry point: it went to CUPTI unchanged; report it, or run the "
                       "program's profiler without `twinscope record`)");
   }
@@ -213,9 +214,9 @@ CUpti_SubscriberHandle ActivitySubscriber(CUptiResult* error) {
   }
   g_activity = h;
   if (!g_serving_said.exchange(true))
-    LogInfo("the program's own CUPTI client is served by its own CUPTI subscriber beside twinscope's (CUPTI %u "
+    LogInfo("the program's own CUPTI client is served by its own CUPTI subscriber beside twinscope's (CUPTI %s "
             "multi-subscriber mode, %s)",
-            l.version, l.path.c_str());
+            CuptiVersionText(l.version).c_str(), l.path.c_str());
   return h;
 }
 

@@ -1,5 +1,6 @@
 #include "stats/trace_stats.h"
 
+#include "stats/program_cupti.h"
 #include <algorithm>
 #include <cmath>
 
@@ -438,6 +439,7 @@ std::vector<std::string> StrictProblems(const TraceStats& s) {
   }
   if (l.cupti_dropped) p.push_back(std::to_string(l.cupti_dropped) + " records dropped by CUPTI");
   if (l.writer_dropped) p.push_back(std::to_string(l.writer_dropped) + " records dropped by the writer's memory cap");
+  for (std::string& q : ProgramCuptiProblems(s.status)) p.push_back(std::move(q));
   if (s.shadow) {
     uint64_t overflow = s.probe_counters.value(counters::kBlocksOverflow, uint64_t{0});
     if (overflow) p.push_back(std::to_string(overflow) + " blocks did not fit in the device buffer");

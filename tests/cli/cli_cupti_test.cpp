@@ -1,6 +1,9 @@
 // `twinscope record` + `twinscope stats` end to end: the real
-// libtwinscope_cupti.so (found next to the binary, build/lib) loaded by the
-// fake-CUPTI stand-in application tests/cupti/cupti_driver.
+// libtwinscope_cupti.so and libtwinscope_guard.so (found next to the binary,
+// build/lib) with the fake-CUPTI stand-in application tests/cupti/cupti_driver,
+// against the fake CUPTI 13.0 and 13.5: which CUPTI record picks, and the
+// program's own CUPTI client served (13.5) or refused (13.0) beside the
+// collector.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,10 +24,17 @@ struct Outcome {
   std::string out, err;
 };
 
-// Runs a shell command line with the fake CUPTI/CUDA libraries in front.
-Outcome Shell(const std::string& command, const fs::path& dir) {
+const std::string kFake130 = std::string(FAKE_CUPTI_DIR) + "/libcupti.so.13";
+const std::string kFake135 = std::string(FAKE_CUPTI135_DIR) + "/libcupti.so.13";
+
+// Runs a shell command line with the fake CUPTI/CUDA libraries in front
+// (`env`: more VAR=value words; by default the collector is pinned to the
+// fake CUPTI 13.0, so nothing on this machine takes its place).
+Outcome Shell(const std::string& command, const fs::path& dir,
+              const std::string& env = "TWINSCOPE_CUPTI_LIBRARY='" + kFake130 + "'") {
   const std::string out = (dir / "stdout").string(), err = (dir / "stderr").string();
-  const std::string line = "env LD_LIBRARY_PATH='" FAKE_CUPTI_DIR "' " + command + " >'" + out + "' 2>'" + err + "'";
+  const std::string line = "env -u TWINSCOPE_CUPTI_LIBRARY -u LD_PRELOAD -u TWINSCOPE_GUARD LD_LIBRARY_PATH='" FAKE_CUPTI_DIR
+                           "' " + env + " " + command + " >'" + out + "' 2>'" + err + "'";
   int status = std::system(line.c_str());
   Outcome o;
   o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -40,7 +50,7 @@ Outcome Shell(const std::string& command, const fs::path& dir) {
 }
 
 class RecordE2eTest : public ::testing::Test {
- protected:
+ public:
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("twinscope_rec_" + std::to_string(getpid()) + "_" +
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
@@ -49,10 +59,19 @@ class RecordE2eTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
   // `twinscope record FLAGS -- cupti_driver <collector> SCENARIO`: the
   // collector path comes from the CUDA_INJECTION64_PATH that record sets.
-  Outcome Record(const std::string& flags, const std::string& scenario) {
-    return Shell(std::string(TWINSCOPE_BIN) + " record -o '" + Trace() + "' " + flags +
-                     " -- sh -c 'exec \"$0\" \"$CUDA_INJECTION64_PATH\" " + scenario + "' " CUPTI_DRIVER_BIN,
-                 dir_);
+  Outcome Record(const std::string& flags, const std::string& scenario) { return RecordEnv(flags, scenario, {}); }
+  Outcome RecordEnv(const std::string& flags, const std::string& scenario, const std::string& env) {
+    const std::string cmd = std::string(TWINSCOPE_BIN) + " record -o '" + Trace() + "' " + flags +
+                            " -- sh -c 'exec \"$0\" \"$CUDA_INJECTION64_PATH\" " + scenario + "' " CUPTI_DRIVER_BIN;
+    return env.empty() ? Shell(cmd, dir_) : Shell(cmd, dir_, env);
+  }
+  // The scenario without twinscope (the program alone).
+  Outcome Alone(const std::string& scenario, const std::string& env) {
+    return Shell(std::string(CUPTI_DRIVER_BIN) + " none " + scenario, dir_, env);
+  }
+  nlohmann::json StatsJson() {
+    Outcome s = Shell(std::string(TWINSCOPE_BIN) + " stats --json '" + Trace() + "'", dir_);
+    return nlohmann::json::parse(s.out, nullptr, false);
   }
   std::string Trace() const { return (dir_ / "t.tsc").string(); }
   fs::path dir_;
@@ -90,6 +109,138 @@ TEST_F(RecordE2eTest, KernelsOnlyGraphReplaysShowMissingRecords) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("launches seen 20, kernel records 20, missing 0"), std::string::npos) << r.err;
   EXPECT_EQ(Shell(std::string(TWINSCOPE_BIN) + " stats --strict '" + Trace() + "'", dir_).code, 0);
+}
+
+// ---- The program's own CUPTI client under `record` ---------------------------------
+
+size_t Count(const std::string& haystack, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// The program's own counts ("OWN_RECORDS 6 OWN_CALLBACKS 6") from its stdout.
+std::string OwnCounts(const std::string& out) {
+  size_t at = out.find("OWN_RECORDS");
+  return at == std::string::npos ? "" : out.substr(at, out.find(" OWN_DROPPED", at) - at);
+}
+
+// With CUPTI 13.5 the guard serves the program's legacy client from its own
+// subscribers: it gets exactly what it gets alone, and twinscope's trace is
+// complete. `lib_path`: where the program's own libcupti comes from (the
+// collector's file, or another copy, as PyTorch's wheel brings).
+void ExpectServed(RecordE2eTest* t, const std::string& lib_path) {
+  const std::string env = "LD_LIBRARY_PATH='" + lib_path + ":" FAKE_CUPTI_DIR "' TWINSCOPE_CUPTI_LIBRARY='" + kFake135 + "'";
+  Outcome alone = t->Alone("own_client", env);
+  ASSERT_EQ(alone.code, 0) << alone.err;
+  EXPECT_EQ(OwnCounts(alone.out), "OWN_RECORDS 6 OWN_CALLBACKS 6") << alone.out;
+
+  Outcome r = t->RecordEnv("", "own_client", env);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(OwnCounts(r.out), OwnCounts(alone.out)) << r.out;
+  EXPECT_EQ(Count(r.out, " 0\n"), Count(alone.out, " 0\n")) << "every CUPTI call succeeds as it does alone:\n" << r.out;
+  EXPECT_NE(r.err.find("CUPTI 13.5 (API 130500) at " + kFake135), std::string::npos) << r.err;
+  EXPECT_EQ(Count(r.err, "served by its own CUPTI subscriber beside twinscope's"), 1u) << r.err;
+  EXPECT_NE(r.err.find("launches seen 8, kernel records 8, missing 0"), std::string::npos) << r.err;
+
+  auto j = t->StatsJson();
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["counts"]["kernel"], 8);
+  EXPECT_EQ(j["problems"].size(), 0u) << j["problems"].dump();
+  Outcome s = Shell(std::string(TWINSCOPE_BIN) + " stats '" + t->Trace() + "'", t->dir_);
+  EXPECT_NE(s.out.find("the program's own CUPTI client: "), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("served beside twinscope (multi-subscriber mode), 6 records read by the program"),
+            std::string::npos)
+      << s.out;
+  EXPECT_NE(s.out.find("(multi-subscriber mode)"), std::string::npos) << s.out;
+}
+
+TEST_F(RecordE2eTest, OwnCuptiClientIsServedOnCupti135) { ExpectServed(this, FAKE_CUPTI135_DIR); }
+
+// The program's libcupti is another copy (the fake 13.0 file, loaded by its
+// DT_NEEDED): the guard still serves it from the collector's 13.5 copy.
+TEST_F(RecordE2eTest, OwnCuptiClientOnItsOwnCopyIsServedFromTheCollectors) { ExpectServed(this, FAKE_CUPTI_DIR); }
+
+// Without the guard the same program starves on its own copy, silently.
+TEST_F(RecordE2eTest, WithoutTheGuardTheProgramsOwnCopyStarves) {
+  Outcome r = RecordEnv("", "own_client", "TWINSCOPE_GUARD=0 TWINSCOPE_CUPTI_LIBRARY='" + kFake135 + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(OwnCounts(r.out), "OWN_RECORDS 0 OWN_CALLBACKS 0") << r.out;
+  EXPECT_EQ(r.err.find("served by its own CUPTI subscriber"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("launches seen 8, kernel records 8, missing 0"), std::string::npos) << r.err;
+}
+
+// Below 13.5 (the floor): the program's seat-taking calls are refused with 39,
+// it is told once, twinscope's trace is complete, and `stats` lists the problem.
+TEST_F(RecordE2eTest, BelowCupti135TheProgramsClientIsRefusedAndTold) {
+  Outcome r = Record("", "own_client");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(OwnCounts(r.out), "OWN_RECORDS 0 OWN_CALLBACKS 0") << r.out;
+  EXPECT_NE(r.out.find("OWN cuptiSubscribe 39"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("OWN cuptiActivityRegisterCallbacks 39"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("OWN cuptiFinalize 39"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("OWN cuptiGetVersion 0"), std::string::npos) << r.out;
+  EXPECT_EQ(Count(r.err, "the program uses CUPTI itself (first call: cuptiSubscribe"), 1u) << r.err;
+  EXPECT_NE(r.err.find("pip install nvidia-cuda-cupti==13.5.25"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("launches seen 8, kernel records 8, missing 0"), std::string::npos) << r.err;
+
+  auto j = StatsJson();
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["counts"]["kernel"], 8);
+  ASSERT_EQ(j["problems"].size(), 1u) << j["problems"].dump();
+  const std::string problem = j["problems"][0];
+  EXPECT_NE(problem.find("the program's own CUPTI client (e.g. torch.profiler) got no data: 12 of its CUPTI calls "
+                         "were refused"),
+            std::string::npos)
+      << problem;
+  EXPECT_NE(problem.find("what to do: install CUPTI 13.5"), std::string::npos) << problem;
+  Outcome strict = Shell(std::string(TWINSCOPE_BIN) + " stats --strict '" + Trace() + "'", dir_);
+  EXPECT_EQ(strict.code, 3) << strict.out;
+}
+
+// An entry point the guard does not serve goes to CUPTI as is; what it got
+// back (14 on 13.5 after a multi-subscriber client) is said and listed.
+TEST_F(RecordE2eTest, UncoveredEntryPointIsForwardedAndReported) {
+  const std::string env = "LD_LIBRARY_PATH='" FAKE_CUPTI135_DIR ":" FAKE_CUPTI_DIR "' OWN_UNCOVERED=1 TWINSCOPE_CUPTI_LIBRARY='" +
+                          kFake135 + "'";
+  Outcome r = RecordEnv("", "own_client", env);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("OWN cuptiActivityConfigureUnifiedMemoryCounter 14"), std::string::npos) << r.out;
+  EXPECT_EQ(OwnCounts(r.out), "OWN_RECORDS 6 OWN_CALLBACKS 6") << r.out;
+  EXPECT_EQ(Count(r.err, "the program's CUPTI call cuptiActivityConfigureUnifiedMemoryCounter returned "
+                         "CUPTI_ERROR_NOT_COMPATIBLE (14)"),
+            1u)
+      << r.err;
+  EXPECT_NE(r.err.find("the guard does not serve this entry point"), std::string::npos) << r.err;
+  auto j = StatsJson();
+  ASSERT_EQ(j["problems"].size(), 1u) << j["problems"].dump();
+  EXPECT_NE(j["problems"][0].get<std::string>().find("1 of its CUPTI calls failed "
+                                                     "(cuptiActivityConfigureUnifiedMemoryCounter -> 14)"),
+            std::string::npos)
+      << j["problems"][0];
+}
+
+// `record` picks the newest libcupti: PyPI's (found through the Python the
+// user has) over the loader's 13.0 copy; TWINSCOPE_CUPTI_LIBRARY still wins.
+TEST_F(RecordE2eTest, RecordUsesTheNewestCuptiItFinds) {
+  const fs::path lib = dir_ / "site" / "nvidia" / "cu13" / "lib";
+  fs::create_directories(lib);
+  fs::copy_file(kFake135, lib / "libcupti.so.13");
+  const std::string wheel = (lib / "libcupti.so.13").string();
+  Outcome r = RecordEnv("", "plain", "PYTHONPATH='" + (dir_ / "site").string() + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("CUPTI 13.5 (API 130500) at " + wheel + " (pip package nvidia-cuda-cupti (python3))"),
+            std::string::npos)
+      << r.err;
+  auto j = StatsJson();
+  EXPECT_EQ(j["counts"]["kernel"], 10);
+  Outcome s = Shell(std::string(TWINSCOPE_BIN) + " stats '" + Trace() + "'", dir_);
+  EXPECT_NE(s.out.find("cupti: " + wheel + " (multi-subscriber mode)"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("cupti_version 130500"), std::string::npos) << s.out;
+
+  r = RecordEnv("", "plain", "PYTHONPATH='" + (dir_ / "site").string() + "' TWINSCOPE_CUPTI_LIBRARY='" + kFake130 + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("at " + kFake130 + " (TWINSCOPE_CUPTI_LIBRARY)"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -115,7 +115,7 @@ void Stop(CUpti_SubscriberHandle sub) {
               static_cast<unsigned long long>(g_dropped.load()));
   Say("cuptiActivityDisable", cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
   Say("cuptiUnsubscribe", cuptiUnsubscribe(sub));
-  Say("cuptiFinalize", cuptiFinalize());  // as Kineto does with TEARDOWN_CUPTI=1
+  if (!std::getenv("OWN_NO_FINALIZE")) Say("cuptiFinalize", cuptiFinalize());  // as Kineto does with TEARDOWN_CUPTI=1
 }
 
 // 13.5's multi-subscriber API, looked up at run time like the collector does.

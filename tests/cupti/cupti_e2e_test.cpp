@@ -69,8 +69,13 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-class CuptiE2E : public ::testing::Test {
+// Run against the fake CUPTI 13.0 and 13.5 (GetParam: its API version): in
+// multi-subscriber mode on 13.5, single subscriber on 13.0.
+class CuptiE2E : public ::testing::TestWithParam<uint32_t> {
  protected:
+  bool Multi() const { return GetParam() >= 130500; }
+  std::string FakeDir() const { return Multi() ? FAKE_CUPTI135_LIB_DIR : FAKE_CUPTI_LIB_DIR; }
+
   void SetUp() override {
     char tmpl[] = "/tmp/twinscope-cupti-test-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
@@ -90,7 +95,7 @@ class CuptiE2E : public ::testing::Test {
       int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       dup2(o, 1);
       dup2(e, 2);
-      std::string ld = std::string(FAKE_CUPTI_LIB_DIR);
+      std::string ld = FakeDir() + ":" + FAKE_CUPTI_LIB_DIR;
       if (const char* old = getenv("LD_LIBRARY_PATH")) ld += std::string(":") + old;
       setenv("LD_LIBRARY_PATH", ld.c_str(), 1);
       setenv("TWINSCOPE_OUTPUT", trace_path_.c_str(), 1);
@@ -152,7 +157,7 @@ uint64_t ExpectedHash(const std::string& path, const std::string& kernel, uint32
   return LaunchKeyHash(path, kernel, ordinal, Dim3{gx, 1, 1}, Dim3{bx, 1, 1});
 }
 
-TEST_F(CuptiE2E, PlainLaunchesGetKeysNvtxAndCounters) {
+TEST_P(CuptiE2E, PlainLaunchesGetKeysNvtxAndCounters) {
   RunResult r = Run("plain");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("DRIVER_DONE plain"), std::string::npos);
@@ -161,7 +166,10 @@ TEST_F(CuptiE2E, PlainLaunchesGetKeysNvtxAndCounters) {
 
   EXPECT_EQ(t.header["role"], "primary");
   EXPECT_EQ(t.header["collector"], "cupti");
-  EXPECT_EQ(t.header["cupti_version"], CUPTI_API_VERSION);
+  EXPECT_EQ(t.header["cupti_version"], GetParam());
+  EXPECT_EQ(t.header["cupti_multi_subscriber"], Multi());
+  EXPECT_EQ(t.status["tool_state"]["message"].get<std::string>().find("multi-subscriber") != std::string::npos,
+            Multi());
   EXPECT_EQ(t.header["cuda_driver_version"], 13000);
   EXPECT_EQ(t.header["config"]["graph_mitigation"], true);
   EXPECT_EQ(t.status["tool_state"]["state"], "collecting");
@@ -254,7 +262,7 @@ TEST_F(CuptiE2E, PlainLaunchesGetKeysNvtxAndCounters) {
   EXPECT_EQ(api_names["cudaMemsetAsync"], 1);
 }
 
-TEST_F(CuptiE2E, LaunchApiVariantsCaptureAndFailures) {
+TEST_P(CuptiE2E, LaunchApiVariantsCaptureAndFailures) {
   RunResult r = Run("apis");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Trace t = Read();
@@ -292,7 +300,7 @@ TEST_F(CuptiE2E, LaunchApiVariantsCaptureAndFailures) {
 // Stream ids come from CUPTI once per stream and thread, not per launch, and a
 // destroyed stream's handle, reused by the driver for a new stream, gets the
 // new stream's id.
-TEST_F(CuptiE2E, StreamIdsAreAskedOncePerStreamAndFollowHandleReuse) {
+TEST_P(CuptiE2E, StreamIdsAreAskedOncePerStreamAndFollowHandleReuse) {
   RunResult r = Run("streams");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_NE(r.out.find("SAME_HANDLE 1"), std::string::npos) << r.out;
@@ -311,7 +319,7 @@ TEST_F(CuptiE2E, StreamIdsAreAskedOncePerStreamAndFollowHandleReuse) {
   EXPECT_NE(r.out.find("STREAM_ID_CALLS 4"), std::string::npos) << r.out;
 }
 
-TEST_F(CuptiE2E, GraphLaunchesKeyEveryKernelNode) {
+TEST_P(CuptiE2E, GraphLaunchesKeyEveryKernelNode) {
   RunResult r = Run("graph");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Trace t = Read();
@@ -360,7 +368,7 @@ TEST_F(CuptiE2E, GraphLaunchesKeyEveryKernelNode) {
   for (const auto& m : t.memcpys) EXPECT_EQ(m.flags & kFlagGraph, kFlagGraph);
 }
 
-TEST_F(CuptiE2E, Seed001KernelsOnlyLossIsCountedNotSilent) {
+TEST_P(CuptiE2E, Seed001KernelsOnlyLossIsCountedNotSilent) {
   RunResult r = Run("seed001", {{"TWINSCOPE_KERNELS_ONLY", "1"}, {"TWINSCOPE_DEVICE_BUFFER_POOL_LIMIT", "8"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.fake_state["memcpy"], 0);
@@ -369,6 +377,11 @@ TEST_F(CuptiE2E, Seed001KernelsOnlyLossIsCountedNotSilent) {
   Trace t = Read();
   EXPECT_EQ(t.header["config"]["kernels_only"], true);
   EXPECT_EQ(t.Counter("launches_seen"), 20u);
+  if (Multi()) {  // CUPTI 13.5 fixed the leak (FACTS.md): nothing lost even without the mitigation
+    EXPECT_EQ(t.Counter("kernel_records"), 20u);
+    EXPECT_EQ(t.Counter("kernel_records_missing"), 0u);
+    return;
+  }
   EXPECT_EQ(t.Counter("kernel_records"), 5u);
   EXPECT_EQ(t.Counter("kernel_records_missing"), 15u);
   EXPECT_EQ(t.Counter("cupti_dropped_records"), 0u);  // CUPTI says nothing: only our count shows it
@@ -377,7 +390,7 @@ TEST_F(CuptiE2E, Seed001KernelsOnlyLossIsCountedNotSilent) {
   EXPECT_NE(r.err.find("15 of 20 kernel launches got no kernel record"), std::string::npos) << r.err;
 }
 
-TEST_F(CuptiE2E, Seed001MitigationDeliversEveryRecord) {
+TEST_P(CuptiE2E, Seed001MitigationDeliversEveryRecord) {
   RunResult r = Run("seed001", {{"TWINSCOPE_DEVICE_BUFFER_POOL_LIMIT", "8"}, {"TWINSCOPE_DEVICE_BUFFER_SIZE_MB", "4"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.fake_state["memcpy"], 1);
@@ -392,7 +405,7 @@ TEST_F(CuptiE2E, Seed001MitigationDeliversEveryRecord) {
   ExpectKeysTied(t);
 }
 
-TEST_F(CuptiE2E, InvalidTimestampsAreFlaggedAndCounted) {
+TEST_P(CuptiE2E, InvalidTimestampsAreFlaggedAndCounted) {
   RunResult r = Run("invalid");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Trace t = Read();
@@ -409,7 +422,7 @@ TEST_F(CuptiE2E, InvalidTimestampsAreFlaggedAndCounted) {
   ExpectKeysTied(t);
 }
 
-TEST_F(CuptiE2E, CuptiReportedDropsAreCounted) {
+TEST_P(CuptiE2E, CuptiReportedDropsAreCounted) {
   RunResult r = Run("drops");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Trace t = Read();
@@ -417,7 +430,7 @@ TEST_F(CuptiE2E, CuptiReportedDropsAreCounted) {
   EXPECT_EQ(t.Counter("kernel_records"), 4u);
 }
 
-TEST_F(CuptiE2E, SilentlyMissingRecordsShowAsMissing) {
+TEST_P(CuptiE2E, SilentlyMissingRecordsShowAsMissing) {
   RunResult r = Run("lose");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Trace t = Read();
@@ -430,7 +443,7 @@ TEST_F(CuptiE2E, SilentlyMissingRecordsShowAsMissing) {
   ExpectKeysTied(t);
 }
 
-TEST_F(CuptiE2E, PendingLaunchesAreBounded) {
+TEST_P(CuptiE2E, PendingLaunchesAreBounded) {
   RunResult r = Run("evict", {{"TWINSCOPE_MAX_PENDING_LAUNCHES", "4"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Trace t = Read();
@@ -443,7 +456,7 @@ TEST_F(CuptiE2E, PendingLaunchesAreBounded) {
   EXPECT_EQ(no_key, 6);
 }
 
-TEST_F(CuptiE2E, RecordsStillInCuptiAtExitAreFlushed) {
+TEST_P(CuptiE2E, RecordsStillInCuptiAtExitAreFlushed) {
   RunResult r = Run("unflushed");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Trace t = Read();
@@ -455,7 +468,7 @@ TEST_F(CuptiE2E, RecordsStillInCuptiAtExitAreFlushed) {
 // Launches from threads that then exit: every launch keeps its thread, range
 // path and record; a launch in a thread's ring is never lost when the thread
 // goes away.
-TEST_F(CuptiE2E, LaunchesFromExitedThreadsAreAllRecorded) {
+TEST_P(CuptiE2E, LaunchesFromExitedThreadsAreAllRecorded) {
   RunResult r = Run("threads");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Trace t = Read();
@@ -485,7 +498,7 @@ TEST_F(CuptiE2E, LaunchesFromExitedThreadsAreAllRecorded) {
 // A launch made after the main thread's thread_local destructors ran (from an
 // atexit handler) is still recorded and keyed, with the empty path of a
 // thread whose ranges are gone.
-TEST_F(CuptiE2E, LaunchAfterThreadLocalDestructorsIsRecorded) {
+TEST_P(CuptiE2E, LaunchAfterThreadLocalDestructorsIsRecorded) {
   RunResult r = Run("late");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Trace t = Read();
@@ -498,12 +511,13 @@ TEST_F(CuptiE2E, LaunchAfterThreadLocalDestructorsIsRecorded) {
   EXPECT_EQ(t.launches[1].key.hash, ExpectedHash("", "_Z4latev", 0, 3, 32));
 }
 
-TEST_F(CuptiE2E, HeldSeatLeavesProgramRunningAndSaysWhy) {
+TEST_P(CuptiE2E, HeldSeatLeavesProgramRunningAndSaysWhy) {
   RunResult r = Run("held");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("DRIVER_DONE held"), std::string::npos);
-  EXPECT_NE(r.err.find("another CUPTI-based tool (Nsight Systems/Compute, a profiler, or the Compute Sanitizer) holds "
-                       "CUPTI in this process"),
+  EXPECT_NE(r.err.find(Multi() ? "another CUPTI client holds CUPTI in this process in single-subscriber mode"
+                                : "another CUPTI-based tool (Nsight Systems/Compute, a profiler, or the Compute "
+                                  "Sanitizer) holds CUPTI in this process"),
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("twinscope twin"), std::string::npos);
@@ -516,7 +530,7 @@ TEST_F(CuptiE2E, HeldSeatLeavesProgramRunningAndSaysWhy) {
   EXPECT_EQ(r.fake_state["concurrent_kernel"], 0);
 }
 
-TEST_F(CuptiE2E, MissingCuptiLeavesProgramRunningAndSaysWhy) {
+TEST_P(CuptiE2E, MissingCuptiLeavesProgramRunningAndSaysWhy) {
   RunResult r = Run("plain", {{"TWINSCOPE_CUPTI_LIBRARY", "/nonexistent/libcupti.so.13"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("DRIVER_DONE plain"), std::string::npos);
@@ -529,7 +543,7 @@ TEST_F(CuptiE2E, MissingCuptiLeavesProgramRunningAndSaysWhy) {
   EXPECT_EQ(t.nvtx.size(), 3u);
 }
 
-TEST_F(CuptiE2E, SigtermFlushesThenKillsAsBefore) {
+TEST_P(CuptiE2E, SigtermFlushesThenKillsAsBefore) {
   RunResult r = Run("sigterm");
   EXPECT_EQ(r.signal, SIGTERM) << "exit " << r.exit_code << " " << r.err;
   EXPECT_EQ(r.out.find("NOT REACHED"), std::string::npos);
@@ -539,7 +553,7 @@ TEST_F(CuptiE2E, SigtermFlushesThenKillsAsBefore) {
   EXPECT_EQ(t.Counter("launches_seen"), 4u);
 }
 
-TEST_F(CuptiE2E, SigtermChainsToTheApplicationsHandler) {
+TEST_P(CuptiE2E, SigtermChainsToTheApplicationsHandler) {
   RunResult r = Run("sigterm_handler");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("APP_HANDLER_CALLED"), std::string::npos) << r.out;
@@ -548,7 +562,7 @@ TEST_F(CuptiE2E, SigtermChainsToTheApplicationsHandler) {
   EXPECT_EQ(t.kernels.size(), 5u);
 }
 
-TEST_F(CuptiE2E, PeriodicFlushSurvivesSigkill) {
+TEST_P(CuptiE2E, PeriodicFlushSurvivesSigkill) {
   RunResult r = Run("periodic", {{"TWINSCOPE_FLUSH_MS", "20"}});
   EXPECT_EQ(r.signal, SIGKILL);
   Trace t = Read();
@@ -557,7 +571,7 @@ TEST_F(CuptiE2E, PeriodicFlushSurvivesSigkill) {
   EXPECT_EQ(t.Counter("kernel_records"), 3u);
 }
 
-TEST_F(CuptiE2E, KindsSelectWhatIsWrittenNotWhatIsCounted) {
+TEST_P(CuptiE2E, KindsSelectWhatIsWrittenNotWhatIsCounted) {
   RunResult r = Run("plain", {{"TWINSCOPE_KINDS", "kernel,bogus"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("unknown kind 'bogus'"), std::string::npos) << r.err;
@@ -574,7 +588,7 @@ TEST_F(CuptiE2E, KindsSelectWhatIsWrittenNotWhatIsCounted) {
   ExpectKeysTied(t);  // ranges are still tracked for keys
 }
 
-TEST_F(CuptiE2E, ForkedChildNeitherHangsNorTouchesTheTrace) {
+TEST_P(CuptiE2E, ForkedChildNeitherHangsNorTouchesTheTrace) {
   RunResult r = Run("fork");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("CHILD_EXIT 0"), std::string::npos) << r.out;
@@ -585,13 +599,61 @@ TEST_F(CuptiE2E, ForkedChildNeitherHangsNorTouchesTheTrace) {
   for (const auto& l : t.launches) EXPECT_EQ(t.S(l.kernel), "_Z1kv");
 }
 
-TEST_F(CuptiE2E, UnwritableOutputLeavesProgramRunning) {
+TEST_P(CuptiE2E, UnwritableOutputLeavesProgramRunning) {
   trace_path_ = "/nonexistent-dir/x/trace.tsc";
   RunResult r = Run("plain");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("cannot write the trace"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("DRIVER_DONE plain"), std::string::npos);
 }
+
+// A program that is a CUPTI client of its own, beside the collector and
+// without the guard (what `record` adds): on 13.5 a multi-subscriber (v2)
+// client and the collector both get everything; a legacy (v1) client after
+// the collector is refused (39 / 14) and the collector is untouched; on 13.0
+// the legacy client's cuptiActivityRegisterCallbacks takes the collector's
+// buffers, the hazard the guard's floor prevents.
+TEST_P(CuptiE2E, OwnV2ClientStacksBesideTheCollectorOn135) {
+  RunResult r = Run("own_v2_client");
+  Trace t = Read();
+  if (!Multi()) {  // 13.0 has no per-subscriber calls
+    EXPECT_EQ(r.exit_code, 5);
+    EXPECT_NE(r.out.find("OWN_V2 missing"), std::string::npos) << r.out;
+    return;
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("OWN cuptiSubscribe_v2 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("OWN_RECORDS 6 OWN_CALLBACKS 6"), std::string::npos) << r.out;
+  EXPECT_EQ(t.Counter("launches_seen"), 8u);
+  EXPECT_EQ(t.Counter("kernel_records"), 8u);
+  EXPECT_EQ(t.kernels.size(), 8u);
+  ExpectKeysTied(t);
+}
+
+TEST_P(CuptiE2E, OwnLegacyClientWithoutTheGuard) {
+  RunResult r = Run("own_client", {{"OWN_NO_FINALIZE", "1"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Trace t = Read();
+  EXPECT_NE(r.out.find("OWN cuptiSubscribe 39"), std::string::npos) << r.out;
+  EXPECT_EQ(t.Counter("launches_seen"), 8u);
+  if (Multi()) {
+    EXPECT_NE(r.out.find("OWN cuptiActivityRegisterCallbacks 14"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("OWN cuptiActivityEnable 14"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("OWN_RECORDS 0 OWN_CALLBACKS 0"), std::string::npos) << r.out;
+    EXPECT_EQ(t.Counter("kernel_records"), 8u);
+    ExpectKeysTied(t);
+  } else {
+    EXPECT_NE(r.out.find("OWN cuptiActivityRegisterCallbacks 0"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("OWN_RECORDS 6"), std::string::npos) << r.out;
+    EXPECT_EQ(t.Counter("kernel_records"), 0u);
+    EXPECT_EQ(t.Counter("kernel_records_missing"), 8u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fake, CuptiE2E, ::testing::Values(uint32_t{CUPTI_API_VERSION}, uint32_t{130500}),
+                         [](const ::testing::TestParamInfo<uint32_t>& info) {
+                           return info.param >= 130500 ? "Cupti135" : "Cupti130";
+                         });
 
 }  // namespace
 }  // namespace twinscope
