@@ -11,6 +11,7 @@
 
 #include "base/log.h"
 #include "cli/command.h"
+#include "cuptilib/cupti_library.h"
 #include "probe/probe.h"
 #include "probe/probe_experiments.h"
 
@@ -44,6 +45,9 @@ CommandRegistration probe_command(
       for (const auto& e : probe::Experiments()) ids += (ids.empty() ? "" : ", ") + e.id;
       sub->add_option("--experiment", options->only, "Run only these experiments (repeatable): " + ids);
       return [options, json_path]() -> int {
+        // The children use the newest libcupti found, as `record` does.
+        if (auto choice = cuptilib::Choose(cuptilib::SearchOptions{}); choice.ok())
+          options->cupti_library = choice->chosen.path;
         auto report = probe::RunProbe(*options);
         if (!report.ok()) {
           std::fprintf(stderr, "twinscope probe: %s\n", report.status().message().c_str());

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "cuptilib/cupti_versions.h"
 #include "probe/probe_experiments.h"
 
 extern char** environ;
@@ -34,8 +35,9 @@ struct ChildRun {
   std::string spawn_error;
 };
 
-// Runs `argv` with stdout captured, stderr inherited, killed after `timeout_s`.
-ChildRun RunChild(const std::vector<std::string>& argv, int timeout_s) {
+// Runs `argv` with stdout captured, stderr inherited, killed after `timeout_s`,
+// with `cupti` (if given) preloaded as its libcupti.
+ChildRun RunChild(const std::vector<std::string>& argv, int timeout_s, const std::string& cupti) {
   ChildRun r;
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
@@ -53,7 +55,12 @@ ChildRun RunChild(const std::vector<std::string>& argv, int timeout_s) {
   for (char** e = environ; e && *e; ++e) {
     std::string kv = *e;
     if (kv.rfind("CUDA_INJECTION64_PATH=", 0) == 0 || kv.rfind("NVTX_INJECTION64_PATH=", 0) == 0) continue;
+    if (!cupti.empty() && (kv.rfind("LD_PRELOAD=", 0) == 0 || kv.rfind("TWINSCOPE_CUPTI_LIBRARY=", 0) == 0)) continue;
     env.push_back(kv);
+  }
+  if (!cupti.empty()) {
+    env.push_back("LD_PRELOAD=" + cupti);  // its SONAME stands for the libcupti.so.13 the child links
+    env.push_back("TWINSCOPE_CUPTI_LIBRARY=" + cupti);
   }
   std::vector<char*> envp;
   for (auto& kv : env) envp.push_back(kv.data());
@@ -107,6 +114,10 @@ bool ExperimentResult::CuptiGotData() const {
   return ran && launches > 0 && (cupti_kernel_records >= launches || cupti_launch_callbacks >= launches);
 }
 
+bool ExperimentResult::Cupti2GotData() const {
+  return ran && launches > 0 && (cupti2_kernel_records >= launches || cupti2_launch_callbacks >= launches);
+}
+
 bool ExperimentResult::SanitizerGotData() const {
   return ran && launches > 0 && sanitizer_launch_callbacks >= launches;
 }
@@ -123,6 +134,8 @@ void ParseChildOutput(const std::string& out, int exit_code, bool timed_out, Exp
                                   : "no result (exit code " + std::to_string(exit_code) + ")";
     return;
   }
+  r->cupti_library = j.value("cupti_library", std::string());
+  r->cupti_version = j.value("cupti_version", uint32_t{0});
   if (j.contains("no_gpu")) {
     r->failure = "no GPU: " + j.value("no_gpu", std::string());
     return;
@@ -132,11 +145,57 @@ void ParseChildOutput(const std::string& out, int exit_code, bool timed_out, Exp
   r->launches = j.value("launches", 0);
   r->cupti_kernel_records = j.value("cupti_kernel_records", int64_t{-1});
   r->cupti_launch_callbacks = j.value("cupti_launch_callbacks", int64_t{-1});
+  r->cupti2_kernel_records = j.value("cupti2_kernel_records", int64_t{-1});
+  r->cupti2_launch_callbacks = j.value("cupti2_launch_callbacks", int64_t{-1});
   r->sanitizer_launch_callbacks = j.value("sanitizer_launch_callbacks", int64_t{-1});
   if (j.contains("error")) r->failure = j.value("error", std::string());
   r->ran = exit_code == 0;
   if (!r->ran && r->failure.empty()) r->failure = "exit code " + std::to_string(exit_code);
 }
+
+namespace {
+
+const ExperimentResult* Find(const ProbeReport& report, const std::string& id) {
+  for (const ExperimentResult& r : report.results)
+    if (r.id == id) return &r;
+  return nullptr;
+}
+
+std::string FirstFailedStep(const ExperimentResult& r) {
+  for (const StepResult& s : r.steps)
+    if (s.code != 0) return s.call + " -> " + std::to_string(s.code) + " " + s.name;
+  return r.failure.empty() ? "a client got no data" : r.failure;
+}
+
+// Whether two CUPTI clients can share this process (cupti_v2_* rows).
+void ConcludeCuptiClients(ProbeReport* report) {
+  for (const ExperimentResult& r : report->results) {
+    if (report->cupti_library.empty() && !r.cupti_library.empty()) {
+      report->cupti_library = r.cupti_library;
+      report->cupti_version = r.cupti_version;
+    }
+  }
+  report->cupti_clients_stack = false;
+  report->cupti_summary.clear();
+  const ExperimentResult* two = Find(*report, "cupti_v2_two_subscribers");
+  if (!report->gpu || !two || !two->ran) return;
+  const std::string cupti = "CUPTI " + CuptiVersionText(two->cupti_version) + " at " + two->cupti_library;
+  report->cupti_clients_stack = two->CuptiGotData() && two->Cupti2GotData();
+  if (!report->cupti_clients_stack) {
+    report->cupti_summary = "NO: two CUPTI clients cannot share a process on " + cupti + " (" +
+                            FirstFailedStep(*two) +
+                            "): a CUPTI client inside the program (torch.profiler) gets no data beside twinscope; "
+                            "CUPTI 13.5 can (pip install nvidia-cuda-cupti==13.5.25)";
+    return;
+  }
+  report->cupti_summary = "YES: two multi-subscriber (v2) CUPTI clients both got data for every launch on " + cupti;
+  const ExperimentResult* legacy = Find(*report, "cupti_v2_then_v1");
+  if (legacy && legacy->ran && !legacy->Cupti2GotData())
+    report->cupti_summary += "; a legacy (v1) client beside them gets none (" + FirstFailedStep(*legacy) +
+                             "): `twinscope record` serves it through its guard";
+}
+
+}  // namespace
 
 void Conclude(ProbeReport* report) {
   report->gpu = true;
@@ -158,6 +217,7 @@ void Conclude(ProbeReport* report) {
       if (which.empty()) which = r.order;
     }
   }
+  ConcludeCuptiClients(report);
   if (!report->gpu) {
     report->summary = "no usable NVIDIA GPU here (" + report->no_gpu_reason +
                       "): the coexistence of CUPTI and the Compute Sanitizer could not be tested";
@@ -190,7 +250,9 @@ StatusOr<ProbeReport> RunProbe(const ProbeOptions& options) {
     r.order = e.order;
     r.uses_cupti = e.uses_cupti;
     r.uses_sanitizer = e.uses_sanitizer;
-    ChildRun c = RunChild({options.child_path, e.id, std::to_string(options.launches)}, options.timeout_s);
+    r.two_cupti_clients = e.two_cupti_clients;
+    ChildRun c = RunChild({options.child_path, e.id, std::to_string(options.launches)}, options.timeout_s,
+                          options.cupti_library);
     if (!c.spawn_error.empty()) return Status::Error(c.spawn_error);
     ParseChildOutput(c.out, c.exit_code, c.timed_out, &r);
     const bool no_gpu = r.failure.rfind("no GPU: ", 0) == 0;
@@ -220,20 +282,27 @@ std::string FormatTable(const ProbeReport& report) {
   std::ostringstream o;
   if (!report.results.empty() && report.gpu) {
     o << "Coexistence of CUPTI and the Compute Sanitizer, " << report.results.front().launches
-      << " test launches per experiment, each in its own process:\n";
+      << " test launches per experiment, each in its own process";
+    if (!report.cupti_library.empty())
+      o << ", CUPTI " << CuptiVersionText(report.cupti_version) << " (API " << report.cupti_version << ") at "
+        << report.cupti_library;
+    o << ":\n";
     char line[512];
-    std::snprintf(line, sizeof line, "%-34s %9s %9s %9s  %s\n", "experiment", "cupti_rec", "cupti_cb", "san_cb",
-                  "calls (result)");
+    std::snprintf(line, sizeof line, "%-34s %9s %9s %9s %9s %9s  %s\n", "experiment", "cupti_rec", "cupti_cb",
+                  "cupti2_rec", "cupti2_cb", "san_cb", "calls (result)");
     o << line;
     for (const ExperimentResult& r : report.results) {
-      std::snprintf(line, sizeof line, "%-34s %9s %9s %9s  ", r.id.c_str(), Count(r.cupti_kernel_records).c_str(),
-                    Count(r.cupti_launch_callbacks).c_str(), Count(r.sanitizer_launch_callbacks).c_str());
+      std::snprintf(line, sizeof line, "%-34s %9s %9s %9s %9s %9s  ", r.id.c_str(),
+                    Count(r.cupti_kernel_records).c_str(), Count(r.cupti_launch_callbacks).c_str(),
+                    Count(r.cupti2_kernel_records).c_str(), Count(r.cupti2_launch_callbacks).c_str(),
+                    Count(r.sanitizer_launch_callbacks).c_str());
       o << line << StepsText(r);
       if (!r.failure.empty()) o << (r.steps.empty() ? "" : "; ") << "FAILED: " << r.failure;
       o << "\n";
     }
   }
   o << "summary: " << report.summary << "\n";
+  if (!report.cupti_summary.empty()) o << "CUPTI clients: " << report.cupti_summary << "\n";
   return o.str();
 }
 
@@ -241,6 +310,10 @@ nlohmann::json ToJson(const ProbeReport& report) {
   nlohmann::json j = {
       {"gpu", report.gpu}, {"both_in_one_process", report.both_in_one_process}, {"summary", report.summary}};
   if (!report.gpu) j["no_gpu_reason"] = report.no_gpu_reason;
+  j["cupti_library"] = report.cupti_library;
+  j["cupti_version"] = report.cupti_version;
+  j["cupti_clients_stack"] = report.cupti_clients_stack;
+  j["cupti_summary"] = report.cupti_summary;
   nlohmann::json list = nlohmann::json::array();
   for (const ExperimentResult& r : report.results) {
     nlohmann::json steps = nlohmann::json::array();
@@ -253,6 +326,8 @@ nlohmann::json ToJson(const ProbeReport& report) {
                     {"launches", r.launches},
                     {"cupti_kernel_records", r.cupti_kernel_records},
                     {"cupti_launch_callbacks", r.cupti_launch_callbacks},
+                    {"cupti2_kernel_records", r.cupti2_kernel_records},
+                    {"cupti2_launch_callbacks", r.cupti2_launch_callbacks},
                     {"sanitizer_launch_callbacks", r.sanitizer_launch_callbacks},
                     {"cupti_got_data", r.CuptiGotData()},
                     {"sanitizer_got_data", r.SanitizerGotData()}});

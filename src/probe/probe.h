@@ -1,7 +1,8 @@
 // `twinscope probe`: runs each coexistence experiment (probe_experiments.h)
 // in a child process of its own (twinscope_probe_child), collects what each
 // API returned and how much data each tool got, and says whether one process
-// can hold CUPTI and the Compute Sanitizer together on this stack.
+// can hold CUPTI and the Compute Sanitizer together on this stack, and
+// whether two CUPTI clients can (CUPTI 13.5's multi-subscriber mode).
 // CUDA-free (it only starts the child). Not thread-safe.
 #pragma once
 
@@ -19,6 +20,7 @@ struct ProbeOptions {
   int launches = 10;
   int timeout_s = 60;             // per experiment
   std::vector<std::string> only;  // experiment ids; empty = all
+  std::string cupti_library;      // the libcupti the children use (preloaded); empty = the one they link
 };
 
 struct StepResult {
@@ -32,16 +34,22 @@ struct ExperimentResult {
   std::string order;
   bool uses_sanitizer = false;
   bool uses_cupti = false;
+  bool two_cupti_clients = false;
   bool ran = false;     // the child printed a result after its launches
   std::string failure;  // why not (crash, timeout, bad output), or a launch error
   std::vector<StepResult> steps;
   int64_t cupti_kernel_records = -1;
   int64_t cupti_launch_callbacks = -1;
+  int64_t cupti2_kernel_records = -1;  // the second CUPTI client (two_cupti_clients)
+  int64_t cupti2_launch_callbacks = -1;
   int64_t sanitizer_launch_callbacks = -1;
   int launches = 0;
+  std::string cupti_library;  // as the child saw it
+  uint32_t cupti_version = 0;
 
   // Data arrived for every launch.
   bool CuptiGotData() const;
+  bool Cupti2GotData() const;
   bool SanitizerGotData() const;
 };
 
@@ -51,6 +59,10 @@ struct ProbeReport {
   std::vector<ExperimentResult> results;
   bool both_in_one_process = false;  // some order gave both tools data for every launch
   std::string summary;               // one line
+  std::string cupti_library;         // the libcupti the children used, and its version
+  uint32_t cupti_version = 0;
+  bool cupti_clients_stack = false;  // two multi-subscriber clients both got data for every launch
+  std::string cupti_summary;         // one line; empty if no two-client experiment ran
 };
 
 // Parses one child's stdout (its last JSON line) and exit status into `r`.

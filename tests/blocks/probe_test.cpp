@@ -98,6 +98,93 @@ TEST(Probe, CrashesTimeoutsAndGarbageAreFailures) {
   EXPECT_NE(t.failure.find("timed out"), std::string::npos);
 }
 
+// CUPTI 13.5 as FACTS.md measured it: two v2 clients both get everything; a
+// legacy client beside a v2 one gets 14/39 (in either order it is the later
+// one that loses); the Sanitizer still cannot share the process.
+ProbeReport Cupti135Rows() {
+  const std::string lib = R"("cupti_library":"/pip/nvidia/cu13/lib/libcupti.so.13","cupti_version":130500,)";
+  auto line = [&](const std::string& id, const std::string& steps, int rec, int cb, int rec2, int cb2, int san) {
+    std::string l = Line(id, steps, rec, cb, san);
+    l.insert(1, lib);
+    if (rec2 >= 0)
+      l.insert(l.size() - 1, ",\"cupti2_kernel_records\":" + std::to_string(rec2) + ",\"cupti2_launch_callbacks\":" +
+                                 std::to_string(cb2));
+    return l;
+  };
+  const std::string ok = kOk, r14 = R"({"call":"cuptiActivityRegisterCallbacks","code":14,"name":"CUPTI_ERROR_NOT_COMPATIBLE"})";
+  const std::string r39 =
+      R"J({"call":"cuptiSubscribe_v2(multi) A + activity","code":39,"name":"CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"})J";
+  ProbeReport rep;
+  rep.results.push_back(Parse("cupti_v2_two_subscribers", line("cupti_v2_two_subscribers", ok + "," + ok, 10, 10, 10, 10, 0)));
+  rep.results.push_back(
+      Parse("cupti_v2_then_v1", line("cupti_v2_then_v1", ok + "," + r14 + "," + r14 + "," + ok, 10, 10, 0, 0, 0)));
+  rep.results.push_back(
+      Parse("cupti_v1_then_v2", line("cupti_v1_then_v2", ok + "," + ok + "," + ok + "," + r39, 10, 10, 0, 0, 0)));
+  rep.results.push_back(Parse("cupti_v2_then_sanitizer", line("cupti_v2_then_sanitizer", ok + "," + ok, 10, 10, -1, 0, 0)));
+  rep.results.push_back(Parse("sanitizer_then_cupti_v2", line("sanitizer_then_cupti_v2", ok + "," + r39, 0, 0, -1, 0, 10)));
+  return rep;
+}
+
+TEST(Probe, MultiSubscriberRowsSayCuptiClientsStack) {
+  ProbeReport rep = Cupti135Rows();
+  for (auto& r : rep.results) r.two_cupti_clients = FindExperiment(r.id)->two_cupti_clients;
+  Conclude(&rep);
+  EXPECT_TRUE(rep.cupti_clients_stack);
+  EXPECT_FALSE(rep.both_in_one_process) << "v2 and the Sanitizer still do not share a process";
+  EXPECT_EQ(rep.summary.rfind("NO:", 0), 0u) << rep.summary;
+  EXPECT_EQ(rep.cupti_library, "/pip/nvidia/cu13/lib/libcupti.so.13");
+  EXPECT_EQ(rep.cupti_version, 130500u);
+  EXPECT_EQ(rep.cupti_summary.rfind("YES: two multi-subscriber (v2) CUPTI clients both got data", 0), 0u)
+      << rep.cupti_summary;
+  EXPECT_NE(rep.cupti_summary.find("a legacy (v1) client beside them gets none (cuptiActivityRegisterCallbacks -> 14 "
+                                   "CUPTI_ERROR_NOT_COMPATIBLE)"),
+            std::string::npos)
+      << rep.cupti_summary;
+  EXPECT_TRUE(rep.results[0].Cupti2GotData());
+  EXPECT_FALSE(rep.results[1].Cupti2GotData());
+  const std::string table = FormatTable(rep);
+  EXPECT_NE(table.find("CUPTI 13.5 (API 130500) at /pip/nvidia/cu13/lib/libcupti.so.13"), std::string::npos) << table;
+  EXPECT_NE(table.find("cupti2_rec"), std::string::npos) << table;
+  EXPECT_NE(table.find("CUPTI clients: YES"), std::string::npos) << table;
+  auto j = ToJson(rep);
+  EXPECT_EQ(j["cupti_clients_stack"], true);
+  EXPECT_EQ(j["experiments"][0]["cupti2_kernel_records"], 10);
+}
+
+TEST(Probe, WithoutMultiSubscriberModeCuptiClientsDoNotStack) {
+  ProbeReport rep;
+  const std::string none =
+      R"J({"call":"cuptiSubscribe_v2(multi) A + activity","code":-1,"name":"NOT_IN_THIS_CUPTI (multi-subscriber mode needs CUPTI 13.5)"})J";
+  std::string l = Line("cupti_v2_two_subscribers", none + "," + none, 0, 0, 0);
+  l.insert(1, R"("cupti_library":"/usr/local/cuda/lib64/libcupti.so.13","cupti_version":130001,)");
+  rep.results.push_back(Parse("cupti_v2_two_subscribers", l));
+  Conclude(&rep);
+  EXPECT_FALSE(rep.cupti_clients_stack);
+  EXPECT_EQ(rep.cupti_summary.rfind("NO: two CUPTI clients cannot share a process on CUPTI 13.0 at "
+                                    "/usr/local/cuda/lib64/libcupti.so.13",
+                                    0),
+            0u)
+      << rep.cupti_summary;
+  EXPECT_NE(rep.cupti_summary.find("pip install nvidia-cuda-cupti==13.5.25"), std::string::npos);
+}
+
+#ifdef FAKE_CUPTI135_LIB
+// The children use the libcupti they are given (preloaded): the probe names it
+// even on a machine without a GPU.
+TEST(Probe, ChildrenUseTheGivenCupti) {
+  ProbeOptions o;
+  o.child_path = TWINSCOPE_TEST_PROBE_CHILD;
+  o.launches = 3;
+  o.cupti_library = FAKE_CUPTI135_LIB;
+  o.only = {"cupti_v2_two_subscribers"};
+  auto rep = RunProbe(o);
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  EXPECT_FALSE(rep->gpu);
+  EXPECT_EQ(rep->cupti_library, FAKE_CUPTI135_LIB);
+  EXPECT_EQ(rep->cupti_version, 130500u);
+}
+#endif
+
 TEST(Probe, RealChildWithoutGpuSaysSo) {
   ProbeOptions o;
   o.child_path = TWINSCOPE_TEST_PROBE_CHILD;

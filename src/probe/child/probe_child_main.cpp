@@ -31,6 +31,8 @@ Step MakeStep(const std::string& op) {
   if (op == "cupti_subscribe") return {"cuptiSubscribe", CuptiSubscribe, false};
   if (op == "cupti_unsubscribe") return {"cuptiUnsubscribe", CuptiUnsubscribe, false};
   if (op == "cupti_finalize") return {"cuptiFinalize", CuptiFinalize, false};
+  if (op == "cupti_v2_a") return {"cuptiSubscribe_v2(multi) A + activity", [] { return CuptiV2Client(0); }, false};
+  if (op == "cupti_v2_b") return {"cuptiSubscribe_v2(multi) B + activity", [] { return CuptiV2Client(1); }, false};
   return {nullptr, nullptr, false};
 }
 
@@ -49,6 +51,11 @@ int main(int argc, char** argv) {
   const int launches = argc > 2 ? std::atoi(argv[2]) : 10;
   nlohmann::json out = {{"experiment", exp->id}, {"launches", launches}};
 
+  uint32_t cupti_version = 0;
+  if (exp->uses_cupti) {
+    out["cupti_library"] = CuptiLibrary(&cupti_version);
+    out["cupti_version"] = cupti_version;
+  }
   int devices = 0;
   std::string error;
   if (CudaDeviceCount(&devices, &error) != 0 || devices == 0) {
@@ -56,8 +63,19 @@ int main(int argc, char** argv) {
     std::printf("%s\n", out.dump().c_str());
     return 3;
   }
+  // The CUPTI clients in the order the experiment starts them (the table's
+  // first and second CUPTI columns).
+  std::vector<CuptiClient> clients;
+  auto add_client = [&](CuptiClient c) {
+    for (CuptiClient k : clients)
+      if (k == c) return;
+    clients.push_back(c);
+  };
   nlohmann::json steps = nlohmann::json::array();
   for (const std::string& op : exp->ops) {
+    if (op == "cupti_v2_a") add_client(CuptiClient::kV2A);
+    if (op == "cupti_v2_b") add_client(CuptiClient::kV2B);
+    if (op.rfind("cupti_activity", 0) == 0 || op == "cupti_subscribe") add_client(CuptiClient::kLegacy);
     Step s = MakeStep(op);
     int code = s.run();
     steps.push_back(
@@ -66,8 +84,13 @@ int main(int argc, char** argv) {
   out["steps"] = steps;
   if (LaunchTestKernels(launches, &error) != 0) out["error"] = error;
   CuptiFlush();
-  out["cupti_kernel_records"] = CuptiKernelRecords();
-  out["cupti_launch_callbacks"] = CuptiLaunchCallbacks();
+  if (clients.empty()) clients.push_back(CuptiClient::kLegacy);
+  out["cupti_kernel_records"] = CuptiKernelRecords(clients[0]);
+  out["cupti_launch_callbacks"] = CuptiLaunchCallbacks(clients[0]);
+  if (clients.size() > 1) {
+    out["cupti2_kernel_records"] = CuptiKernelRecords(clients[1]);
+    out["cupti2_launch_callbacks"] = CuptiLaunchCallbacks(clients[1]);
+  }
   out["sanitizer_launch_callbacks"] = SanLaunchCallbacks();
   std::printf("%s\n", out.dump().c_str());
   std::fflush(stdout);

@@ -20,9 +20,16 @@ int CuptiActivityEnableKernel();  // cuptiActivityEnable(CONCURRENT_KERNEL)
 int CuptiSubscribe();             // cuptiSubscribe + RUNTIME_API domain; counts cudaLaunchKernel enters
 int CuptiUnsubscribe();
 int CuptiFinalize();
-void CuptiFlush();  // cuptiActivityFlushAll(1) if activity was registered
-uint64_t CuptiKernelRecords();
-uint64_t CuptiLaunchCallbacks();
+void CuptiFlush();  // cuptiActivityFlushAll(1) if activity was enabled by any client
+// CUPTI 13.5's multi-subscriber client A (0) or B (1): cuptiSubscribe_v2 with
+// allowMultipleSubscribers=1 + RUNTIME_API domain + per-subscriber kernel
+// activity. kNotInThisCupti below 13.5.
+int CuptiV2Client(int client);
+inline constexpr int kNotInThisCupti = -1;
+enum class CuptiClient { kLegacy = 0, kV2A = 1, kV2B = 2 };
+uint64_t CuptiKernelRecords(CuptiClient c);
+uint64_t CuptiLaunchCallbacks(CuptiClient c);
+std::string CuptiLibrary(uint32_t* version);  // the libcupti in use (path) and its cuptiGetVersion
 std::string CuptiResultName(int code);
 
 // CUDA (probe_kernel.cu).
