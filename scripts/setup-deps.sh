@@ -35,6 +35,9 @@ deps=(
   "fonts-dejavu-core|2.37-6|file:/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf|all"
 )
 SANITIZER_API_VERSION=13.0.85
+# CUPTI with multi-subscriber mode (the program's own CUPTI client runs beside
+# twinscope's); `twinscope record` uses the newest CUPTI it finds. GPU side only.
+CUPTI_VERSION=13.5.25
 
 present() {
   local how=$1
@@ -70,6 +73,18 @@ import nvidia, os, sys
 sys.exit(0 if any(os.path.exists(os.path.join(p, "cu13/include/sanitizer.h")) for p in nvidia.__path__) else 1)
 PY
     python3 -m pip install -q "nvidia-cuda-sanitizer-api==${SANITIZER_API_VERSION}"
+  fi
+fi
+# The newest CUPTI (GPU side): PyPI's package where pip works; without it
+# twinscope uses the toolkit's CUPTI and builds the same.
+if [[ $mode == --gpu ]]; then
+  if ! python3 - "$CUPTI_VERSION" <<'PY' 2>/dev/null; then
+import importlib.metadata as m, sys
+sys.exit(0 if m.version("nvidia-cuda-cupti") == sys.argv[1] else 1)
+PY
+    python3 -m pip install -q "nvidia-cuda-cupti==${CUPTI_VERSION}" ||
+      echo "setup-deps: warning: pip could not install nvidia-cuda-cupti==${CUPTI_VERSION}; twinscope uses the" \
+        "CUDA toolkit's CUPTI (the program's own CUPTI client cannot run beside it)" >&2
   fi
 fi
 echo "setup-deps: dependencies present"

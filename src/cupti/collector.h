@@ -125,7 +125,7 @@ class Collector : public NvtxListener {
   std::unique_ptr<TraceWriter> writer_;
   std::string cupti_library_;
   nlohmann::json tool_state_ = nlohmann::json::object();
-  std::mutex tool_state_mu_;  // tool_state_ after start (flush thread and exit)
+  std::mutex tool_state_mu_;             // tool_state_ after start (flush thread and exit)
   std::atomic<bool> collecting_{false};  // CUPTI set up and the trace open
   std::atomic<bool> finalized_{false};
   int pid_ = 0;

@@ -20,7 +20,7 @@ namespace {
 CuptiApi g_cupti;
 DriverApi g_driver;
 CUpti_SubscriberHandle g_subscriber = nullptr;  // set by Subscribe
-struct CollectorBuffers {};                      // tag of the collector's v1->v2 buffer bridge
+struct CollectorBuffers {};                     // tag of the collector's v1->v2 buffer bridge
 
 template <typename T>
 bool Resolve(void* lib, const char* name, T* fn) {
@@ -67,9 +67,10 @@ bool LoadCupti(CuptiApi* api, std::string* loaded_from, std::string* error) {
   if (lib && claim) {
     const char* used = claim(loaded_from->c_str());
     if (used && *loaded_from != used)  // the guard loaded another one meanwhile
-      LogError("the program's CUPTI client uses %s, twinscope %s: two copies of libcupti in one process may starve "
-               "one of them",
-               used, loaded_from->c_str());
+      LogError(
+          "the program's CUPTI client uses %s, twinscope %s: two copies of libcupti in one process may starve "
+          "one of them",
+          used, loaded_from->c_str());
   }
   if (!lib) {
     *error = std::string("could not load CUPTI (libcupti.so.13); tried:") + tried +

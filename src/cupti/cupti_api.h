@@ -33,7 +33,7 @@ struct CuptiApi {
   decltype(&cuptiGetStreamIdEx) GetStreamIdEx = nullptr;
   decltype(&cuptiGetGraphNodeId) GetGraphNodeId = nullptr;
   decltype(&cuptiGetGraphExecId) GetGraphExecId = nullptr;
-  v2::Api V2;  // CUPTI >= 13.5's per-subscriber calls (all null before 13.4)
+  v2::Api V2;            // CUPTI >= 13.5's per-subscriber calls (all null before 13.4)
   uint32_t version = 0;  // cuptiGetVersion
   // CUPTI >= 13.5 with every per-subscriber call: the collector subscribes in
   // multi-subscriber mode, so other CUPTI clients (the program's own) can

@@ -9,8 +9,8 @@
 
 #include <cupti.h>
 
-#include <cstddef>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -94,7 +94,9 @@ struct Api {
   // `sym` looks a name up in the library (dlsym on its handle).
   template <typename Sym>
   void Resolve(Sym&& sym) {
-    auto get = [&](const char* name, auto* fn) { *fn = reinterpret_cast<std::remove_reference_t<decltype(*fn)>>(sym(name)); };
+    auto get = [&](const char* name, auto* fn) {
+      *fn = reinterpret_cast<std::remove_reference_t<decltype(*fn)>>(sym(name));
+    };
     get("cuptiSubscribe_v2", &Subscribe);
     get("cuptiActivityEnable_v2", &ActivityEnable);
     get("cuptiActivityDisable_v2", &ActivityDisable);

@@ -102,7 +102,8 @@ std::vector<std::string> Glob(const std::string& pattern) {
 
 // The wheel's layouts: nvidia-cuda-cupti 13.x (nvidia/cu13/lib) and the
 // older per-package one (nvidia/cuda_cupti/lib).
-void AddSiteDir(const std::string& dir, const std::string& where, std::vector<std::pair<std::string, std::string>>* out) {
+void AddSiteDir(const std::string& dir, const std::string& where,
+                std::vector<std::pair<std::string, std::string>>* out) {
   if (dir.empty()) return;
   for (const char* sub : {"/nvidia/cu13/lib/", "/nvidia/cuda_cupti/lib/"}) {
     std::string p = dir + sub + kLoaderName;
@@ -204,7 +205,8 @@ std::vector<Candidate> FindLibraries(const SearchOptions& options) {
         if (IsFile(root + sub + kLoaderName)) paths.emplace_back(root + sub + kLoaderName, "CUDA toolkit");
   }
   for (const std::string& py : options.pythons)
-    for (const std::string& dir : PythonSysPath(py)) AddSiteDir(dir, "pip package nvidia-cuda-cupti (" + py + ")", &paths);
+    for (const std::string& dir : PythonSysPath(py))
+      AddSiteDir(dir, "pip package nvidia-cuda-cupti (" + py + ")", &paths);
   for (const std::string& dir : options.site_dirs) AddSiteDir(dir, "pip package nvidia-cuda-cupti", &paths);
   if (options.standard_places) {
     std::vector<std::string> patterns;
@@ -249,8 +251,9 @@ StatusOr<Choice> Choose(const SearchOptions& options) {
   choice.found = FindLibraries(options);
   const Candidate* best = Newest(choice.found);
   if (!best) {
-    std::string looked = "the loader's search path, $CUDA_HOME and /usr/local/cuda, and nvidia/cu13/lib in the "
-                         "site-packages of";
+    std::string looked =
+        "the loader's search path, $CUDA_HOME and /usr/local/cuda, and nvidia/cu13/lib in the "
+        "site-packages of";
     for (const std::string& py : options.pythons) looked += " " + py;
     for (const Candidate& c : choice.found) looked += "; " + c.path + ": " + c.error;
     return Status::Error("no usable libcupti.so.13 found (looked in " + looked +

@@ -33,7 +33,7 @@ struct Candidate {
 struct SearchOptions {
   std::vector<std::string> pythons = {"python3"};  // asked for their sys.path
   std::vector<std::string> site_dirs;              // more site-packages folders
-  bool standard_places = true;  // the loader's, the toolkit's and the usual site-packages
+  bool standard_places = true;                     // the loader's, the toolkit's and the usual site-packages
 };
 
 // Loads `path` in a child process and reads its version. Never throws.

@@ -42,6 +42,7 @@ void CUPTIAPI NoCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const vo
 // collector subscribes first and the guard's subscribers join it.
 void InitCuda() {
   void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!cuda) cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);  // CUPTI would load it now anyway
   if (!cuda) return;
   if (auto init = reinterpret_cast<int (*)(unsigned)>(dlsym(cuda, "cuInit"))) init(0);
 }
@@ -63,8 +64,8 @@ void Load() {
     const char* e = dlerror();
     l.mode = Mode::kNoCupti;
     l.why_floor = "could not load " + path + ": " + (e ? e : "not found");
-    LogError("the program calls CUPTI, but %s; its CUPTI calls fail (set %s to a libcupti.so.13)",
-             l.why_floor.c_str(), kCuptiLibraryEnv);
+    LogError("the program calls CUPTI, but %s; its CUPTI calls fail (set %s to a libcupti.so.13)", l.why_floor.c_str(),
+             kCuptiLibraryEnv);
     return;
   }
   auto get = [&](const char* name, auto* fn) {
@@ -172,12 +173,13 @@ int NoteResult(CallSlot& slot, int result) {
       g_failure_messages.fetch_add(1) < kMaxFailureMessages) {
     const Library& l = Lib();
     const bool served = std::strcmp(slot.how, "served") == 0;
-    LogError("the program's CUPTI call %s returned %s (%d) %s; its own profile may be incomplete, twinscope's trace is "
-             "not affected (details in the trace's tool_state.program_cupti and `twinscope stats`)",
-             slot.name, ResultName(r).c_str(), static_cast<int>(r),
-             served ? ("though the guard serves it from CUPTI " + CuptiVersionText(l.version)).c_str()
-                    : "(the guard does not serve this entry point: it went to CUPTI unchanged; report it, or run the "
-                      "program's profiler without `twinscope record`)");
+    LogError(
+        "the program's CUPTI call %s returned %s (%d) %s; its own profile may be incomplete, twinscope's trace is "
+        "not affected (details in the trace's tool_state.program_cupti and `twinscope stats`)",
+        slot.name, ResultName(r).c_str(), static_cast<int>(r),
+        served ? ("though the guard serves it from CUPTI " + CuptiVersionText(l.version)).c_str()
+               : "(the guard does not serve this entry point: it went to CUPTI unchanged; report it, or run the "
+                 "program's profiler without `twinscope record`)");
   }
   return r;
 }
@@ -188,11 +190,12 @@ CUptiResult Refuse(CallSlot& slot) {
   slot.refused.fetch_add(1, std::memory_order_relaxed);
   if (!g_refusal_said.exchange(true)) {
     const Library& l = Lib();
-    LogError("the program uses CUPTI itself (first call: %s; e.g. torch.profiler), but %s: its CUPTI calls get "
-             "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (39) and its own profile stays empty; twinscope's trace is "
-             "complete. To have both: install CUPTI 13.5 (pip install nvidia-cuda-cupti==13.5.25; `twinscope record` "
-             "uses the newest CUPTI it finds), or run the program's profiler without `twinscope record`",
-             slot.name, l.why_floor.c_str());
+    LogError(
+        "the program uses CUPTI itself (first call: %s; e.g. torch.profiler), but %s: its CUPTI calls get "
+        "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (39) and its own profile stays empty; twinscope's trace is "
+        "complete. To have both: install CUPTI 13.5 (pip install nvidia-cuda-cupti==13.5.25; `twinscope record` "
+        "uses the newest CUPTI it finds), or run the program's profiler without `twinscope record`",
+        slot.name, l.why_floor.c_str());
   }
   return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
 }
@@ -214,9 +217,10 @@ CUpti_SubscriberHandle ActivitySubscriber(CUptiResult* error) {
   }
   g_activity = h;
   if (!g_serving_said.exchange(true))
-    LogInfo("the program's own CUPTI client is served by its own CUPTI subscriber beside twinscope's (CUPTI %s "
-            "multi-subscriber mode, %s)",
-            CuptiVersionText(l.version).c_str(), l.path.c_str());
+    LogInfo(
+        "the program's own CUPTI client is served by its own CUPTI subscriber beside twinscope's (CUPTI %s "
+        "multi-subscriber mode, %s)",
+        CuptiVersionText(l.version).c_str(), l.path.c_str());
   return h;
 }
 

@@ -38,13 +38,12 @@ int CallForwarded(CallSlot& slot, Arg a0, Arg a1, Arg a2, Arg a3, Arg a4, Arg a5
 }  // namespace
 }  // namespace twinscope::guard
 
-#define X(name)                                                                                                  \
-  extern "C" __attribute__((visibility("default"))) int name(uintptr_t a0, uintptr_t a1, uintptr_t a2,           \
-                                                             uintptr_t a3, uintptr_t a4, uintptr_t a5,           \
-                                                             uintptr_t a6, uintptr_t a7, uintptr_t a8,           \
-                                                             uintptr_t a9) {                                     \
-    static twinscope::guard::CallSlot slot(#name, "forwarded");                                                  \
-    return twinscope::guard::CallForwarded(slot, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9);                        \
+#define X(name)                                                                                                      \
+  extern "C" __attribute__((visibility("default"))) int name(uintptr_t a0, uintptr_t a1, uintptr_t a2, uintptr_t a3, \
+                                                             uintptr_t a4, uintptr_t a5, uintptr_t a6, uintptr_t a7, \
+                                                             uintptr_t a8, uintptr_t a9) {                           \
+    static twinscope::guard::CallSlot slot(#name, "forwarded");                                                      \
+    return twinscope::guard::CallForwarded(slot, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9);                            \
   }
 #include "guard/guard_forwarded_list.h"
 #undef X

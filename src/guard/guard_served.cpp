@@ -66,9 +66,9 @@ CUptiResult Serve1(CallSlot& slot, Serve serve) {
 }
 
 // The activity subscriber, or return CUPTI's refusal of it.
-#define ACTIVITY_SUBSCRIBER(var)                                      \
-  CUptiResult var##_error = CUPTI_ERROR_UNKNOWN;                      \
-  CUpti_SubscriberHandle var = ActivitySubscriber(&var##_error);      \
+#define ACTIVITY_SUBSCRIBER(var)                                 \
+  CUptiResult var##_error = CUPTI_ERROR_UNKNOWN;                 \
+  CUpti_SubscriberHandle var = ActivitySubscriber(&var##_error); \
   if (!var) return var##_error
 
 #define SLOT(name) static CallSlot slot_(name, "served")
@@ -80,10 +80,10 @@ CUptiResult SetFlag(const Library& l, int attr, uint8_t value) {
   return l.v2.ActivitySetAttribute(sub, static_cast<CUpti_ActivityAttribute>(attr), &size, &value);
 }
 
-#define SERVE_FLAG(fn, attr)                                                                   \
-  GUARD_EXPORT CUptiResult fn(uint8_t enable) {                                                \
-    SLOT(#fn);                                                                                 \
-    return Serve1(slot_, [&](const Library& l) { return SetFlag(l, v2::attr, enable); });     \
+#define SERVE_FLAG(fn, attr)                                                              \
+  GUARD_EXPORT CUptiResult fn(uint8_t enable) {                                           \
+    SLOT(#fn);                                                                            \
+    return Serve1(slot_, [&](const Library& l) { return SetFlag(l, v2::attr, enable); }); \
   }
 
 CUptiResult EnableKind(const Library& l, CUpti_ActivityKind kind, bool dump) {
@@ -295,8 +295,7 @@ GUARD_EXPORT CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, ui
   SLOT("cuptiActivityEnableRuntimeApi");
   return Serve1(slot_, [&](const Library& l) {
     ACTIVITY_SUBSCRIBER(sub);
-    return l.v2.ActivityEnableRuntimeApi ? l.v2.ActivityEnableRuntimeApi(sub, cbid, enable)
-                                         : CUPTI_ERROR_NOT_SUPPORTED;
+    return l.v2.ActivityEnableRuntimeApi ? l.v2.ActivityEnableRuntimeApi(sub, cbid, enable) : CUPTI_ERROR_NOT_SUPPORTED;
   });
 }
 
@@ -305,8 +304,7 @@ GUARD_EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampC
   return Serve1(slot_, [&](const Library& l) {
     ACTIVITY_SUBSCRIBER(sub);
     size_t size = sizeof fn;
-    return l.v2.ActivitySetAttribute(sub, static_cast<CUpti_ActivityAttribute>(v2::kAttrTimestampCallback), &size,
-                                     &fn);
+    return l.v2.ActivitySetAttribute(sub, static_cast<CUpti_ActivityAttribute>(v2::kAttrTimestampCallback), &size, &fn);
   });
 }
 
@@ -328,8 +326,8 @@ GUARD_EXPORT CUptiResult cuptiGetThreadIdType(CUpti_ActivityThreadIdType* type) 
         ACTIVITY_SUBSCRIBER(sub);
         size_t size = sizeof *type;
         return l.v2.ActivityGetAttribute
-                   ? l.v2.ActivityGetAttribute(sub, static_cast<CUpti_ActivityAttribute>(v2::kAttrThreadIdType),
-                                               &size, type)
+                   ? l.v2.ActivityGetAttribute(sub, static_cast<CUpti_ActivityAttribute>(v2::kAttrThreadIdType), &size,
+                                               type)
                    : v1(l);
       },
       v1);

@@ -182,8 +182,7 @@ void ConcludeCuptiClients(ProbeReport* report) {
   const std::string cupti = "CUPTI " + CuptiVersionText(two->cupti_version) + " at " + two->cupti_library;
   report->cupti_clients_stack = two->CuptiGotData() && two->Cupti2GotData();
   if (!report->cupti_clients_stack) {
-    report->cupti_summary = "NO: two CUPTI clients cannot share a process on " + cupti + " (" +
-                            FirstFailedStep(*two) +
+    report->cupti_summary = "NO: two CUPTI clients cannot share a process on " + cupti + " (" + FirstFailedStep(*two) +
                             "): a CUPTI client inside the program (torch.profiler) gets no data beside twinscope; "
                             "CUPTI 13.5 can (pip install nvidia-cuda-cupti==13.5.25)";
     return;

@@ -1,9 +1,9 @@
 #include "stats/trace_stats.h"
 
-#include "stats/program_cupti.h"
 #include <algorithm>
 #include <cmath>
 
+#include "stats/program_cupti.h"
 #include "twinscope/counters.h"
 
 namespace twinscope::stats {

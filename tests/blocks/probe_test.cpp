@@ -107,21 +107,25 @@ ProbeReport Cupti135Rows() {
     std::string l = Line(id, steps, rec, cb, san);
     l.insert(1, lib);
     if (rec2 >= 0)
-      l.insert(l.size() - 1, ",\"cupti2_kernel_records\":" + std::to_string(rec2) + ",\"cupti2_launch_callbacks\":" +
-                                 std::to_string(cb2));
+      l.insert(l.size() - 1, ",\"cupti2_kernel_records\":" + std::to_string(rec2) +
+                                 ",\"cupti2_launch_callbacks\":" + std::to_string(cb2));
     return l;
   };
-  const std::string ok = kOk, r14 = R"({"call":"cuptiActivityRegisterCallbacks","code":14,"name":"CUPTI_ERROR_NOT_COMPATIBLE"})";
+  const std::string ok = kOk,
+                    r14 = R"({"call":"cuptiActivityRegisterCallbacks","code":14,"name":"CUPTI_ERROR_NOT_COMPATIBLE"})";
   const std::string r39 =
       R"J({"call":"cuptiSubscribe_v2(multi) A + activity","code":39,"name":"CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"})J";
   ProbeReport rep;
-  rep.results.push_back(Parse("cupti_v2_two_subscribers", line("cupti_v2_two_subscribers", ok + "," + ok, 10, 10, 10, 10, 0)));
+  rep.results.push_back(
+      Parse("cupti_v2_two_subscribers", line("cupti_v2_two_subscribers", ok + "," + ok, 10, 10, 10, 10, 0)));
   rep.results.push_back(
       Parse("cupti_v2_then_v1", line("cupti_v2_then_v1", ok + "," + r14 + "," + r14 + "," + ok, 10, 10, 0, 0, 0)));
   rep.results.push_back(
       Parse("cupti_v1_then_v2", line("cupti_v1_then_v2", ok + "," + ok + "," + ok + "," + r39, 10, 10, 0, 0, 0)));
-  rep.results.push_back(Parse("cupti_v2_then_sanitizer", line("cupti_v2_then_sanitizer", ok + "," + ok, 10, 10, -1, 0, 0)));
-  rep.results.push_back(Parse("sanitizer_then_cupti_v2", line("sanitizer_then_cupti_v2", ok + "," + r39, 0, 0, -1, 0, 10)));
+  rep.results.push_back(
+      Parse("cupti_v2_then_sanitizer", line("cupti_v2_then_sanitizer", ok + "," + ok, 10, 10, -1, 0, 0)));
+  rep.results.push_back(
+      Parse("sanitizer_then_cupti_v2", line("sanitizer_then_cupti_v2", ok + "," + r39, 0, 0, -1, 0, 10)));
   return rep;
 }
 

@@ -33,8 +33,9 @@ const std::string kFake135 = std::string(FAKE_CUPTI135_DIR) + "/libcupti.so.13";
 Outcome Shell(const std::string& command, const fs::path& dir,
               const std::string& env = "TWINSCOPE_CUPTI_LIBRARY='" + kFake130 + "'") {
   const std::string out = (dir / "stdout").string(), err = (dir / "stderr").string();
-  const std::string line = "env -u TWINSCOPE_CUPTI_LIBRARY -u LD_PRELOAD -u TWINSCOPE_GUARD LD_LIBRARY_PATH='" FAKE_CUPTI_DIR
-                           "' " + env + " " + command + " >'" + out + "' 2>'" + err + "'";
+  const std::string line =
+      "env -u TWINSCOPE_CUPTI_LIBRARY -u LD_PRELOAD -u TWINSCOPE_GUARD LD_LIBRARY_PATH='" FAKE_CUPTI_DIR "' " + env +
+      " " + command + " >'" + out + "' 2>'" + err + "'";
   int status = std::system(line.c_str());
   Outcome o;
   o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -130,7 +131,8 @@ std::string OwnCounts(const std::string& out) {
 // complete. `lib_path`: where the program's own libcupti comes from (the
 // collector's file, or another copy, as PyTorch's wheel brings).
 void ExpectServed(RecordE2eTest* t, const std::string& lib_path) {
-  const std::string env = "LD_LIBRARY_PATH='" + lib_path + ":" FAKE_CUPTI_DIR "' TWINSCOPE_CUPTI_LIBRARY='" + kFake135 + "'";
+  const std::string env =
+      "LD_LIBRARY_PATH='" + lib_path + ":" FAKE_CUPTI_DIR "' TWINSCOPE_CUPTI_LIBRARY='" + kFake135 + "'";
   Outcome alone = t->Alone("own_client", env);
   ASSERT_EQ(alone.code, 0) << alone.err;
   EXPECT_EQ(OwnCounts(alone.out), "OWN_RECORDS 6 OWN_CALLBACKS 6") << alone.out;
@@ -201,14 +203,16 @@ TEST_F(RecordE2eTest, BelowCupti135TheProgramsClientIsRefusedAndTold) {
 // An entry point the guard does not serve goes to CUPTI as is; what it got
 // back (14 on 13.5 after a multi-subscriber client) is said and listed.
 TEST_F(RecordE2eTest, UncoveredEntryPointIsForwardedAndReported) {
-  const std::string env = "LD_LIBRARY_PATH='" FAKE_CUPTI135_DIR ":" FAKE_CUPTI_DIR "' OWN_UNCOVERED=1 TWINSCOPE_CUPTI_LIBRARY='" +
+  const std::string env = "LD_LIBRARY_PATH='" FAKE_CUPTI135_DIR ":" FAKE_CUPTI_DIR
+                          "' OWN_UNCOVERED=1 TWINSCOPE_CUPTI_LIBRARY='" +
                           kFake135 + "'";
   Outcome r = RecordEnv("", "own_client", env);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("OWN cuptiActivityConfigureUnifiedMemoryCounter 14"), std::string::npos) << r.out;
   EXPECT_EQ(OwnCounts(r.out), "OWN_RECORDS 6 OWN_CALLBACKS 6") << r.out;
-  EXPECT_EQ(Count(r.err, "the program's CUPTI call cuptiActivityConfigureUnifiedMemoryCounter returned "
-                         "CUPTI_ERROR_NOT_COMPATIBLE (14)"),
+  EXPECT_EQ(Count(r.err,
+                  "the program's CUPTI call cuptiActivityConfigureUnifiedMemoryCounter returned "
+                  "CUPTI_ERROR_NOT_COMPATIBLE (14)"),
             1u)
       << r.err;
   EXPECT_NE(r.err.find("the guard does not serve this entry point"), std::string::npos) << r.err;
@@ -238,7 +242,8 @@ TEST_F(RecordE2eTest, RecordUsesTheNewestCuptiItFinds) {
   EXPECT_NE(s.out.find("cupti: " + wheel + " (multi-subscriber mode)"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("cupti_version 130500"), std::string::npos) << s.out;
 
-  r = RecordEnv("", "plain", "PYTHONPATH='" + (dir_ / "site").string() + "' TWINSCOPE_CUPTI_LIBRARY='" + kFake130 + "'");
+  r = RecordEnv("", "plain",
+                "PYTHONPATH='" + (dir_ / "site").string() + "' TWINSCOPE_CUPTI_LIBRARY='" + kFake130 + "'");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("at " + kFake130 + " (TWINSCOPE_CUPTI_LIBRARY)"), std::string::npos) << r.err;
 }

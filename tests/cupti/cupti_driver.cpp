@@ -150,7 +150,8 @@ struct V2Client {
 
 void CUPTIAPI V2Client::Completed(uint8_t* buffer, size_t, size_t valid, twinscope::cupti::v2::BufferCompleteInfo*) {
   CUpti_Activity* record = nullptr;
-  auto next = reinterpret_cast<twinscope::cupti::v2::GetNextRecordFn>(dlsym(RTLD_DEFAULT, "cuptiActivityGetNextRecord_v2"));
+  auto next =
+      reinterpret_cast<twinscope::cupti::v2::GetNextRecordFn>(dlsym(RTLD_DEFAULT, "cuptiActivityGetNextRecord_v2"));
   while (next(the_sub, buffer, valid, &record) == CUPTI_SUCCESS)
     if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) g_records.fetch_add(1);
   std::free(buffer);

@@ -516,8 +516,8 @@ TEST_P(CuptiE2E, HeldSeatLeavesProgramRunningAndSaysWhy) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("DRIVER_DONE held"), std::string::npos);
   EXPECT_NE(r.err.find(Multi() ? "another CUPTI client holds CUPTI in this process in single-subscriber mode"
-                                : "another CUPTI-based tool (Nsight Systems/Compute, a profiler, or the Compute "
-                                  "Sanitizer) holds CUPTI in this process"),
+                               : "another CUPTI-based tool (Nsight Systems/Compute, a profiler, or the Compute "
+                                 "Sanitizer) holds CUPTI in this process"),
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("twinscope twin"), std::string::npos);
