@@ -1,14 +1,10 @@
 // twinscope record: run a program under the CUPTI collector (primary trace).
-#include <cstdio>
 #include <set>
 #include <sstream>
 
 #include "base/env_names.h"
-#include "base/log.h"
 #include "cli/command.h"
 #include "cli/record_common.h"
-#include "cli/run_child.h"
-#include "cuptilib/cupti_library.h"
 
 namespace twinscope::cli {
 namespace {
@@ -24,48 +20,6 @@ std::string CheckKinds(const std::string& value) {
     ++n;
   }
   return n ? "" : "give at least one kind (kernel,memcpy,memset,api,nvtx)";
-}
-
-// `record` with no TWINSCOPE_GUARD=0: preload the guard (src/guard).
-constexpr char kGuardEnv[] = "TWINSCOPE_GUARD";
-
-bool IsPython(const std::string& arg0) {
-  const std::string base = arg0.substr(arg0.rfind('/') + 1);
-  return base.rfind("python", 0) == 0 && base.find_first_not_of("python0123456789.") == std::string::npos;
-}
-
-// The newest libcupti for the collector (TWINSCOPE_CUPTI_LIBRARY wins), and
-// the guard that serves the program's own CUPTI client from that one copy.
-void ChooseCupti(const std::vector<std::string>& command, RecordRequest* r) {
-  cuptilib::SearchOptions search;
-  if (!command.empty() && IsPython(command[0]) && command[0] != "python3") search.pythons.push_back(command[0]);
-  auto choice = cuptilib::Choose(search);
-  const bool quiet = EnvInt(env::kQuiet, 0) == 1;
-  if (!choice.ok()) {
-    std::fprintf(stderr, "twinscope: %s\n", choice.status().message().c_str());
-  } else {
-    const cuptilib::Candidate& c = choice->chosen;
-    r->env.emplace_back(cuptilib::kCuptiLibraryEnv, c.path);
-    if (!quiet) {
-      std::string line = "twinscope: " + cuptilib::Describe(c);
-      size_t usable = 0;
-      for (const auto& f : choice->found) usable += f.usable() ? 1 : 0;
-      if (usable > 1) line += ", the newest of " + std::to_string(usable) + " found";
-      line += c.multi_subscriber
-                  ? "; a CUPTI client inside the program (torch.profiler) runs beside twinscope"
-                  : "; a CUPTI client inside the program (torch.profiler) cannot run beside twinscope on it (CUPTI "
-                    "13.5 can: pip install nvidia-cuda-cupti==13.5.25)";
-      std::fprintf(stderr, "%s\n", line.c_str());
-    }
-  }
-  if (EnvString(kGuardEnv, "1") == "0") return;
-  auto guard = FindCollectorLibrary("libtwinscope_guard.so");
-  if (guard.ok()) {
-    r->preload.push_back(*guard);
-  } else {
-    std::fprintf(stderr, "twinscope: %s; a CUPTI client inside the program may starve silently\n",
-                 guard.status().message().c_str());
-  }
 }
 
 struct RecordFlags {
@@ -106,7 +60,7 @@ CommandRegistration kRecord(
         if (f->buffer_size_kb) r.env.emplace_back(env::kBufferSizeKb, std::to_string(f->buffer_size_kb));
         if (f->pool_limit) r.env.emplace_back(env::kDeviceBufferPoolLimit, std::to_string(f->pool_limit));
         if (f->flush_ms) r.env.emplace_back(env::kFlushMs, std::to_string(f->flush_ms));
-        ChooseCupti(f->command, &r);
+        for (auto& kv : PrimaryCuptiEnv(f->command)) r.env.push_back(std::move(kv));
         return RecordCommand(r);
       };
     });

@@ -139,6 +139,7 @@ int RunTwinAndJoin(const TwinSetup& f) {
   r.command = f.command;
   r.out_dir = AbsolutePath(f.out);
   r.shadow_env = BlocksEnv(f.kernels, f.sampling);
+  r.primary_env = PrimaryCuptiEnv(f.command);
   r.concurrent = f.concurrent;
   r.shadow_device = f.shadow_device;
   r.progress = isatty(STDERR_FILENO);
@@ -162,6 +163,7 @@ int ServeTwinAndJoin(const TwinSetup& f, const std::function<void(const std::str
   r.shadow_args = f.shadow_args;
   r.out_dir = AbsolutePath(f.out);
   r.shadow_env = BlocksEnv(f.kernels, f.sampling);
+  r.primary_env = PrimaryCuptiEnv(f.command);
   r.listen = f.listen;
   r.health_path = f.health_path;
   r.health_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.health_timeout * 1000));
@@ -194,8 +196,7 @@ int ServeTwinAndJoin(const TwinSetup& f, const std::function<void(const std::str
 namespace {
 
 CommandRegistration kTwin(
-    "twin",
-    "Run a program twice, a primary (CUPTI) and a shadow (block probe), and join them launch by launch",
+    "twin", "Run a program twice, a primary (CUPTI) and a shadow (block probe), and join them launch by launch",
     [](CLI::App* sub) -> CommandRun {
       auto f = std::make_shared<TwinFlags>();
       sub->add_option("--kernel", f->kernels,

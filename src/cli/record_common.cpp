@@ -10,8 +10,10 @@
 #include <regex>
 
 #include "base/env_names.h"
+#include "base/log.h"
 #include "cli/cli_text.h"
 #include "cli/run_child.h"
+#include "cuptilib/cupti_library.h"
 
 namespace twinscope::cli {
 
@@ -62,6 +64,54 @@ std::vector<std::pair<std::string, std::string>> BlocksEnv(const std::vector<std
   return env;
 }
 
+namespace {
+
+// Unless TWINSCOPE_GUARD=0, the primary gets the guard preloaded (src/guard).
+constexpr char kGuardEnv[] = "TWINSCOPE_GUARD";
+
+bool IsPython(const std::string& arg0) {
+  const std::string base = arg0.substr(arg0.rfind('/') + 1);
+  return base.rfind("python", 0) == 0 && base.find_first_not_of("python0123456789.") == std::string::npos;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> PrimaryCuptiEnv(const std::vector<std::string>& command) {
+  std::vector<std::pair<std::string, std::string>> env;
+  cuptilib::SearchOptions search;
+  if (!command.empty() && IsPython(command[0]) && command[0] != "python3") search.pythons.push_back(command[0]);
+  auto choice = cuptilib::Choose(search);
+  const bool quiet = EnvInt(env::kQuiet, 0) == 1;
+  if (!choice.ok()) {
+    std::fprintf(stderr, "twinscope: %s\n", choice.status().message().c_str());
+  } else {
+    const cuptilib::Candidate& c = choice->chosen;
+    env.emplace_back(cuptilib::kCuptiLibraryEnv, c.path);
+    if (!quiet) {
+      std::string line = "twinscope: " + cuptilib::Describe(c);
+      size_t usable = 0;
+      for (const auto& f : choice->found) usable += f.usable() ? 1 : 0;
+      if (usable > 1) line += ", the newest of " + std::to_string(usable) + " found";
+      line += c.multi_subscriber
+                  ? "; a CUPTI client inside the program (torch.profiler) runs beside twinscope"
+                  : "; a CUPTI client inside the program (torch.profiler) cannot run beside twinscope on it (CUPTI "
+                    "13.5 can: pip install nvidia-cuda-cupti==13.5.25)";
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+  }
+  if (EnvString(kGuardEnv, "1") == "0") return env;
+  auto guard = FindCollectorLibrary("libtwinscope_guard.so");
+  if (guard.ok()) {
+    std::string preload = *guard;
+    if (const char* old = std::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
+    env.emplace_back("LD_PRELOAD", preload);
+  } else {
+    std::fprintf(stderr, "twinscope: %s; a CUPTI client inside the program may starve silently\n",
+                 guard.status().message().c_str());
+  }
+  return env;
+}
+
 int RecordCommand(const RecordRequest& request) {
   if (request.command.empty()) {
     std::fprintf(stderr, "twinscope: no command to run: put it after '--', e.g. twinscope record -- ./app args\n");
@@ -92,12 +142,6 @@ int RecordCommand(const RecordRequest& request) {
   options.env.emplace_back("CUDA_INJECTION64_PATH", *library);
   options.env.emplace_back("NVTX_INJECTION64_PATH", *library);
   options.env.emplace_back(env::kOutput, output);
-  if (!request.preload.empty()) {
-    std::string preload;
-    for (const std::string& lib : request.preload) preload += (preload.empty() ? "" : ":") + lib;
-    if (const char* old = std::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
-    options.env.emplace_back("LD_PRELOAD", preload);
-  }
   options.live_status = isatty(STDERR_FILENO);
   options.watch_file = output;
   options.status_label = request.label;

@@ -17,9 +17,16 @@ struct RecordRequest {
   std::string output;                                    // trace path as the user gave it
   std::vector<std::pair<std::string, std::string>> env;  // TWINSCOPE_* settings
   std::vector<std::string> command;
-  std::string label;                 // for the live status line
-  std::vector<std::string> preload;  // libraries put in front of the program's LD_PRELOAD
+  std::string label;  // for the live status line
 };
+
+// The environment of a primary (record, twin) for CUPTI: TWINSCOPE_CUPTI_LIBRARY
+// set to the newest libcupti found (cuptilib; an explicit one wins), said on
+// stderr, and the guard (src/guard) in front of LD_PRELOAD unless
+// TWINSCOPE_GUARD=0, so the program's own CUPTI client is served from that
+// same copy. `command` is the program (a Python interpreter is asked for its
+// sys.path too).
+std::vector<std::pair<std::string, std::string>> PrimaryCuptiEnv(const std::vector<std::string>& command);
 
 // "" if `pattern` is a valid --kernel pattern (substring, or "re:" + regular
 // expression), else what is wrong with it.
