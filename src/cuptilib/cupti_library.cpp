@@ -52,6 +52,17 @@ bool ReadAll(int fd, int timeout_ms, std::string* out) {
   }
 }
 
+// Reads child `pid`'s output from `fd` (then closed) and reaps it; a child
+// still running after `timeout_ms` is killed and false returned.
+bool Collect(pid_t pid, int fd, int timeout_ms, std::string* out, int* status) {
+  const bool done = ReadAll(fd, timeout_ms, out);
+  close(fd);
+  if (!done) kill(pid, SIGKILL);
+  while (waitpid(pid, status, 0) < 0 && errno == EINTR) {
+  }
+  return done;
+}
+
 // The child's side of ProbeLibrary: one line on `fd`, then _exit.
 [[noreturn]] void ProbeInChild(int fd, const std::string& path) {
   std::string line;
@@ -134,12 +145,8 @@ Candidate ProbeLibrary(const std::string& path, const std::string& where) {
     return c;
   }
   std::string out;
-  bool done = ReadAll(fds[0], kProbeTimeoutMs, &out);
-  close(fds[0]);
-  if (!done) kill(pid, SIGKILL);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  const bool done = Collect(pid, fds[0], kProbeTimeoutMs, &out, &status);
   if (!done) {
     c.error = "loading it did not finish within " + std::to_string(kProbeTimeoutMs / 1000) + " s";
   } else if (out.rfind("OK ", 0) == 0) {
@@ -179,13 +186,9 @@ std::vector<std::string> PythonSysPath(const std::string& python) {
     return dirs;
   }
   std::string out;
-  bool done = ReadAll(fds[0], kPythonTimeoutMs, &out);
-  close(fds[0]);
-  if (!done) kill(pid, SIGKILL);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!done || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return {};
+  if (!Collect(pid, fds[0], kPythonTimeoutMs, &out, &status) || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return {};
   std::istringstream in(out);
   std::string line;
   while (std::getline(in, line))
