@@ -163,6 +163,19 @@ TEST_F(RecordE2eTest, OwnCuptiClientIsServedOnCupti135) { ExpectServed(this, FAK
 // DT_NEEDED): the guard still serves it from the collector's 13.5 copy.
 TEST_F(RecordE2eTest, OwnCuptiClientOnItsOwnCopyIsServedFromTheCollectors) { ExpectServed(this, FAKE_CUPTI_DIR); }
 
+// The program's client starts before the collector is injected: served by the
+// guard in multi-subscriber mode, so the collector still subscribes beside it.
+TEST_F(RecordE2eTest, OwnCuptiClientThatStartsFirstIsServedToo) {
+  const std::string env = "LD_LIBRARY_PATH='" FAKE_CUPTI_DIR "' TWINSCOPE_CUPTI_LIBRARY='" + kFake135 + "'";
+  Outcome alone = Alone("own_first", env);
+  EXPECT_EQ(OwnCounts(alone.out), "OWN_RECORDS 6 OWN_CALLBACKS 6") << alone.out;
+  Outcome r = RecordEnv("", "own_first", env);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(OwnCounts(r.out), OwnCounts(alone.out)) << r.out;
+  EXPECT_NE(r.err.find("launches seen 8, kernel records 8, missing 0"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("holds CUPTI"), std::string::npos) << r.err;
+}
+
 // Without the guard the same program starves on its own copy, silently.
 TEST_F(RecordE2eTest, WithoutTheGuardTheProgramsOwnCopyStarves) {
   Outcome r = RecordEnv("", "own_client", "TWINSCOPE_GUARD=0 TWINSCOPE_CUPTI_LIBRARY='" + kFake135 + "'");

@@ -195,7 +195,9 @@ CUgraphExec MakeGraph(int clone_callbacks) {
   return fakecupti_graph_instantiate(g, clone_callbacks);
 }
 
-int Run(const std::string& scenario) {
+enum class Phase { kBeforeInjection, kMain };
+
+int Run(const std::string& scenario, Phase phase = Phase::kMain) {
   if (scenario == "plain") {
     Launch("_Z7kernelAPf", 1, 32);  // outside any range
     for (int i = 0; i < 3; ++i) {
@@ -370,11 +372,15 @@ int Run(const std::string& scenario) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     std::fflush(stdout);
     raise(SIGKILL);  // no atexit, no signal handler: only periodic flushes count
-  } else if (scenario == "own_client" || scenario == "own_v2_client") {
-    // 6 launches while the program's own client runs, 2 after it stopped.
-    CUpti_SubscriberHandle sub = nullptr;
+  } else if (scenario == "own_client" || scenario == "own_v2_client" || scenario == "own_first") {
+    // 6 launches while the program's own client runs, 2 after it stopped
+    // (own_first: the client started before the collector was injected).
+    static CUpti_SubscriberHandle sub = nullptr;
     own::V2Client v2;
-    if (scenario == "own_client") {
+    if (scenario == "own_first") {
+      if (!sub) sub = own::Start();
+      if (phase == Phase::kBeforeInjection) return 0;
+    } else if (scenario == "own_client") {
       sub = own::Start();
     } else if (!v2.Start()) {
       return 5;
@@ -382,7 +388,7 @@ int Run(const std::string& scenario) {
     nvtxRangePushA("step");
     for (int i = 0; i < 6; ++i) Launch("_Z3ownv", 2, 64);
     nvtxRangePop();
-    if (scenario == "own_client") {
+    if (scenario != "own_v2_client") {
       own::Stop(sub);
     } else {
       own::Say("cuptiActivityFlushAll", cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
@@ -408,6 +414,7 @@ int main(int argc, char** argv) {
   std::string scenario = argv[2];
   if (scenario == "held") fakecupti_hold_seat();
   if (scenario == "sigterm_handler") signal(SIGTERM, AppHandler);
+  if (scenario == "own_first") Run(scenario, Phase::kBeforeInjection);
   if (std::string(argv[1]) != "none")
     if (int rc = LoadInjection(argv[1])) return rc;
   fakecupti_create_context(0);

@@ -650,6 +650,24 @@ TEST_P(CuptiE2E, OwnLegacyClientWithoutTheGuard) {
   }
 }
 
+// A legacy client that subscribed before the collector keeps CUPTI (13.0 and
+// 13.5 alike: the collector gets 39 and says why); under `record` the guard
+// turns that client into a multi-subscriber one (tests/cli).
+TEST_P(CuptiE2E, OwnLegacyClientBeforeTheCollectorKeepsCupti) {
+  RunResult r = Run("own_first", {{"OWN_NO_FINALIZE", "1"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("OWN cuptiSubscribe 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("OWN_RECORDS 6 OWN_CALLBACKS 6"), std::string::npos) << r.out;
+  Trace t = Read();
+  EXPECT_EQ(t.status["tool_state"]["state"], "cupti_held_by_other_tool");
+  EXPECT_EQ(t.status["tool_state"]["cupti_result"], 39);
+  EXPECT_EQ(t.status["tool_state"]["other_subscriber"], "legacy CUPTI client");
+  if (Multi()) {
+    EXPECT_NE(r.err.find("a profiler that subscribed before twinscope with the legacy API"), std::string::npos)
+        << r.err;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fake, CuptiE2E, ::testing::Values(uint32_t{CUPTI_API_VERSION}, uint32_t{130500}),
                          [](const ::testing::TestParamInfo<uint32_t>& info) {
                            return info.param >= 130500 ? "Cupti135" : "Cupti130";
