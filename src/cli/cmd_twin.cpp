@@ -196,7 +196,8 @@ int ServeTwinAndJoin(const TwinSetup& f, const std::function<void(const std::str
 namespace {
 
 CommandRegistration kTwin(
-    "twin", "Run a program twice, a primary (CUPTI) and a shadow (block probe), and join them launch by launch",
+    "twin",
+    "Run a program twice, a primary (CUPTI) and a shadow (block probe), and join them launch by launch",
     [](CLI::App* sub) -> CommandRun {
       auto f = std::make_shared<TwinFlags>();
       sub->add_option("--kernel", f->kernels,
