@@ -58,8 +58,10 @@ struct DriverApi {
   CUresult (*KernelGetName)(const char**, CUkernel) = nullptr;
 };
 
-// Loads libcupti (the path in TWINSCOPE_CUPTI_LIBRARY if set, else
-// libcupti.so.13 from the loader's search path, else CUDA's usual folders).
+// Loads libcupti (the one the guard already serves the program from, if the
+// guard is preloaded; else the path in TWINSCOPE_CUPTI_LIBRARY if set, else
+// libcupti.so.13 from the loader's search path, else CUDA's usual folders)
+// and decides multi_subscriber.
 // Returns false and sets *error (with what was tried) if it cannot.
 bool LoadCupti(CuptiApi* api, std::string* loaded_from, std::string* error);
 // Loads what it can of libcuda.so.1 (already mapped in a CUDA process).
