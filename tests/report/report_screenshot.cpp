@@ -24,8 +24,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   nlohmann::json r = b.Evaluate(
-      "(window.tsReady || Promise.resolve({})).then((t) => ({t, errors: document.getElementById('ts-errors') ? "
-      "document.getElementById('ts-errors').innerText : ''}))");
+      "(window.tsReady || Promise.resolve({})).then((t) => { const e = document.getElementById('ts-errors'); "
+      "return {t, errors: e && Number(e.getAttribute('data-count')) ? e.innerText : ''}; })");
   if (!r.is_object()) {
     std::fprintf(stderr, "%s\n", b.error().c_str());
     return 1;
