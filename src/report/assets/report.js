@@ -652,11 +652,14 @@
   function showSafely(i) { show(i).catch(record); }
 
   async function init() {
+    // The first launch's block data starts inflating now; the table and the step chart are built meanwhile.
+    const first = select && detail.length ? firstLaunch() : -1;
+    const shown = first >= 0 ? show(first) : Promise.resolve();
     buildTable();
     mark("table");
     drawSteps();
     mark("steps");
-    if (select && detail.length) {
+    if (first >= 0) {
       select.addEventListener("change", () => showSafely(Number(select.value)));
       document.getElementById("ts-prev").addEventListener("click", () => showSafely(Math.max(0, current - 1)));
       document.getElementById("ts-next").addEventListener("click", () => showSafely(Math.min(detail.length - 1, current + 1)));
@@ -672,12 +675,15 @@
         clearTimeout(resize);
         resize = setTimeout(() => { if (current >= 0) showSafely(current); }, 150);
       });
-      let first = detail.findIndex((m) => (m.role || "").startsWith("slow"));
-      const m = /launch=(\d+)/.exec(location.hash);
-      if (m && detailIndex.has(Number(m[1]))) first = detailIndex.get(Number(m[1]));
-      await show(Math.max(0, first));
+      await shown;
     }
     mark("ready");
+  }
+  // The launch shown first: #launch=ID in the URL, else the first slow launch, else the first.
+  function firstLaunch() {
+    const m = /launch=(\d+)/.exec(location.hash);
+    if (m && detailIndex.has(Number(m[1]))) return detailIndex.get(Number(m[1]));
+    return Math.max(0, detail.findIndex((d) => (d.role || "").startsWith("slow")));
   }
 
   // Draws every detailed launch once (with a cold cache) and renders every table row: for tests and the
