@@ -19,7 +19,7 @@ namespace twinscope::cupti {
 
 class LaunchRing {
  public:
-  static constexpr uint64_t kSlots = 4096;
+  static constexpr uint64_t kSlots = 8192;  // 512 KiB a thread: ~4,000 launches (two ops each)
   static constexpr size_t kSlotBytes = 64;
   static constexpr size_t kMaxOpBytes = (kSlots / 4) * kSlotBytes;  // larger ops take the slow path
   // Every op starts with its kind; kinds below kFirstUserKind belong to the ring.
