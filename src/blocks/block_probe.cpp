@@ -202,6 +202,10 @@ void BlockProbe::OnCallback(Sanitizer_CallbackDomain domain, Sanitizer_CallbackI
         OnGraphLaunchEnd();
         return;
       }
+      if (cbid == SANITIZER_CBID_GRAPHS_GRAPHEXEC_CREATING) {
+        OnGraphExecCreating();
+        return;
+      }
       if (cbid != SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN) return;
       const auto& g = *static_cast<const Sanitizer_GraphNodeLaunchData*>(data);
       if (g.nodeType == CU_GRAPH_NODE_TYPE_KERNEL && !g.isGraphUpload) OnLaunchBegin(g.launchData, true);

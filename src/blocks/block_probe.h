@@ -191,6 +191,11 @@ class BlockProbe final : public NvtxListener {
   // target modules so that they are patched exactly when the sampler wants
   // the next matching launch.
   void SafePointLocked(std::unique_lock<std::mutex>& lock);
+  // A graph exec is being instantiated (toggle mode): target modules patched
+  // now stay patched for good, since its nodes may hold on to the patched code
+  // (an exec instantiated while patched, replayed after an unpatch, is not
+  // known to be safe: the toggle workload hung on the H200 where it did that).
+  void OnGraphExecCreating();
   // A stream goes away (toggle mode): wait for the target modules' kernels on it.
   void ForgetStream(std::unique_lock<std::mutex>& lock, Sanitizer_StreamHandle h);
 
@@ -206,9 +211,9 @@ class BlockProbe final : public NvtxListener {
   void MakeOffBuffersReady(std::unique_lock<std::mutex>& lock);
   // After a launch was submitted (LAUNCH_END, graph LAUNCH_END): the drains
   // that LAUNCH_BEGIN may not do (ring full, memory cap, naive mode), and in
-  // toggle mode the safe point for patching. `closed`: the launch was one of
-  // a target module, open since its BEGIN.
-  void AfterLaunch(uint64_t traced_seq, uint64_t grid_id, bool closed);
+  // toggle mode the safe point for patching (unless `safe_point` is false).
+  // `closed`: the launch was one of a target module, open since its BEGIN.
+  void AfterLaunch(uint64_t traced_seq, uint64_t grid_id, bool closed, bool safe_point = true);
   // The context's arena, allocated on first use; null if that failed.
   ContextArena* ArenaLocked(CUcontext ctx);
   // Does a pattern select this launch's kernel, is its module tracked? Memoised per thread.

@@ -223,7 +223,7 @@ void BlockProbe::OnGraphLaunchEnd() {
   AfterLaunch(UINT64_MAX, 0, closed);
 }
 
-void BlockProbe::AfterLaunch(uint64_t traced_seq, uint64_t grid_id, bool closed) {
+void BlockProbe::AfterLaunch(uint64_t traced_seq, uint64_t grid_id, bool closed, bool safe_point) {
   const bool naive = config_.naive && traced_seq != UINT64_MAX;
   if (traced_seq == UINT64_MAX && !closed && !drain_wanted_.load(std::memory_order_relaxed) &&
       !off_sync_wanted_.load(std::memory_order_relaxed))
@@ -250,7 +250,7 @@ void BlockProbe::AfterLaunch(uint64_t traced_seq, uint64_t grid_id, bool closed)
     ++counts_[counters::kBlocksForcedDrains];
     Drain(lock, [](const InFlight&) { return true; });
   }
-  if (closed) SafePointLocked(lock);
+  if (closed && safe_point) SafePointLocked(lock);
 }
 
 void BlockProbe::SetUntracedLocked(const Sanitizer_LaunchData& d, Sanitizer_StreamHandle stream) {

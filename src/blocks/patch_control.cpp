@@ -241,6 +241,20 @@ void BlockProbe::SafePointLocked(std::unique_lock<std::mutex>& lock) {
   }
 }
 
+void BlockProbe::OnGraphExecCreating() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (config_.patch != PatchMode::kToggle || shut_down_) return;
+  for (CUmodule m : targets_) {
+    auto it = modules_.find(m);
+    if (it == modules_.end() || !it->second.patched || it->second.pinned) continue;
+    it->second.pinned = true;
+    if (++counts_[counters::kModulesPinnedByGraph] == 1)
+      LogInfo(
+          "block probe: a CUDA graph was instantiated while a target module was patched (around a sampled launch): "
+          "that module stays patched from now on (modules_pinned_by_graph)");
+  }
+}
+
 void BlockProbe::ForgetStream(std::unique_lock<std::mutex>& lock, Sanitizer_StreamHandle h) {
   if (config_.patch != PatchMode::kToggle) return;
   bool used = false;

@@ -573,14 +573,15 @@ TEST(BlocksE2E, AlwaysModeKeepsTheModulePatched) {
 }
 
 // Graph launches: a graph's nodes run with the patch state of the graph
-// launch; the probe toggles around whole graph launches (at GRAPHS_LAUNCH_END)
-// and a candidate node that meets an unpatched module is traced in the next
-// patched graph launch, flagged as a catch-up.
+// launch; the probe toggles around whole graph launches (at GRAPHS_LAUNCH_END
+// and the program's syncs, here after each replay), and a candidate node that
+// met an unpatched module is traced in the next patched graph launch, flagged
+// as a catch-up.
 TEST(BlocksE2E, ToggleModeAroundGraphLaunches) {
   std::string body = "@modules\nstream g\n";
   for (int r = 0; r < 6; ++r)
     body += "graph_begin g\ngraph target " + std::string(kTarget) + " 20,1,1 64,1,1 stream=g repeat=3\n" +
-            "graph target neighbour_kernel 4,1,1 32,1,1 stream=g\ngraph_end g\n";
+            "graph target neighbour_kernel 4,1,1 32,1,1 stream=g\ngraph_end g\nstream_sync g\n";
   AppRun r = RunApp("toggle_graph", Script(body + "stream_sync g\n"),
                     {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "4"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -598,6 +599,26 @@ TEST(BlocksE2E, ToggleModeAroundGraphLaunches) {
   EXPECT_EQ(r.Counter(counters::kLaunchesSampledUnpatched), 4u);
   EXPECT_EQ(r.Counter(counters::kLaunchesMatching), 18u);
   EXPECT_GT(r.fake_stats["launches_executed_unpatched"], 0u);
+}
+
+// A graph instantiated while toggle mode has the module patched (just before a
+// sampled launch) may hold on to the patched code: the module then stays
+// patched for good (the fake logs an unpatch after such an instantiation).
+TEST(BlocksE2E, ToggleModeKeepsAModulePatchedOnceAGraphWasMadeWhileItWas) {
+  AppRun r = RunApp("toggle_pinned", Script(R"(@modules
+stream g
+launch target )" + std::string(kTarget) + R"( 10,1,1 64,1,1 repeat=4
+graph_instantiate
+launch target )" + kTarget + R"( 10,1,1 64,1,1 repeat=11
+sync
+)"),
+                    {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "5"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectCleanToggling(r);  // no unpatch after the instantiation
+  EXPECT_EQ(r.Counter(counters::kModulesPinnedByGraph), 1u);
+  EXPECT_EQ(r.LogCount("unpatch_module"), 1u) << "only the one after launch 0, before the instantiation";
+  EXPECT_EQ(SampleIndices(r), (std::vector<uint32_t>{0, 5, 10}));
+  EXPECT_EQ(r.fake_stats["launches_executed_off"], 9u) << "4, 6-9, 11-14: patched for good, on the off buffer";
 }
 
 // Several threads launch the target module's kernels on their own streams: the

@@ -39,6 +39,7 @@ struct Module {
   std::vector<char> cubin;
   std::set<std::string> patched_instructions;  // "enter:<name>", "exit:<name>"; an unpatch drops them
   bool patched = false;
+  bool in_patched_exec = false;  // a graph exec was instantiated while it was patched
 };
 
 struct Op {
@@ -613,6 +614,7 @@ SanitizerResult sanitizerUnpatchModule(CUmodule module) {
   auto* m = reinterpret_cast<Module*>(module);
   if (!m) return SANITIZER_ERROR_INVALID_PARAMETER;
   CheckNoneInFlight(*m, "unpatch_module");
+  if (m->in_patched_exec) Log("error unpatch_after_patched_instantiation %llu", static_cast<unsigned long long>(m->id));
   m->patched = false;
   m->patched_instructions.clear();
   ++S().stats.modules_unpatched;
@@ -906,6 +908,18 @@ static void FireGraphLaunch(uint32_t cbid, uintptr_t stream) {
       static_cast<unsigned long long>(stream));
   lk.unlock();
   Fire(SANITIZER_CB_DOMAIN_GRAPHS, cbid, &g);
+}
+
+void fakesan_graph_instantiate(void) {
+  State& s = S();
+  Lock lk(s.mu);
+  for (auto& [id, m] : s.modules)
+    if (m->patched) m->in_patched_exec = true;
+  Log("graph_instantiate");
+  Sanitizer_GraphExecData d{};
+  d.graphExec = reinterpret_cast<CUgraphExec>(uintptr_t{0x6E0});
+  lk.unlock();
+  Fire(SANITIZER_CB_DOMAIN_GRAPHS, SANITIZER_CBID_GRAPHS_GRAPHEXEC_CREATING, &d);
 }
 
 void fakesan_graph_begin(uintptr_t stream) { FireGraphLaunch(SANITIZER_CBID_GRAPHS_LAUNCH_BEGIN, stream); }

@@ -106,6 +106,11 @@ int fakesan_graph_node_launch(uintptr_t module, const char* name, uint32_t gx, u
 /* A whole graph launch on `stream` (GRAPHS LAUNCH_BEGIN / LAUNCH_END); its
  * kernel nodes are fakesan_graph_node_launch calls in between. */
 void fakesan_graph_begin(uintptr_t stream);
+/* cudaGraphInstantiate (GRAPHS GRAPHEXEC_CREATING). Unpatching a module that
+ * was patched at an instantiation logs "error
+ * unpatch_after_patched_instantiation": the exec's nodes may hold on to the
+ * patched code (not known to be safe; a GPU run hung where it happened). */
+void fakesan_graph_instantiate(void);
 void fakesan_graph_end(uintptr_t stream);
 void fakesan_stream_sync(uintptr_t stream); /* like cudaStreamSynchronize */
 void fakesan_ctx_sync(void);                /* like cudaDeviceSynchronize */

@@ -12,6 +12,7 @@
 //          [gap_us=N]                 (sleep N us after each repeat: program time)
 //   graph  <module> <kernel> <grid> <block> [same options]   (a graph kernel node)
 //   graph_begin <stream alias>        graph_end <stream alias>   (bracket a whole graph launch)
+//   graph_instantiate                 (cudaGraphInstantiate)
 //   threads <n> launch|graph ...      (the launch line on n threads at once, each its own stream
 //                                      if the line names stream=new)
 //   sleep_us <N>
@@ -187,6 +188,8 @@ int main(int argc, char** argv) {
       for (auto& t : threads) t.join();
       for (int t = 0; t < n; ++t)
         if (!ok[t]) return Fail(lineno, "the fake refused a launch of " + l.kernel) + 1;
+    } else if (cmd == "graph_instantiate") {
+      fakesan_graph_instantiate();
     } else if (cmd == "graph_begin" && w.size() == 2) {
       fakesan_graph_begin(streams.at(w[1]));
     } else if (cmd == "graph_end" && w.size() == 2) {
