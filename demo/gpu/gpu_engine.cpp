@@ -104,6 +104,7 @@ class GpuEngine : public Engine {
     return Status::Ok();
   }
   Status InitWeight(void* w, int64_t n, float scale, float offset = 0.f);
+  Status InitWeights();
   // y[T][n] = x[T][k] @ w[n][k]^T
   Status Gemm(const void* w, const void* x, void* y, int tokens, int n, int k);
   // The whole forward pass and sampling for `tokens` token rows and `rows`
@@ -160,6 +161,33 @@ Status GpuEngine::InitWeight(void* w, int64_t n, float scale, float offset) {
   return Status::Ok();
 }
 
+Status GpuEngine::InitWeights() {
+  // Uniform, scaled by 1/sqrt(fan-in) so that activations stay finite; norms at 1.
+  const ModelShape& m = opt_.model;
+  const int64_t H = m.hidden, Q = m.qkv_width(), A = int64_t(m.heads) * m.head_dim, I = m.intermediate;
+  NvtxRange range("init weights");
+  DEMO_OK(AllocBf16(&embed_, size_t(m.vocab) * H));
+  DEMO_OK(InitWeight(embed_, int64_t(m.vocab) * H, 1.0f));
+  DEMO_OK(AllocBf16(&norm_final_, H));
+  DEMO_OK(InitWeight(norm_final_, H, 0.f, 1.f));
+  layers_.resize(m.layers);
+  for (auto& l : layers_) {
+    DEMO_OK(AllocBf16(&l.qkv, size_t(Q) * H));
+    DEMO_OK(InitWeight(l.qkv, Q * H, 1.f / std::sqrt(float(H))));
+    DEMO_OK(AllocBf16(&l.o, size_t(H) * A));
+    DEMO_OK(InitWeight(l.o, H * A, 1.f / std::sqrt(float(A))));
+    DEMO_OK(AllocBf16(&l.gate_up, size_t(2 * I) * H));
+    DEMO_OK(InitWeight(l.gate_up, 2 * I * H, 1.f / std::sqrt(float(H))));
+    DEMO_OK(AllocBf16(&l.down, size_t(H) * I));
+    DEMO_OK(InitWeight(l.down, H * I, 1.f / std::sqrt(float(I))));
+    DEMO_OK(AllocBf16(&l.norm_in, H));
+    DEMO_OK(InitWeight(l.norm_in, H, 0.f, 1.f));
+    DEMO_OK(AllocBf16(&l.norm_post, H));
+    DEMO_OK(InitWeight(l.norm_post, H, 0.f, 1.f));
+  }
+  return Status::Ok();
+}
+
 Status GpuEngine::Init() {
   const ModelShape& m = opt_.model;
   int devices = 0;
@@ -188,27 +216,8 @@ Status GpuEngine::Init() {
   max_blocks_per_seq_ = (opt_.max_model_len + opt_.block_size - 1) / opt_.block_size + 1;
   const int64_t H = m.hidden, Q = m.qkv_width(), A = int64_t(m.heads) * m.head_dim, I = m.intermediate;
 
-  // Weights (uniform, scaled by 1/sqrt(fan-in) so activations stay finite).
-  NvtxRange range("init weights");
-  DEMO_OK(AllocBf16(&embed_, size_t(m.vocab) * H));
-  DEMO_OK(InitWeight(embed_, int64_t(m.vocab) * H, 1.0f));
-  DEMO_OK(AllocBf16(&norm_final_, H));
-  DEMO_OK(InitWeight(norm_final_, H, 0.f, 1.f));
-  layers_.resize(m.layers);
-  for (auto& l : layers_) {
-    DEMO_OK(AllocBf16(&l.qkv, size_t(Q) * H));
-    DEMO_OK(InitWeight(l.qkv, Q * H, 1.f / std::sqrt(float(H))));
-    DEMO_OK(AllocBf16(&l.o, size_t(H) * A));
-    DEMO_OK(InitWeight(l.o, H * A, 1.f / std::sqrt(float(A))));
-    DEMO_OK(AllocBf16(&l.gate_up, size_t(2 * I) * H));
-    DEMO_OK(InitWeight(l.gate_up, 2 * I * H, 1.f / std::sqrt(float(H))));
-    DEMO_OK(AllocBf16(&l.down, size_t(H) * I));
-    DEMO_OK(InitWeight(l.down, H * I, 1.f / std::sqrt(float(I))));
-    DEMO_OK(AllocBf16(&l.norm_in, H));
-    DEMO_OK(InitWeight(l.norm_in, H, 0.f, 1.f));
-    DEMO_OK(AllocBf16(&l.norm_post, H));
-    DEMO_OK(InitWeight(l.norm_post, H, 0.f, 1.f));
-  }
+  Status weights = InitWeights();
+  if (!weights.ok()) return weights;
   // Activations and metadata.
   const size_t T = max_tokens_, R = max_rows_;
   DEMO_OK(AllocBf16(&x_, T * H));
