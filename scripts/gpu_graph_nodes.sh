@@ -23,11 +23,22 @@ nvcc -O2 -arch=sm_90 -o $W/graph_nodes tests/gpu/graph_nodes.cu || exit 1
 PY=/opt/torch/.venv/bin/python; [[ -x $PY ]] || PY=python3
 LOG=$W/graph_nodes.log
 : >"$LOG"
-for v in "0 10 0" "1 10 0" "0 10 3" "1 10 3"; do
+# Variants: "UPLOAD REPLAYS EAGER LAYOUT DIAG" (LAYOUT: a = add, t = target,
+# s = scale; DIAG: TWINSCOPE_BLOCKS_GRAPH_DIAG, "-" for none). Default: the
+# layouts that tell whether a graph node's launch data is its own or the
+# graph launch's last one, and which stream hands it over.
+VARIANTS=${GRAPH_VARIANTS:-"0 10 0 ats - ; 1 10 0 ats - ; 0 10 3 ats - ; 0 10 0 t - ; 0 10 0 ta - ; 0 10 0 at - ;
+  0 10 0 tt - ; 0 10 0 tat - ; 0 10 0 ats node-stream ; 0 10 0 tt node-stream ; 0 10 0 ats others-no-data ;
+  0 10 0 ta others-no-data ; 1 10 0 t - ; 1 10 0 ats node-stream"}
+IFS=';' read -ra VLIST <<<"$VARIANTS"
+for v in "${VLIST[@]}"; do
   set -- $v
-  tag="upload$1-eager$3"
+  [[ $# -ge 5 ]] || continue
+  tag="upload$1-eager$3-$4-$5"
+  diag=$5; [[ $diag == - ]] && diag=
   echo "== $tag" >>"$LOG"
-  "$BUILD/bin/twinscope" blocks --kernel graph_target ${EXTRA_BLOCKS:-} -o $W/$tag.tsc -- $W/graph_nodes $1 $2 $3 >>"$LOG" 2>&1
+  TWINSCOPE_BLOCKS_GRAPH_DIAG=$diag timeout 120 "$BUILD/bin/twinscope" blocks --kernel graph_target ${EXTRA_BLOCKS:-} \
+    -o $W/$tag.tsc -- $W/graph_nodes $1 $2 $3 $4 >>"$LOG" 2>&1
   rc=$?
   "$BUILD/bin/twinscope" stats $W/$tag.tsc --json >$W/$tag.json 2>>"$LOG"
   $PY - "$tag" "$rc" $W/$tag.json <<'PY'
@@ -38,7 +49,8 @@ try:
     ls = j.get("shadow_launches", [])
     graph = [l for l in ls if l.get("graph_node")]
     full = sum(1 for l in ls if l["blocks"]["blocks_unique"] == l["blocks"]["blocks_expected"])
-    print(f"| {tag} | exit {rc} | {len(ls)} traced ({len(graph)} graph nodes) | {full} with all blocks |")
+    got = sum(l["blocks"]["blocks_unique"] for l in ls)
+    print(f"| {tag} | exit {rc} | {len(ls)} traced ({len(graph)} graph nodes) | {full} with all blocks | {got} blocks |")
 except Exception as e:
     print(f"| {tag} | exit {rc} | no stats: {e} |")
 PY

@@ -206,7 +206,9 @@ class BlockProbe final : public NvtxListener {
   // The off buffer for a launch on `stream` of `ctx`, or null (counted).
   void* OffBufferLocked(CUcontext ctx, Sanitizer_StreamHandle stream);
   // Hands an untraced launch of a patched module the off buffer (null if none).
-  void SetUntracedLocked(const Sanitizer_LaunchData& d, Sanitizer_StreamHandle stream);
+  void SetUntracedLocked(const Sanitizer_LaunchData& d, Sanitizer_StreamHandle stream, bool graph_node);
+  // The stream a launch's data is handed over with (sanitizerSetLaunchCallbackData).
+  Sanitizer_StreamHandle DataStream(const Sanitizer_LaunchData& d, bool graph_node) const;
   // Waits for the header copies of new off buffers (LAUNCH_END only), then marks them ready.
   void MakeOffBuffersReady(std::unique_lock<std::mutex>& lock);
   // After a launch was submitted (LAUNCH_END, graph LAUNCH_END): the drains

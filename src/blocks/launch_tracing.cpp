@@ -108,7 +108,7 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
     auto mod = modules_.find(d.module);
     if (mod == modules_.end()) return;
     if (c.tracked) NoteTargetLaunchLocked(mod->second, stream, graph_node);
-    if (mod->second.patched) SetUntracedLocked(d, stream);
+    if (mod->second.patched && !(graph_node && config_.graph_others_no_data)) SetUntracedLocked(d, stream, graph_node);
     return;
   }
 
@@ -133,7 +133,7 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
   const uint32_t why = sampler_->OnLaunch(MonotonicNs(), ms.patched);
   if (!(why & kSampleTaken)) {
     ++counts_[counters::kLaunchesSkipped];
-    if (ms.patched) SetUntracedLocked(d, stream);  // an unpatched module runs no patch: nothing to hand over
+    if (ms.patched) SetUntracedLocked(d, stream, graph_node);  // an unpatched module runs no patch: nothing to hand over
     return;
   }
   const uint64_t blocks = BlockCount(grid);
@@ -174,7 +174,7 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
     // No room (ring over, arena full or not allocated): on record, untraced, counted.
     if (ring_over || (arena != nullptr && arena->spans.live_spans() > 0))
       drain_wanted_.store(true, std::memory_order_relaxed);
-    SetUntracedLocked(d, stream);
+    SetUntracedLocked(d, stream, graph_node);
     ++counts_[kLaunchesNoBuffer];
     counts_[counters::kBlocksOverflow] += blocks;
     writer_->Append(rec);  // the launch is still on record, with blocks_recorded = 0
@@ -191,12 +191,12 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
     BlockProbeHeader h = MakeCappedHeader(slots);
     r = sanitizerMemcpyHostToDeviceAsync(buffer, &h, sizeof h, stream);
   }
-  if (r == SANITIZER_SUCCESS) r = sanitizerSetLaunchCallbackData(d.hLaunch, d.function, stream, buffer);
+  if (r == SANITIZER_SUCCESS) r = sanitizerSetLaunchCallbackData(d.hLaunch, d.function, DataStream(d, graph_node), buffer);
   if (r != SANITIZER_SUCCESS) {
     SanitizerError("preparing a traced launch (memset, header copy, sanitizerSetLaunchCallbackData)", r);
     ++counts_[kLaunchesNoBuffer];
     counts_[counters::kBlocksOverflow] += blocks;
-    SetUntracedLocked(d, stream);
+    SetUntracedLocked(d, stream, graph_node);
     writer_->Append(rec);
     f.recorded = true;  // its span goes back through a drain, which zeroes it
     ring_.push_back(std::move(f));
@@ -253,9 +253,13 @@ void BlockProbe::AfterLaunch(uint64_t traced_seq, uint64_t grid_id, bool closed,
   if (closed && safe_point) SafePointLocked(lock);
 }
 
-void BlockProbe::SetUntracedLocked(const Sanitizer_LaunchData& d, Sanitizer_StreamHandle stream) {
+Sanitizer_StreamHandle BlockProbe::DataStream(const Sanitizer_LaunchData& d, bool graph_node) const {
+  return graph_node && !config_.graph_node_stream ? d.hApiStream : d.hStream;
+}
+
+void BlockProbe::SetUntracedLocked(const Sanitizer_LaunchData& d, Sanitizer_StreamHandle stream, bool graph_node) {
   void* off = OffBufferLocked(d.context, stream);
-  SanitizerResult r = sanitizerSetLaunchCallbackData(d.hLaunch, d.function, stream, off);
+  SanitizerResult r = sanitizerSetLaunchCallbackData(d.hLaunch, d.function, DataStream(d, graph_node), off);
   if (r != SANITIZER_SUCCESS) SanitizerError("sanitizerSetLaunchCallbackData (untraced launch)", r);
 }
 
@@ -314,7 +318,7 @@ void BlockProbe::OnLaunchAfterShutdown(const Sanitizer_LaunchData& d, bool graph
   if (mod == modules_.end() || !mod->second.patched) return;
   auto off = off_.find(d.context);
   if (off == off_.end() || !off->second.ready) return;  // no stream-ordered zeroing at exit: leave the default
-  sanitizerSetLaunchCallbackData(d.hLaunch, d.function, graph_node ? d.hApiStream : d.hStream, off->second.device);
+  sanitizerSetLaunchCallbackData(d.hLaunch, d.function, DataStream(d, graph_node), off->second.device);
 }
 
 void BlockProbe::OnContextDestroyAfterShutdown(CUcontext ctx) {

@@ -1,8 +1,9 @@
 // Block probe and CUDA graphs (GPU only): one module holding a target kernel
-// and two other kernels, captured into a graph [other, target, other] and
+// and two other kernels, captured into a graph (by default [other, target,
+// other]; LAYOUT spells another: a = add, t = target, s = scale) and
 // replayed; optionally uploaded first (cudaGraphUpload, as PyTorch does), and
 // optionally with an eager phase before. The shadow trace of
-//   twinscope blocks --kernel graph_target -- graph_nodes UPLOAD REPLAYS
+//   twinscope blocks --kernel graph_target -- graph_nodes UPLOAD REPLAYS EAGER [LAYOUT]
 // must hold REPLAYS launches of graph_target with 96 blocks each, and the
 // program's results must be right (the other kernels' nodes run patched but
 // untraced). Prints what it did; exits 1 on a wrong result.
@@ -10,6 +11,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #define CHECK(x)                                                                               \
   do {                                                                                         \
@@ -39,6 +41,7 @@ int main(int argc, char** argv) {
   const int upload = argc > 1 ? std::atoi(argv[1]) : 0;
   const int replays = argc > 2 ? std::atoi(argv[2]) : 10;
   const int eager = argc > 3 ? std::atoi(argv[3]) : 0;
+  const char* layout = argc > 4 ? argv[4] : "ats";
   const int n = 96 * 128;
   float *x, *y;
   CHECK(cudaMalloc(&x, n * sizeof(float)));
@@ -51,9 +54,11 @@ int main(int argc, char** argv) {
   cudaGraph_t g;
   cudaGraphExec_t e;
   CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  graph_other_add<<<96, 128, 0, s>>>(x, n, 1.0f);
-  graph_target<<<96, 128, 0, s>>>(x, y, n);
-  graph_other_scale<<<96, 128, 0, s>>>(y, n);
+  for (const char* c = layout; *c; ++c) {
+    if (*c == 'a') graph_other_add<<<96, 128, 0, s>>>(x, n, 1.0f);
+    if (*c == 't') graph_target<<<96, 128, 0, s>>>(x, y, n);
+    if (*c == 's') graph_other_scale<<<96, 128, 0, s>>>(y, n);
+  }
   CHECK(cudaStreamEndCapture(s, &g));
   CHECK(cudaGraphInstantiate(&e, g, 0));
   if (upload) CHECK(cudaGraphUpload(e, s));
@@ -61,8 +66,15 @@ int main(int argc, char** argv) {
   CHECK(cudaStreamSynchronize(s));
   float got = 0;
   CHECK(cudaMemcpy(&got, y + n / 2, sizeof got, cudaMemcpyDeviceToHost));
-  const bool ok = got == static_cast<float>(replays);  // x = replays; y = 2x * 0.5
-  std::printf("graph_nodes: upload %d, %d replays, %d eager: y = %.1f (want %d): %s\n", upload, replays, eager, got,
-              replays, ok ? "OK" : "WRONG");
+  float hx = 0, hy = 0;  // the same steps on the host (eager launches leave y = 0)
+  for (int r = 0; r < replays; ++r)
+    for (const char* c = layout; *c; ++c) {
+      if (*c == 'a') hx += 1.0f;
+      if (*c == 't') hy = 2.0f * hx;
+      if (*c == 's') hy *= 0.5f;
+    }
+  const bool ok = got == hy;
+  std::printf("graph_nodes: layout %s, upload %d, %d replays, %d eager: y = %.1f (want %.1f): %s\n", layout, upload,
+              replays, eager, got, hy, ok ? "OK" : "WRONG");
   return ok ? 0 : 1;
 }
