@@ -208,6 +208,12 @@ void BlockProbe::OnCallback(Sanitizer_CallbackDomain domain, Sanitizer_CallbackI
       }
       if (cbid != SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN) return;
       const auto& g = *static_cast<const Sanitizer_GraphNodeLaunchData*>(data);
+      if (config_.graph_log && g.nodeType == CU_GRAPH_NODE_TYPE_KERNEL)
+        LogInfo("graph diag: node %p exec %p launchId %u upload %u kernel %s hLaunch %p hStream %p hApiStream %p grid %llu",
+                static_cast<void*>(g.node), static_cast<void*>(g.graphExec), g.launchId, g.isGraphUpload,
+                g.launchData.functionName ? g.launchData.functionName : "?", static_cast<void*>(g.launchData.hLaunch),
+                static_cast<void*>(g.launchData.hStream), static_cast<void*>(g.launchData.hApiStream),
+                static_cast<unsigned long long>(g.launchData.gridId));
       if (g.nodeType == CU_GRAPH_NODE_TYPE_KERNEL && !g.isGraphUpload) OnLaunchBegin(g.launchData, true);
       return;
     }

@@ -192,6 +192,9 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
     r = sanitizerMemcpyHostToDeviceAsync(buffer, &h, sizeof h, stream);
   }
   if (r == SANITIZER_SUCCESS) r = sanitizerSetLaunchCallbackData(d.hLaunch, d.function, DataStream(d, graph_node), buffer);
+  if (graph_node && config_.graph_log)
+    LogInfo("graph diag: traced %s hLaunch %p buffer %p slots %u -> %d", name, static_cast<void*>(d.hLaunch), buffer,
+            slots, static_cast<int>(r));
   if (r != SANITIZER_SUCCESS) {
     SanitizerError("preparing a traced launch (memset, header copy, sanitizerSetLaunchCallbackData)", r);
     ++counts_[kLaunchesNoBuffer];
@@ -260,6 +263,9 @@ Sanitizer_StreamHandle BlockProbe::DataStream(const Sanitizer_LaunchData& d, boo
 void BlockProbe::SetUntracedLocked(const Sanitizer_LaunchData& d, Sanitizer_StreamHandle stream, bool graph_node) {
   void* off = OffBufferLocked(d.context, stream);
   SanitizerResult r = sanitizerSetLaunchCallbackData(d.hLaunch, d.function, DataStream(d, graph_node), off);
+  if (graph_node && config_.graph_log)
+    LogInfo("graph diag: off %s hLaunch %p buffer %p -> %d", d.functionName ? d.functionName : "?",
+            static_cast<void*>(d.hLaunch), off, static_cast<int>(r));
   if (r != SANITIZER_SUCCESS) SanitizerError("sanitizerSetLaunchCallbackData (untraced launch)", r);
 }
 
