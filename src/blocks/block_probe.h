@@ -209,6 +209,7 @@ class BlockProbe final : public NvtxListener {
   void SetUntracedLocked(const Sanitizer_LaunchData& d, Sanitizer_StreamHandle stream, bool graph_node);
   // The stream a launch's data is handed over with (sanitizerSetLaunchCallbackData).
   Sanitizer_StreamHandle DataStream(const Sanitizer_LaunchData& d, bool graph_node) const;
+  SanitizerResult HandOver(const Sanitizer_LaunchData& d, bool graph_node, void* buffer);
   // Waits for the header copies of new off buffers (LAUNCH_END only), then marks them ready.
   void MakeOffBuffersReady(std::unique_lock<std::mutex>& lock);
   // After a launch was submitted (LAUNCH_END, graph LAUNCH_END): the drains

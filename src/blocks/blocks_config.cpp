@@ -77,6 +77,7 @@ StatusOr<BlocksConfig> ConfigFromEnv() {
   c.graph_node_stream = diag.find("node-stream") != std::string::npos;
   c.graph_others_no_data = diag.find("others-no-data") != std::string::npos;
   c.graph_log = diag.find("log") != std::string::npos;
+  c.graph_function_data = diag.find("function-data") != std::string::npos;
 
   // Toggling pays two syncs and a re-patch per sample: worth it only when
   // launches are sampled out; tracing every launch keeps modules patched.

@@ -24,7 +24,8 @@ inline constexpr char kNaive[] = "TWINSCOPE_BLOCKS_NAIVE";
 // Diagnostics for CUDA-graph kernel nodes (tests/gpu/graph_nodes.cu): a comma
 // list of "node-stream" (hand a node's buffer over with the node's own stream,
 // not the graph launch's) and "others-no-data" (untraced nodes of a patched
-// module get no launch data), "log" (a line per kernel-node callback and per
+// module get no launch data), "function-data" (nodes get their buffer as the
+// function's callback data, sanitizerSetCallbackData), "log" (a line per kernel-node callback and per
 // buffer handed over). Not for normal use.
 inline constexpr char kGraphDiag[] = "TWINSCOPE_BLOCKS_GRAPH_DIAG";
 }  // namespace env
@@ -48,6 +49,7 @@ struct BlocksConfig {
   bool naive = false;
   bool graph_node_stream = false;     // kGraphDiag "node-stream"
   bool graph_others_no_data = false;  // kGraphDiag "others-no-data"
+  bool graph_function_data = false;   // kGraphDiag "function-data": sanitizerSetCallbackData for nodes
   bool graph_log = false;             // kGraphDiag "log": one line per kernel-node callback and hand-over
   PatchMode patch = PatchMode::kAlways;  // from TWINSCOPE_BLOCKS_PATCH; default toggle when sampling
 };

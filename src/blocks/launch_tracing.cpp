@@ -191,7 +191,7 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
     BlockProbeHeader h = MakeCappedHeader(slots);
     r = sanitizerMemcpyHostToDeviceAsync(buffer, &h, sizeof h, stream);
   }
-  if (r == SANITIZER_SUCCESS) r = sanitizerSetLaunchCallbackData(d.hLaunch, d.function, DataStream(d, graph_node), buffer);
+  if (r == SANITIZER_SUCCESS) r = HandOver(d, graph_node, buffer);
   if (graph_node && config_.graph_log)
     LogInfo("graph diag: traced %s hLaunch %p buffer %p slots %u -> %d", name, static_cast<void*>(d.hLaunch), buffer,
             slots, static_cast<int>(r));
@@ -260,9 +260,14 @@ Sanitizer_StreamHandle BlockProbe::DataStream(const Sanitizer_LaunchData& d, boo
   return graph_node && !config_.graph_node_stream ? d.hApiStream : d.hStream;
 }
 
+SanitizerResult BlockProbe::HandOver(const Sanitizer_LaunchData& d, bool graph_node, void* buffer) {
+  if (graph_node && config_.graph_function_data) return sanitizerSetCallbackData(d.function, buffer);
+  return sanitizerSetLaunchCallbackData(d.hLaunch, d.function, DataStream(d, graph_node), buffer);
+}
+
 void BlockProbe::SetUntracedLocked(const Sanitizer_LaunchData& d, Sanitizer_StreamHandle stream, bool graph_node) {
   void* off = OffBufferLocked(d.context, stream);
-  SanitizerResult r = sanitizerSetLaunchCallbackData(d.hLaunch, d.function, DataStream(d, graph_node), off);
+  SanitizerResult r = HandOver(d, graph_node, off);
   if (graph_node && config_.graph_log)
     LogInfo("graph diag: off %s hLaunch %p buffer %p -> %d", d.functionName ? d.functionName : "?",
             static_cast<void*>(d.hLaunch), off, static_cast<int>(r));
