@@ -59,6 +59,8 @@ inline constexpr char kBlocksSyncDrains[] = "blocks_sync_drains";      // drains
 inline constexpr char kBlocksDecoderWaits[] = "blocks_decoder_waits";  // drains that waited for the decoder thread
 inline constexpr char kSanitizerErrors[] = "sanitizer_errors";         // Sanitizer calls that failed
 inline constexpr char kGraphKernelNodeLaunches[] = "graph_kernel_node_launches";
+// Block probe: tables handed out for graph launches (one per traced kernel and graph launch).
+inline constexpr char kGraphTables[] = "graph_tables";
 inline constexpr char kBlocksBadBuffer[] = "blocks_bad_buffer_header";  // launches whose buffer header was wrong
 // Block probe sampling and patch toggling (docs/block-probe.md, "Patch modes").
 inline constexpr char kLaunchesMatching[] = "launches_matching";  // launches of selected kernels: traced + skipped

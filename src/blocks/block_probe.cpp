@@ -193,7 +193,7 @@ void BlockProbe::OnCallback(Sanitizer_CallbackDomain domain, Sanitizer_CallbackI
   switch (domain) {
     case SANITIZER_CB_DOMAIN_LAUNCH: {
       const auto& d = *static_cast<const Sanitizer_LaunchData*>(data);
-      if (cbid == SANITIZER_CBID_LAUNCH_BEGIN) OnLaunchBegin(d, false);
+      if (cbid == SANITIZER_CBID_LAUNCH_BEGIN) OnLaunchBegin(d, nullptr);
       if (cbid == SANITIZER_CBID_LAUNCH_END) OnLaunchEnd(d);
       return;
     }
@@ -209,12 +209,14 @@ void BlockProbe::OnCallback(Sanitizer_CallbackDomain domain, Sanitizer_CallbackI
       if (cbid != SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN) return;
       const auto& g = *static_cast<const Sanitizer_GraphNodeLaunchData*>(data);
       if (config_.graph_log && g.nodeType == CU_GRAPH_NODE_TYPE_KERNEL)
-        LogInfo("graph diag: node %p exec %p launchId %u upload %u kernel %s hLaunch %p hStream %p hApiStream %p grid %llu",
+        LogInfo("graph diag: node %p exec %p launchId %u upload %u kernel %s grid %llu",
                 static_cast<void*>(g.node), static_cast<void*>(g.graphExec), g.launchId, g.isGraphUpload,
-                g.launchData.functionName ? g.launchData.functionName : "?", static_cast<void*>(g.launchData.hLaunch),
-                static_cast<void*>(g.launchData.hStream), static_cast<void*>(g.launchData.hApiStream),
+                g.launchData.functionName ? g.launchData.functionName : "?",
                 static_cast<unsigned long long>(g.launchData.gridId));
-      if (g.nodeType == CU_GRAPH_NODE_TYPE_KERNEL && !g.isGraphUpload) OnLaunchBegin(g.launchData, true);
+      if (g.nodeType == CU_GRAPH_NODE_TYPE_KERNEL && !g.isGraphUpload) {
+        const GraphNodeRef ref{g.graphExec, g.launchId};
+        OnLaunchBegin(g.launchData, &ref);
+      }
       return;
     }
     case SANITIZER_CB_DOMAIN_RESOURCE: {

@@ -65,6 +65,7 @@ struct InFlight {
   uint64_t bytes = 0;   // span size
   uint32_t threads_per_block = 0;
   bool recorded = false;  // the launch never got its span (already on record): copy and zero, don't decode
+  bool table = false;     // a graph launch's table (patch/block_probe_abi.h): no launch of its own
 };
 
 // Host memory a run is copied into: pinned (sanitizerAllocHost, pooled per
@@ -121,6 +122,31 @@ struct ModuleState {
 };
 
 // What a launch's kernel is to the probe, memoised per thread and CUfunction.
+// Entries of a graph launch's table for one function: its kernel nodes in that
+// graph at most (a node past them is counted untraced).
+inline constexpr uint32_t kGraphTableEntries = 512;
+
+// A kernel node's graph launch: which graph exec, which of its launches.
+struct GraphNodeRef {
+  CUgraphExec exec = nullptr;
+  uint32_t launch_id = 0;
+};
+
+// One function's table for one graph launch (patch/block_probe_abi.h): its
+// span in the context's arena and the entries handed out so far.
+struct GraphTable {
+  CUfunction function = nullptr;
+  CUcontext context = nullptr;
+  void* device = nullptr;
+  uint32_t entries = 0;
+};
+
+// The tables of the graph launch a thread is in the middle of.
+struct GraphLaunchTables {
+  GraphNodeRef launch;
+  std::vector<GraphTable> tables;
+};
+
 struct LaunchClass {
   bool selected = false;  // a pattern selects its kernel
   bool target = false;    // its module is a target (patched, or toggled)
@@ -200,16 +226,23 @@ class BlockProbe final : public NvtxListener {
   void ForgetStream(std::unique_lock<std::mutex>& lock, Sanitizer_StreamHandle h);
 
   // ---- launch tracing (launch_tracing.cpp) ----
-  void OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node);
+  void OnLaunchBegin(const Sanitizer_LaunchData& d, const GraphNodeRef* graph);
   void OnLaunchEnd(const Sanitizer_LaunchData& d);
   void OnGraphLaunchEnd();
   // The off buffer for a launch on `stream` of `ctx`, or null (counted).
   void* OffBufferLocked(CUcontext ctx, Sanitizer_StreamHandle stream);
   // Hands an untraced launch of a patched module the off buffer (null if none).
-  void SetUntracedLocked(const Sanitizer_LaunchData& d, Sanitizer_StreamHandle stream, bool graph_node);
-  // The stream a launch's data is handed over with (sanitizerSetLaunchCallbackData).
-  Sanitizer_StreamHandle DataStream(const Sanitizer_LaunchData& d, bool graph_node) const;
-  SanitizerResult HandOver(const Sanitizer_LaunchData& d, bool graph_node, void* buffer);
+  void SetUntracedLocked(const Sanitizer_LaunchData& d, Sanitizer_StreamHandle stream, const GraphNodeRef* graph,
+                         bool selected);
+  // Hands a launch its buffer: eager launches as launch data; graph kernel
+  // nodes of a selected kernel as an entry of their function's table for this
+  // graph launch, other nodes of a patched module as the function's data.
+  SanitizerResult HandOverLocked(const Sanitizer_LaunchData& d, Sanitizer_StreamHandle stream,
+                                 const GraphNodeRef* graph, bool selected, void* buffer, bool off);
+  // The function's table in this thread's current graph launch, made on first
+  // use; null if the arena has no room. `exists` tells whether it was there before.
+  GraphTable* GraphTableLocked(const Sanitizer_LaunchData& d, Sanitizer_StreamHandle stream, const GraphNodeRef& graph,
+                               bool* exists);
   // Waits for the header copies of new off buffers (LAUNCH_END only), then marks them ready.
   void MakeOffBuffersReady(std::unique_lock<std::mutex>& lock);
   // After a launch was submitted (LAUNCH_END, graph LAUNCH_END): the drains
@@ -284,6 +317,8 @@ class BlockProbe final : public NvtxListener {
   uint64_t pinned_bytes_ = 0;          // all pinned buffers, in use or not (under jobs_mu_)
   std::unordered_map<CUcontext, std::unique_ptr<ContextArena>> arenas_;
   std::unordered_map<CUcontext, OffBuffer> off_;  // never freed: launches may use it until exit
+  std::unordered_map<uint32_t, GraphLaunchTables> graph_tables_;  // by thread id, under mu_
+  std::unordered_map<CUfunction, uint64_t> function_off_;  // functions whose data is the off buffer (module generation)
   std::atomic<bool> off_sync_wanted_{false};
   std::atomic<uint64_t> next_seq_{0};      // process-wide launch ordinal (LaunchRecord.seq)
   std::atomic<bool> drain_wanted_{false};  // ring full or arena 3/4 used: AfterLaunch drains

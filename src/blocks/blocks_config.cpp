@@ -74,10 +74,7 @@ StatusOr<BlocksConfig> ConfigFromEnv() {
   c.max_pending_decode_bytes = *decode_mb << 20;
   c.naive = EnvInt(env::kNaive, 0) != 0;
   const std::string diag = EnvString(env::kGraphDiag);
-  c.graph_node_stream = diag.find("node-stream") != std::string::npos;
-  c.graph_others_no_data = diag.find("others-no-data") != std::string::npos;
   c.graph_log = diag.find("log") != std::string::npos;
-  c.graph_function_data = diag.find("function-data") != std::string::npos;
 
   // Toggling pays two syncs and a re-patch per sample: worth it only when
   // launches are sampled out; tracing every launch keeps modules patched.

@@ -21,12 +21,8 @@ inline constexpr char kDecodeMb[] = "TWINSCOPE_BLOCKS_DECODE_MB";  // copies wai
 // 1: the naive probe, as a benchmark baseline only: patch EVERY module and
 // copy each traced launch's buffer right after the launch (a sync per launch).
 inline constexpr char kNaive[] = "TWINSCOPE_BLOCKS_NAIVE";
-// Diagnostics for CUDA-graph kernel nodes (tests/gpu/graph_nodes.cu): a comma
-// list of "node-stream" (hand a node's buffer over with the node's own stream,
-// not the graph launch's) and "others-no-data" (untraced nodes of a patched
-// module get no launch data), "function-data" (nodes get their buffer as the
-// function's callback data, sanitizerSetCallbackData), "log" (a line per kernel-node callback and per
-// buffer handed over). Not for normal use.
+// Diagnostics for CUDA-graph kernel nodes (tests/gpu/graph_nodes.cu): "log"
+// prints a line per kernel-node callback and per table entry handed out.
 inline constexpr char kGraphDiag[] = "TWINSCOPE_BLOCKS_GRAPH_DIAG";
 }  // namespace env
 
@@ -47,10 +43,7 @@ struct BlocksConfig {
   uint64_t max_buffered_bytes = 64ull << 20;
   uint64_t max_pending_decode_bytes = 256ull << 20;  // past it, a drain waits for the decoder thread
   bool naive = false;
-  bool graph_node_stream = false;     // kGraphDiag "node-stream"
-  bool graph_others_no_data = false;  // kGraphDiag "others-no-data"
-  bool graph_function_data = false;   // kGraphDiag "function-data": sanitizerSetCallbackData for nodes
-  bool graph_log = false;             // kGraphDiag "log": one line per kernel-node callback and hand-over
+  bool graph_log = false;  // kGraphDiag "log"
   PatchMode patch = PatchMode::kAlways;  // from TWINSCOPE_BLOCKS_PATCH; default toggle when sampling
 };
 

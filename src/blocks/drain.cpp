@@ -260,6 +260,8 @@ void BlockProbe::ReleaseContext(std::unique_lock<std::mutex>& lock, CUcontext ct
   }
   lock.lock();
   patch_loaded_.erase(ctx);
+  graph_tables_.clear();  // tables point into arenas; a dead context's are gone
+  function_off_.clear();
   // Its modules go with it (if their unloads were not reported first): no toggling on a dead context.
   for (auto it = modules_.begin(); it != modules_.end();) {
     if (it->second.context == ctx) {

@@ -88,7 +88,8 @@ LaunchClass BlockProbe::Classify(const Sanitizer_LaunchData& d) {
   return c;
 }
 
-void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
+void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, const GraphNodeRef* graph) {
+  const bool graph_node = graph != nullptr;
   tl_open_launch_seq = UINT64_MAX;
   launches_seen_.fetch_add(1, std::memory_order_relaxed);
   if (graph_node) graph_node_launches_.fetch_add(1, std::memory_order_relaxed);
@@ -108,7 +109,7 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
     auto mod = modules_.find(d.module);
     if (mod == modules_.end()) return;
     if (c.tracked) NoteTargetLaunchLocked(mod->second, stream, graph_node);
-    if (mod->second.patched && !(graph_node && config_.graph_others_no_data)) SetUntracedLocked(d, stream, graph_node);
+    if (mod->second.patched) SetUntracedLocked(d, stream, graph, false);
     return;
   }
 
@@ -133,7 +134,7 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
   const uint32_t why = sampler_->OnLaunch(MonotonicNs(), ms.patched);
   if (!(why & kSampleTaken)) {
     ++counts_[counters::kLaunchesSkipped];
-    if (ms.patched) SetUntracedLocked(d, stream, graph_node);  // an unpatched module runs no patch: nothing to hand over
+    if (ms.patched) SetUntracedLocked(d, stream, graph, true);  // an unpatched module runs no patch: nothing to hand over
     return;
   }
   const uint64_t blocks = BlockCount(grid);
@@ -161,6 +162,11 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
   rec.flags = RecordFlags(why, graph_node, config_.patch == PatchMode::kToggle);
   rec.sample_index = static_cast<uint32_t>(sampler_->matching() - 1);
 
+  if (graph_node && !ring_over) {
+    // The table first, so spans and the ring stay in one order (one copy per drain).
+    bool exists = false;
+    GraphTableLocked(d, stream, *graph, &exists);
+  }
   ContextArena* arena = ring_over ? nullptr : ArenaLocked(d.context);
   std::optional<SpanArena::Span> span;
   uint32_t slots = 0;
@@ -174,7 +180,7 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
     // No room (ring over, arena full or not allocated): on record, untraced, counted.
     if (ring_over || (arena != nullptr && arena->spans.live_spans() > 0))
       drain_wanted_.store(true, std::memory_order_relaxed);
-    SetUntracedLocked(d, stream, graph_node);
+    SetUntracedLocked(d, stream, graph, true);
     ++counts_[kLaunchesNoBuffer];
     counts_[counters::kBlocksOverflow] += blocks;
     writer_->Append(rec);  // the launch is still on record, with blocks_recorded = 0
@@ -191,15 +197,12 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, bool graph_node) {
     BlockProbeHeader h = MakeCappedHeader(slots);
     r = sanitizerMemcpyHostToDeviceAsync(buffer, &h, sizeof h, stream);
   }
-  if (r == SANITIZER_SUCCESS) r = HandOver(d, graph_node, buffer);
-  if (graph_node && config_.graph_log)
-    LogInfo("graph diag: traced %s hLaunch %p buffer %p slots %u -> %d", name, static_cast<void*>(d.hLaunch), buffer,
-            slots, static_cast<int>(r));
+  if (r == SANITIZER_SUCCESS) r = HandOverLocked(d, stream, graph, true, buffer, false);
   if (r != SANITIZER_SUCCESS) {
     SanitizerError("preparing a traced launch (memset, header copy, sanitizerSetLaunchCallbackData)", r);
     ++counts_[kLaunchesNoBuffer];
     counts_[counters::kBlocksOverflow] += blocks;
-    SetUntracedLocked(d, stream, graph_node);
+    SetUntracedLocked(d, stream, graph, true);
     writer_->Append(rec);
     f.recorded = true;  // its span goes back through a drain, which zeroes it
     ring_.push_back(std::move(f));
@@ -256,22 +259,107 @@ void BlockProbe::AfterLaunch(uint64_t traced_seq, uint64_t grid_id, bool closed,
   if (closed && safe_point) SafePointLocked(lock);
 }
 
-Sanitizer_StreamHandle BlockProbe::DataStream(const Sanitizer_LaunchData& d, bool graph_node) const {
-  return graph_node && !config_.graph_node_stream ? d.hApiStream : d.hStream;
+SanitizerResult BlockProbe::HandOverLocked(const Sanitizer_LaunchData& d, Sanitizer_StreamHandle stream,
+                                           const GraphNodeRef* graph, bool selected, void* buffer, bool off) {
+  if (graph == nullptr) return sanitizerSetLaunchCallbackData(d.hLaunch, d.function, d.hStream, buffer);
+  if (buffer == nullptr) return SANITIZER_ERROR_INVALID_PARAMETER;  // never an entry or data without a buffer
+  if (!selected) {
+    // Another kernel of a patched module: its function's data is the off
+    // buffer, for every node of it in every graph (set once per module generation).
+    const uint64_t gen = g_module_generation.load(std::memory_order_acquire);
+    auto it = function_off_.find(d.function);
+    if (it != function_off_.end() && it->second == gen) return SANITIZER_SUCCESS;
+    SanitizerResult r = sanitizerSetCallbackData(d.function, buffer);
+    if (r == SANITIZER_SUCCESS) function_off_[d.function] = gen;
+    return r;
+  }
+  function_off_.erase(d.function);
+  bool exists = false;
+  GraphTable* t = GraphTableLocked(d, stream, *graph, &exists);
+  if (t == nullptr || t->entries >= kGraphTableEntries) {
+    // No table (arena full) or a full one: this node cannot be traced. With
+    // no table yet, the function's data is the off buffer; a full table's
+    // patch finds no entry for it and writes nothing.
+    if (t == nullptr && !exists) {
+      void* off_buffer = off ? buffer : OffBufferLocked(d.context, stream);
+      if (off_buffer != nullptr) sanitizerSetCallbackData(d.function, off_buffer);
+    }
+    return off ? SANITIZER_SUCCESS : SANITIZER_ERROR_OUT_OF_MEMORY;
+  }
+  // The node's entry, in node order. The table's header went out with its
+  // first entry; entries past the last one written are zero and end the
+  // patch's search (block_probe_abi.h).
+  struct {
+    BlockProbeHeader h;
+    BlockProbeTableEntry e;
+  } first{};
+  first.h.table = kGraphTableEntries;
+  first.e.buffer = reinterpret_cast<uint64_t>(buffer);
+  first.e.blocks = static_cast<uint32_t>(BlockCount(Dim3{d.gridDim_x, d.gridDim_y, d.gridDim_z}));
+  first.e.threads = d.blockDim_x * d.blockDim_y * d.blockDim_z;
+  static_assert(sizeof first == sizeof(BlockProbeHeader) + sizeof(BlockProbeTableEntry));
+  auto* base = static_cast<unsigned char*>(t->device);
+  SanitizerResult r =
+      t->entries == 0
+          ? sanitizerMemcpyHostToDeviceAsync(base, &first, sizeof first, stream)
+          : sanitizerMemcpyHostToDeviceAsync(base + BlockProbeTableBytes(t->entries), &first.e, sizeof first.e, stream);
+  const bool first_entry = t->entries == 0;
+  if (r == SANITIZER_SUCCESS) ++t->entries;
+  if (r == SANITIZER_SUCCESS && first_entry) r = sanitizerSetCallbackData(d.function, t->device);
+  if (config_.graph_log)
+    LogInfo("graph diag: %s entry %u of table %p -> buffer %p (%s): %d", d.functionName ? d.functionName : "?",
+            t->entries, t->device, buffer, off ? "off" : "traced", static_cast<int>(r));
+  return r;
 }
 
-SanitizerResult BlockProbe::HandOver(const Sanitizer_LaunchData& d, bool graph_node, void* buffer) {
-  if (graph_node && config_.graph_function_data) return sanitizerSetCallbackData(d.function, buffer);
-  return sanitizerSetLaunchCallbackData(d.hLaunch, d.function, DataStream(d, graph_node), buffer);
+GraphTable* BlockProbe::GraphTableLocked(const Sanitizer_LaunchData& d, Sanitizer_StreamHandle stream,
+                                         const GraphNodeRef& graph, bool* exists) {
+  GraphLaunchTables& mine = graph_tables_[CurrentThreadId()];
+  if (mine.launch.exec != graph.exec || mine.launch.launch_id != graph.launch_id) {
+    mine.launch = graph;  // a new graph launch on this thread: its tables start afresh
+    mine.tables.clear();
+  }
+  for (GraphTable& t : mine.tables)
+    if (t.function == d.function) {
+      *exists = true;
+      return &t;
+    }
+  *exists = false;
+  ContextArena* arena = ArenaLocked(d.context);
+  if (arena == nullptr) return nullptr;
+  const uint64_t bytes = BlockProbeTableBytes(kGraphTableEntries);
+  std::optional<SpanArena::Span> span = arena->spans.Take(bytes);
+  if (!span) {
+    drain_wanted_.store(true, std::memory_order_relaxed);
+    return nullptr;
+  }
+  void* device = static_cast<unsigned char*>(arena->device) + span->offset;
+  if (!span->known_zero && sanitizerMemset(device, 0, bytes, stream) != SANITIZER_SUCCESS) {
+    arena->spans.Release(span->offset, false);
+    return nullptr;
+  }
+  // The span goes back (zeroed) with the next drain; it holds no blocks.
+  InFlight f;
+  f.record.seq = UINT64_MAX - 1;  // never a launch's
+  f.record.grid = Dim3{0, 0, 0};   // holds no blocks
+  f.context = d.context;
+  f.module = d.module;
+  f.stream = stream;
+  f.offset = span->offset;
+  f.bytes = bytes;
+  f.recorded = true;
+  f.table = true;
+  ring_.push_back(std::move(f));
+  ++counts_[counters::kGraphTables];
+  mine.tables.push_back(GraphTable{d.function, d.context, device, 0});
+  return &mine.tables.back();
 }
 
-void BlockProbe::SetUntracedLocked(const Sanitizer_LaunchData& d, Sanitizer_StreamHandle stream, bool graph_node) {
+void BlockProbe::SetUntracedLocked(const Sanitizer_LaunchData& d, Sanitizer_StreamHandle stream,
+                                   const GraphNodeRef* graph, bool selected) {
   void* off = OffBufferLocked(d.context, stream);
-  SanitizerResult r = HandOver(d, graph_node, off);
-  if (graph_node && config_.graph_log)
-    LogInfo("graph diag: off %s hLaunch %p buffer %p -> %d", d.functionName ? d.functionName : "?",
-            static_cast<void*>(d.hLaunch), off, static_cast<int>(r));
-  if (r != SANITIZER_SUCCESS) SanitizerError("sanitizerSetLaunchCallbackData (untraced launch)", r);
+  SanitizerResult r = HandOverLocked(d, stream, graph, selected, off, true);
+  if (r != SANITIZER_SUCCESS) SanitizerError("handing the off buffer to an untraced launch", r);
 }
 
 void* BlockProbe::OffBufferLocked(CUcontext ctx, Sanitizer_StreamHandle stream) {
@@ -324,12 +412,17 @@ void BlockProbe::MakeOffBuffersReady(std::unique_lock<std::mutex>& lock) {
 }
 
 void BlockProbe::OnLaunchAfterShutdown(const Sanitizer_LaunchData& d, bool graph_node) {
+  // No tables after exit: graph nodes get the off buffer as their function's data.
   std::lock_guard<std::mutex> lock(mu_);
   auto mod = modules_.find(d.module);
   if (mod == modules_.end() || !mod->second.patched) return;
   auto off = off_.find(d.context);
   if (off == off_.end() || !off->second.ready) return;  // no stream-ordered zeroing at exit: leave the default
-  sanitizerSetLaunchCallbackData(d.hLaunch, d.function, DataStream(d, graph_node), off->second.device);
+  if (graph_node) {
+    sanitizerSetCallbackData(d.function, off->second.device);
+  } else {
+    sanitizerSetLaunchCallbackData(d.hLaunch, d.function, d.hStream, off->second.device);
+  }
 }
 
 void BlockProbe::OnContextDestroyAfterShutdown(CUcontext ctx) {

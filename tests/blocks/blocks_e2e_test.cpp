@@ -607,9 +607,9 @@ TEST(BlocksE2E, ToggleModeAroundGraphLaunches) {
 TEST(BlocksE2E, ToggleModeKeepsAModulePatchedOnceAGraphWasMadeWhileItWas) {
   AppRun r = RunApp("toggle_pinned", Script(R"(@modules
 stream g
-launch target )" + std::string(kTarget) + R"( 10,1,1 64,1,1 repeat=4
+launch target )" + std::string(kTarget) + R"( 10,1,1 64,1,1 repeat=5
 graph_instantiate
-launch target )" + kTarget + R"( 10,1,1 64,1,1 repeat=11
+launch target )" + kTarget + R"( 10,1,1 64,1,1 repeat=10
 sync
 )"),
                     {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "5"}});
@@ -618,7 +618,9 @@ sync
   EXPECT_EQ(r.Counter(counters::kModulesPinnedByGraph), 1u);
   EXPECT_EQ(r.LogCount("unpatch_module"), 1u) << "only the one after launch 0, before the instantiation";
   EXPECT_EQ(SampleIndices(r), (std::vector<uint32_t>{0, 5, 10}));
-  EXPECT_EQ(r.fake_stats["launches_executed_off"], 9u) << "4, 6-9, 11-14: patched for good, on the off buffer";
+  // Re-patched at the end of launch 4 for launch 5, so the instantiation
+  // after launch 4 finds the module patched.
+  EXPECT_EQ(r.fake_stats["launches_executed_off"], 8u) << "6-9, 11-14: patched for good, on the off buffer";
 }
 
 // Several threads launch the target module's kernels on their own streams: the
@@ -1006,6 +1008,50 @@ stream_sync g
   EXPECT_EQ(r.rec.launches[1].key.ordinal, 1u);
   EXPECT_EQ(r.Counter(counters::kGraphKernelNodeLaunches), 3u);
   EXPECT_EQ(r.Counter(counters::kLaunchesSeen), 3u);
+}
+
+// A graph kernel node runs with its function's callback data, not launch data
+// (measured on the H200, modelled by the fake): each graph launch gets a table
+// per traced kernel, with an entry per node, so two nodes of one kernel (and
+// the module's other kernels between them) each get their own blocks.
+TEST(BlocksE2E, GraphLaunchesWithSeveralNodesOfTheTargetGiveEachNodeItsBlocks) {
+  std::string body = "@modules\nstream g\n";
+  for (int replay = 0; replay < 3; ++replay)
+    body += "graph_begin g\ngraph target neighbour_kernel 4,1,1 32,1,1 stream=g\n"
+            "graph target " + std::string(kTarget) + " 30,1,1 64,1,1 stream=g\n"
+            "graph other rms_norm_kernel 2,1,1 32,1,1 stream=g\n"
+            "graph target " + std::string(kTarget) + " 30,1,1 64,1,1 stream=g\n"
+            "graph target " + std::string(kTarget) + " 12,1,1 128,1,1 stream=g\ngraph_end g\n";
+  AppRun r = RunApp("graph_table", Script(body + "stream_sync g\n"), {{"TWINSCOPE_KERNELS", "reshape"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.LogCount("error"), 0u) << r.log[std::min(r.LogFind("error"), r.log.size() - 1)];
+  ASSERT_EQ(r.rec.launches.size(), 9u);
+  for (const auto& l : r.rec.launches) {
+    EXPECT_TRUE(l.flags & kFlagGraph);
+    ExpectCompleteLaunch(r, l);
+  }
+  EXPECT_EQ(r.Counter(counters::kGraphTables), 3u) << "one per graph launch (one traced kernel)";
+  EXPECT_EQ(r.Counter(counters::kBlocksRecorded), 3u * (30 + 30 + 12));
+  EXPECT_EQ(r.fake_stats["graph_nodes_without_table_entry"], 0u);
+  EXPECT_EQ(r.LogCount("set_launch_data"), 0u) << "graph nodes get no launch data";
+  EXPECT_EQ(r.fake_stats["launches_executed_off"], 3u) << "the module's other kernel, on the off buffer";
+}
+
+// Sampling inside a graph launch: the sampled-out nodes of the traced kernel
+// get off entries in the table, so they write nothing and take no traced
+// node's entry.
+TEST(BlocksE2E, SampledOutGraphNodesTakeOffEntries) {
+  std::string body = "@modules\nstream g\ngraph_begin g\n";
+  body += "graph target " + std::string(kTarget) + " 20,1,1 64,1,1 stream=g repeat=4\ngraph_end g\n";
+  AppRun r = RunApp("graph_table_every", Script(body + "stream_sync g\n"),
+                    {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "2"}, {"TWINSCOPE_BLOCKS_PATCH", "always"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.LogCount("error"), 0u) << r.log[std::min(r.LogFind("error"), r.log.size() - 1)];
+  ASSERT_EQ(r.rec.launches.size(), 2u);
+  for (const auto& l : r.rec.launches) ExpectCompleteLaunch(r, l);
+  EXPECT_EQ(r.Counter(counters::kBlocksRecorded), 40u);
+  EXPECT_EQ(r.fake_stats["launches_executed_off"], 2u);
+  EXPECT_EQ(r.fake_stats["graph_nodes_without_table_entry"], 0u);
 }
 
 // Graph nodes of the target module's other kernels: given the off buffer,

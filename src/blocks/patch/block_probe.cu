@@ -35,6 +35,32 @@ __device__ __forceinline__ uint64_t LinearBlock() {
   return blockIdx.x + (uint64_t)gridDim.x * (blockIdx.y + (uint64_t)gridDim.y * blockIdx.z);
 }
 
+__device__ __forceinline__ uint64_t GridKey() {
+  uint64_t id;
+  asm volatile("mov.u64 %0, %%gridid;" : "=l"(id));
+  return id + 1;
+}
+
+// A table (graph kernel nodes, block_probe_abi.h): this grid's entry's buffer,
+// claimed on first sight; null if none is left for its shape.
+__device__ __noinline__ BlockProbeHeader* ResolveTable(BlockProbeHeader* h) {
+  const unsigned long long key = GridKey();
+  const uint32_t blocks = gridDim.x * gridDim.y * gridDim.z;
+  const uint32_t threads = blockDim.x * blockDim.y * blockDim.z;
+  BlockProbeTableEntry* e = reinterpret_cast<BlockProbeTableEntry*>(h + 1);
+  const uint32_t n = h->table;
+  for (uint32_t i = 0; i < n && e[i].blocks != 0; ++i) {  // entries past the last written are zero
+    unsigned long long* k = reinterpret_cast<unsigned long long*>(&e[i].grid_key);
+    const unsigned long long seen = *reinterpret_cast<volatile unsigned long long*>(k);
+    if (seen == key) return reinterpret_cast<BlockProbeHeader*>(e[i].buffer);
+    if (seen == 0 && e[i].blocks == blocks && e[i].threads == threads) {
+      const unsigned long long old = atomicCAS(k, 0ull, key);
+      if (old == 0ull || old == key) return reinterpret_cast<BlockProbeHeader*>(e[i].buffer);
+    }
+  }
+  return nullptr;
+}
+
 // Slots of this launch: the header's cap, or one per block of the grid.
 __device__ __forceinline__ uint64_t CapacityOf(const BlockProbeHeader* h) {
   const uint32_t c = h->capacity;
@@ -53,6 +79,15 @@ extern "C" __device__ __noinline__ SanitizerPatchResult twinscope_block_enter(vo
   if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
   BlockProbeHeader* h = static_cast<BlockProbeHeader*>(userdata);
   if (h->off != 0) return SANITIZER_PATCH_SUCCESS;  // the "off" buffer of an untraced launch
+  if (h->table != 0) {
+    BlockProbeHeader* own = ResolveTable(h);
+    if (own == nullptr) {
+      atomicAdd(&h->overflow, 1u);
+      return SANITIZER_PATCH_SUCCESS;
+    }
+    h = own;
+    if (h->off != 0) return SANITIZER_PATCH_SUCCESS;
+  }
   const uint64_t linear = LinearBlock();
   if (linear >= CapacityOf(h)) {
     atomicAdd(&h->overflow, 1u);
@@ -70,6 +105,10 @@ extern "C" __device__ __noinline__ SanitizerPatchResult twinscope_block_exit(voi
   if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
   BlockProbeHeader* h = static_cast<BlockProbeHeader*>(userdata);
   if (h->off != 0) return SANITIZER_PATCH_SUCCESS;
+  if (h->table != 0) {
+    h = ResolveTable(h);
+    if (h == nullptr || h->off != 0) return SANITIZER_PATCH_SUCCESS;
+  }
   const uint64_t linear = LinearBlock();
   if (linear >= CapacityOf(h)) return SANITIZER_PATCH_SUCCESS;
   const uint32_t mask = __activemask();

@@ -50,6 +50,9 @@ struct Op {
   uint32_t grid[3] = {1, 1, 1};
   uint32_t block[3] = {1, 1, 1};
   void* userdata = nullptr;
+  bool graph_node = false;
+  CUfunction function = nullptr;
+  uint64_t grid_key = 0;  // the launch's %gridid + 1, as the patch reads it
   FakesanPlan plan{};
   bool decided_patched = false;  // the module's patch state when the BEGIN callback returned
   bool run_patched = false;      // ... at submission: what the launch runs (patch and instructions in place)
@@ -85,6 +88,9 @@ struct State {
   std::map<uintptr_t, size_t> allocations;       // base -> size
   std::map<uintptr_t, size_t> host_allocations;  // pinned host memory: base -> size
   uint64_t next_grid_id = 1;
+  std::map<CUfunction, void*> function_data;  // sanitizerSetCallbackData
+  uint32_t graph_launch_id = 0;               // current graph launch (fakesan_graph_begin), 0 outside one
+  uint32_t next_graph_launch_id = 1;
   FakesanStats stats{};
   FILE* log = nullptr;
   // The last launch, for FAKESAN_EXIT_TEARDOWN's launch at exit.
@@ -232,11 +238,42 @@ void CheckNotInsideLaunchBegin(const char* what) {
 void ReportSyncFromBlockingCall(Stream* st);
 
 // Emulates patch/block_probe.cu for every block of one launch.
+// The patch's table lookup (graph nodes: one table per function and graph
+// launch): the entry this grid claimed, or the first unclaimed one of its shape.
+BlockProbeHeader* ResolveTable(BlockProbeHeader* h, const Op& op) {
+  auto* e = reinterpret_cast<BlockProbeTableEntry*>(h + 1);
+  if (!InAllocation(e, sizeof *e * h->table)) {
+    Log("error table_out_of_bounds %s", op.name.c_str());
+    return nullptr;
+  }
+  const uint32_t blocks = op.grid[0] * op.grid[1] * op.grid[2];
+  const uint32_t threads = op.block[0] * op.block[1] * op.block[2];
+  for (uint32_t i = 0; i < h->table && e[i].blocks != 0; ++i) {
+    if (e[i].grid_key == op.grid_key) return reinterpret_cast<BlockProbeHeader*>(e[i].buffer);
+    if (e[i].grid_key == 0 && e[i].blocks == blocks && e[i].threads == threads) {
+      e[i].grid_key = op.grid_key;
+      return reinterpret_cast<BlockProbeHeader*>(e[i].buffer);
+    }
+  }
+  h->overflow += 1;
+  ++S().stats.graph_nodes_without_table_entry;
+  Log("table_no_entry %s", op.name.c_str());
+  return nullptr;
+}
+
 void RunPatchedBlocks(const Op& op) {
   auto* h = static_cast<BlockProbeHeader*>(op.userdata);
   if (!InAllocation(h, sizeof *h)) {
     Log("error userdata_not_device_memory %s", op.name.c_str());
     return;
+  }
+  if (h->off == 0 && h->table != 0) {
+    h = ResolveTable(h, op);
+    if (h == nullptr) return;
+    if (!InAllocation(h, sizeof *h)) {
+      Log("error table_entry_not_device_memory %s", op.name.c_str());
+      return;
+    }
   }
   if (h->off != 0) {  // the patch returns at once on an "off" header
     ++S().stats.launches_executed_off;
@@ -343,6 +380,18 @@ void Submit(Stream* s, Module* m, Op op) {
   if (const uint64_t us = EnvU64("FAKESAN_SUBMIT_US")) std::this_thread::sleep_for(std::chrono::microseconds(us));
   Lock lk(S().mu);
   op.run_patched = HasPatches(*m);
+  if (op.graph_node) {
+    // As measured on the H200: a kernel node runs with its function's
+    // callback data (sanitizerSetCallbackData); launch data set for a node
+    // reached no node once the graph held more than one patched node.
+    if (op.userdata != nullptr) Log("error graph_node_launch_data_ignored %s", op.name.c_str());
+    auto fd = S().function_data.find(op.function);
+    op.userdata = fd != S().function_data.end() ? fd->second : nullptr;
+    if (op.run_patched && op.userdata == nullptr) Log("error graph_node_patched_without_data %s", op.name.c_str());
+  } else if (op.userdata == nullptr) {
+    auto fd = S().function_data.find(op.function);  // no launch data: the function's, if any
+    if (fd != S().function_data.end()) op.userdata = fd->second;
+  }
   if (op.run_patched != op.decided_patched) {
     ++S().stats.patch_changed_during_launch;
     Log("error patch_changed_during_launch %s", op.name.c_str());
@@ -386,6 +435,9 @@ int Launch(bool graph, uintptr_t module, const char* name, uint32_t gx, uint32_t
   d.blockDim_x = bx, d.blockDim_y = by, d.blockDim_z = bz;
   d.clusterDim_x = 1, d.clusterDim_y = 1, d.clusterDim_z = 1;
   d.gridId = st.next_grid_id++;
+  op.grid_key = d.gridId + 1;
+  op.function = d.function;
+  op.graph_node = graph;
   d.hLaunch = reinterpret_cast<Sanitizer_LaunchHandle>(&op);
   d.device = 0;
   tl_open_launch = &op;
@@ -401,19 +453,13 @@ int Launch(bool graph, uintptr_t module, const char* name, uint32_t gx, uint32_t
     d.hApiStream = Handle(s);
     Sanitizer_GraphNodeLaunchData g{};
     g.graphExec = reinterpret_cast<CUgraphExec>(uintptr_t{0x6E0});
-    g.launchId = static_cast<uint32_t>(d.gridId);
+    g.launchId = st.graph_launch_id != 0 ? st.graph_launch_id : 0x10000u + static_cast<uint32_t>(d.gridId);
     g.node = reinterpret_cast<CUgraphNode>(uintptr_t{0x70DE});
     g.nodeType = CU_GRAPH_NODE_TYPE_KERNEL;
     g.launchData = d;
     g.isGraphUpload = 0;
     Fire(SANITIZER_CB_DOMAIN_GRAPHS, SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN, &g);
     after_begin();
-    {
-      // A graph node of a patched module given no launch data crashed on the
-      // H200 ("misaligned address"): what its patch reads then is not null.
-      Lock l2(st.mu);
-      if (op.decided_patched && op.userdata == nullptr) Log("error graph_node_patched_without_launch_data %s", name);
-    }
     Submit(s, m, std::move(op));  // submitted before the END callback (as measured in FACTS.md)
     Fire(SANITIZER_CB_DOMAIN_GRAPHS, SANITIZER_CBID_GRAPHS_NODE_LAUNCH_END, &g);
   } else {
@@ -636,7 +682,13 @@ SanitizerResult sanitizerSetLaunchCallbackData(Sanitizer_LaunchHandle launch, CU
   return SANITIZER_SUCCESS;
 }
 
-SanitizerResult sanitizerSetCallbackData(CUfunction kernel, const void* userdata) { return SANITIZER_SUCCESS; }
+SanitizerResult sanitizerSetCallbackData(CUfunction kernel, const void* userdata) {
+  State& s = S();
+  Lock lk(s.mu);
+  s.function_data[kernel] = const_cast<void*>(userdata);
+  Log("set_function_data %s", userdata ? "buffer" : "null");
+  return SANITIZER_SUCCESS;
+}
 
 SanitizerResult sanitizerAlloc(CUcontext ctx, void** devPtr, size_t size) {
   Lock lk(S().mu);
@@ -904,6 +956,7 @@ static void FireGraphLaunch(uint32_t cbid, uintptr_t stream) {
   g.stream = CuStream(st);
   g.hStream = Handle(st);
   g.graphExec = reinterpret_cast<CUgraphExec>(uintptr_t{0x6E0});
+  s.graph_launch_id = cbid == SANITIZER_CBID_GRAPHS_LAUNCH_BEGIN ? s.next_graph_launch_id++ : 0;
   Log("%s stream=%llu", cbid == SANITIZER_CBID_GRAPHS_LAUNCH_BEGIN ? "graph_launch_begin" : "graph_launch_end",
       static_cast<unsigned long long>(stream));
   lk.unlock();
@@ -985,7 +1038,8 @@ __attribute__((destructor)) static void WriteStatsAtExit() {
                "stream_syncs %llu\nallocs %llu\nfrees %llu\nmodules_patched %llu\npatch_images_added %llu\n"
                "launches_executed_off %llu\nlaunches_null_data_patched %llu\ncallbacks_after_unsubscribe %llu\n"
                "host_allocs %llu\nhost_frees %llu\nmodules_unpatched %llu\nlaunches_executed_unpatched %llu\n"
-               "toggles_with_module_in_flight %llu\npatch_changed_during_launch %llu\nconcurrent_patch_calls %llu\n",
+               "toggles_with_module_in_flight %llu\npatch_changed_during_launch %llu\nconcurrent_patch_calls %llu\n"
+               "graph_nodes_without_table_entry %llu\n",
                (unsigned long long)s.callbacks_fired, (unsigned long long)s.launches,
                (unsigned long long)s.launches_executed_patched, (unsigned long long)s.d2h_copies,
                (unsigned long long)s.stream_syncs, (unsigned long long)s.allocs, (unsigned long long)s.frees,
@@ -994,7 +1048,8 @@ __attribute__((destructor)) static void WriteStatsAtExit() {
                (unsigned long long)s.callbacks_after_unsubscribe, (unsigned long long)s.host_allocs,
                (unsigned long long)s.host_frees, (unsigned long long)s.modules_unpatched,
                (unsigned long long)s.launches_executed_unpatched, (unsigned long long)s.toggles_with_module_in_flight,
-               (unsigned long long)s.patch_changed_during_launch, (unsigned long long)s.concurrent_patch_calls);
+               (unsigned long long)s.patch_changed_during_launch, (unsigned long long)s.concurrent_patch_calls,
+               (unsigned long long)s.graph_nodes_without_table_entry);
   std::fclose(f);
 }
 

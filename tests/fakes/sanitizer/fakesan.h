@@ -87,6 +87,7 @@ typedef struct {
   uint64_t toggles_with_module_in_flight; /* errors, see above */
   uint64_t patch_changed_during_launch;   /* errors, see above */
   uint64_t concurrent_patch_calls;        /* errors, see above */
+  uint64_t graph_nodes_without_table_entry; /* a graph node's patch found no entry of its shape in the table */
 } FakesanStats;
 
 void fakesan_set_mode(int mode); /* before fakesan_init */
