@@ -83,6 +83,8 @@ int FinishTwin(const TwinSetup& f, const std::string& out_dir, const twin::Child
                               {"shadow_elapsed_s", shadow.elapsed_s},
                               {"shadow_start_realtime_ns", shadow.start_realtime_ns},
                               {"shadow_end_realtime_ns", shadow.end_realtime_ns},
+                              {"primary_start_realtime_ns", primary.start_realtime_ns},
+                              {"primary_end_realtime_ns", primary.end_realtime_ns},
                               {"command", f.command},
                               {"kernels", f.kernels}};
   for (const auto& [k, v] : extra.items()) twin_json[k] = v;

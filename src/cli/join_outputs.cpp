@@ -81,6 +81,8 @@ join::JoinOptions TwinOptions(const std::string& dir) {
   o.concurrent = j.value("concurrent", false);
   o.shadow_window_start_realtime_ns = j.value("shadow_start_realtime_ns", uint64_t{0});
   o.shadow_window_end_realtime_ns = j.value("shadow_end_realtime_ns", uint64_t{0});
+  o.primary_start_realtime_ns = j.value("primary_start_realtime_ns", uint64_t{0});
+  o.primary_end_realtime_ns = j.value("primary_end_realtime_ns", uint64_t{0});
   return o;
 }
 

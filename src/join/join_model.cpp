@@ -309,7 +309,11 @@ StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::str
   MatchLaunches(m);
 
   if (options.concurrent) {
+    auto& o = m.summary.overlap;
+    o.computed = true;
     const int64_t p2r = PrimaryToRealtime(preader->header());
+    o.primary_to_realtime = p2r;
+    o.clock = p2r != 0 ? "the primary's header clock pair (CUPTI, CLOCK_REALTIME)" : "none in the primary's header";
     const int64_t s2r = ShadowMonotonicToRealtime(sreader->header());
     uint64_t ws = options.shadow_window_start_realtime_ns, we = options.shadow_window_end_realtime_ns;
     if (!ws && !we) {
@@ -318,11 +322,32 @@ StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::str
       for (const auto& s : m.shadow) last = std::max(last, s.cpu_ns), span = std::max(span, s.blocks.span_ns);
       we = last ? static_cast<uint64_t>(static_cast<int64_t>(last) + s2r) + span : ws;
     }
-    for (auto& p : m.primary) {
-      if (!p.have_kernel) continue;
-      const int64_t s = static_cast<int64_t>(p.start_ns) + p2r, e = static_cast<int64_t>(p.end_ns) + p2r;
-      p.overlapped = e >= static_cast<int64_t>(ws) && s <= static_cast<int64_t>(we);
-      if (p.overlapped) ++m.summary.overlapped_primary_kernels;
+    o.window_start = static_cast<int64_t>(ws), o.window_end = static_cast<int64_t>(we);
+    int64_t first = INT64_MAX, last = INT64_MIN;
+    for (const auto& p : m.primary)
+      if (p.have_kernel) {
+        first = std::min(first, static_cast<int64_t>(p.start_ns) + p2r);
+        last = std::max(last, static_cast<int64_t>(p.end_ns) + p2r);
+      }
+    if (first != INT64_MAX) o.primary_first_kernel = first, o.primary_last_kernel = last;
+    // The primary's kernels must lie inside its own lifetime: if not, the
+    // clock pair is wrong and no kernel can be flagged honestly.
+    const int64_t ps = static_cast<int64_t>(options.primary_start_realtime_ns),
+                  pe = static_cast<int64_t>(options.primary_end_realtime_ns);
+    constexpr int64_t kSlack = 2'000'000'000;
+    const bool clock_ok = first == INT64_MAX || ps == 0 || pe == 0 || (first >= ps - kSlack && last <= pe + kSlack);
+    if (!clock_ok) {
+      m.warnings.push_back(
+          "concurrent twins: the primary's kernels, converted with its header's clock pair, fall outside the "
+          "primary process's lifetime (" +
+          std::to_string((first - ps) / 1000000) + " ms after its start): the overlap flag is not computed");
+    } else {
+      for (auto& p : m.primary) {
+        if (!p.have_kernel) continue;
+        const int64_t s = static_cast<int64_t>(p.start_ns) + p2r, e = static_cast<int64_t>(p.end_ns) + p2r;
+        p.overlapped = e >= static_cast<int64_t>(ws) && s <= static_cast<int64_t>(we);
+        if (p.overlapped) ++m.summary.overlapped_primary_kernels;
+      }
     }
   }
 

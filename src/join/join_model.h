@@ -71,6 +71,15 @@ struct Summary {
   uint64_t shadow_without_blocks = 0;  // traced launches whose block records never arrived
   uint64_t time_only_evaluated = 0, time_only_agree = 0;
   uint64_t overlapped_primary_kernels = 0;
+  // How the overlap flag was computed (concurrent twins), CLOCK_REALTIME ns:
+  // the shadow's window and the primary's kernels after clock conversion.
+  struct Overlap {
+    bool computed = false;
+    int64_t window_start = 0, window_end = 0;
+    int64_t primary_first_kernel = 0, primary_last_kernel = 0;
+    int64_t primary_to_realtime = 0;  // added to the primary's CUPTI timestamps
+    std::string clock;                // where that offset came from
+  } overlap;
   std::vector<std::string> target_kernels;
 };
 
@@ -123,6 +132,9 @@ struct JoinOptions {
   // Shadow's active window in CLOCK_REALTIME ns; 0/0 = estimate from the
   // shadow trace (header start to its last launch plus its last block span).
   uint64_t shadow_window_start_realtime_ns = 0, shadow_window_end_realtime_ns = 0;
+  // The primary process's lifetime (CLOCK_REALTIME ns), 0/0 if unknown: a
+  // check of the primary's clock conversion.
+  uint64_t primary_start_realtime_ns = 0, primary_end_realtime_ns = 0;
   size_t slow_per_group = 5;
   size_t min_group_launches = 3;
 };

@@ -146,6 +146,11 @@ json JoinToJson(const JoinedModel& m, const JsonBounds& bounds, const std::vecto
                   {"time_only_accuracy", {{"evaluated", s.time_only_evaluated}, {"agree", s.time_only_agree}}},
                   {"overlapped_primary_kernels", s.overlapped_primary_kernels},
                   {"target_kernels", s.target_kernels}};
+  if (s.overlap.computed)
+    j["summary"]["overlap"] = {{"shadow_window_realtime_ns", {s.overlap.window_start, s.overlap.window_end}},
+                               {"primary_kernels_realtime_ns", {s.overlap.primary_first_kernel, s.overlap.primary_last_kernel}},
+                               {"primary_to_realtime_ns", s.overlap.primary_to_realtime},
+                               {"clock", s.overlap.clock}};
 
   std::vector<const DriftRow*> drift;
   for (const auto& d : m.drift) drift.push_back(&d);
@@ -264,6 +269,11 @@ void PrintJoin(std::FILE* out, const JoinedModel& m, size_t top) {
   if (m.options.concurrent) {
     std::fprintf(out, "concurrent run: %" PRIu64 " primary target kernels ran while the shadow had GPU work\n",
                  s.overlapped_primary_kernels);
+    const auto& o = s.overlap;
+    if (o.computed && o.primary_last_kernel != 0)
+      std::fprintf(out, "  shadow active %.3f s .. %.3f s, primary kernels %.3f s .. %.3f s (from the shadow's start; %s)\n",
+                   0.0, (o.window_end - o.window_start) / 1e9, (o.primary_first_kernel - o.window_start) / 1e9,
+                   (o.primary_last_kernel - o.window_start) / 1e9, o.clock.c_str());
   }
   uint64_t drifting = 0;
   for (const auto& d : m.drift) drifting += (d.time_only + d.unmatched + d.shape_differs) ? 1 : 0;

@@ -210,6 +210,18 @@ TEST(Join, ConcurrentRunFlagsPrimaryKernelsInsideTheShadowsWindow) {
   auto m = Join(f, jo);
   EXPECT_EQ(m.summary.overlapped_primary_kernels, 3u);  // the kernels at 4, 5 and 6 ms
   for (const auto& p : m.primary) EXPECT_EQ(p.overlapped, p.ordinal >= 3 && p.ordinal <= 5) << p.ordinal;
+  EXPECT_EQ(m.summary.overlap.primary_first_kernel, static_cast<int64_t>(o.primary_clock_realtime_ns) + 1'002'000);
+  // Within the primary's lifetime: flagged as before.
+  jo.primary_start_realtime_ns = o.primary_clock_realtime_ns;
+  jo.primary_end_realtime_ns = o.primary_clock_realtime_ns + 20'000'000;
+  EXPECT_EQ(Join(f, jo).summary.overlapped_primary_kernels, 3u);
+  // A clock pair that puts the primary's kernels an hour after its own end: nothing flagged, and said.
+  jo.primary_start_realtime_ns -= 3'600'000'000'000ull;
+  jo.primary_end_realtime_ns -= 3'600'000'000'000ull;
+  auto wrong = Join(f, jo);
+  EXPECT_EQ(wrong.summary.overlapped_primary_kernels, 0u);
+  ASSERT_FALSE(wrong.warnings.empty());
+  EXPECT_NE(wrong.warnings.back().find("outside the primary process's lifetime"), std::string::npos);
   jo.concurrent = false;
   EXPECT_EQ(Join(f, jo).summary.overlapped_primary_kernels, 0u);
 }
