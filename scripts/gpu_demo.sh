@@ -13,7 +13,7 @@
 #      run's schedule under `twinscope blocks --kernel reshape_and_cache_flash`
 #      (block records per launch, and how many of the primary's cache-kernel
 #      launch keys the shadow has: lockstep makes that exact). The shadow runs
-#      eagerly (--enforce-eager; SHADOW_GRAPHS=1 keeps the graphs).
+#      its decode steps as graphs, as the primary (SHADOW_EAGER=1: --enforce-eager).
 # Prints a short table last. At most 8 files come back in $OUT/demo (or
 # ./gpu-logs/demo); the work folder is $WORK (default /tmp/twinscope-gpu-demo).
 # Environment: BUILD_DIR (build-gpu-demo), MODEL (1b), REQUESTS (8),
@@ -205,12 +205,10 @@ if [[ $have_tracer == 1 ]]; then
   "$TS" export "$WORK/primary.tsc" --format chrome -o "$WORK/primary.json" >>"$WORK/record.err" 2>&1 || echo "   export failed"
   echo "   $(steps "$WORK/record.schedule.jsonl")"
 
-  # The shadow replays eagerly: graph kernel nodes get no block data on this stack
-  # (bench/RESULTS.md), and an eager step launches the same kernels in the same order
-  # inside the same range, so its launch keys equal the graph nodes' keys.
-  # SHADOW_GRAPHS=1 replays with the graphs instead.
-  eager=(--enforce-eager)
-  [[ ${SHADOW_GRAPHS:-0} == 1 ]] && eager=()
+  # The shadow replays with the graphs, as the primary ran; SHADOW_EAGER=1 replays
+  # eagerly (an eager step's launch keys equal the graph nodes' keys).
+  eager=()
+  [[ ${SHADOW_EAGER:-0} == 1 ]] && eager=(--enforce-eager)
   echo "== 3b. replay of that schedule under twinscope blocks --kernel reshape_and_cache_flash ${eager[*]:-(graphs)}"
   export LD_LIBRARY_PATH=$SAN:${LD_LIBRARY_PATH:-}
   timeout 300 "$TS" blocks --kernel reshape_and_cache_flash -o "$WORK/shadow.tsc" -- "$SERVER" "${COMMON[@]}" \

@@ -177,9 +177,9 @@ CommandRegistration kDemo(
         s.listen = "127.0.0.1:0";
         s.command = ServerArgs(server, *f);
         s.primary_args = {"--schedule-out", "{dir}/schedule.jsonl", "--trace-requests", "{dir}/requests-primary.jsonl"};
-        // The shadow runs its decode steps eagerly: the block probe gets no block data from CUDA-graph
-        // kernel nodes on this stack (bench/RESULTS.md), and eager launches carry the same launch keys.
-        s.shadow_args = {"--gpu-memory-fraction", std::to_string(f->shadow_memory), "--enforce-eager",
+        // The shadow runs its decode steps as CUDA graphs, as the primary does: the block probe traces
+        // graph kernel nodes (docs/block-probe.md, "Graphs").
+        s.shadow_args = {"--gpu-memory-fraction", std::to_string(f->shadow_memory),
                          "--trace-requests", "{dir}/requests-shadow.jsonl"};
         demo::ChatLoadReport client;
         auto run_client = [&](const std::string& url) {
