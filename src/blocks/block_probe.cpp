@@ -327,6 +327,22 @@ void BlockProbe::Shutdown() {
     writer_->SetMetadata("tool_message", msg);
   }
   writer_->SetMetadata("tool_state", state);
+  const uint64_t matching = sampler_ ? sampler_->matching() : 0;
+  if (matching == 0 && counts_[counters::kLaunchesSelectedUnpatched] == 0 && callbacks > 0) {
+    // The pattern matched no launch: name the kernels that were launched, as the user needs a substring of one.
+    const auto most = MostLaunchedLocked(10);
+    nlohmann::json list = nlohmann::json::array();
+    std::string text;
+    for (const auto& [name, n] : most) {
+      list.push_back({{"kernel", name}, {"launches", n}});
+      text += "\n  " + std::to_string(n) + "  " + name;
+    }
+    writer_->SetMetadata("kernels_launched_most", list);
+    if (!most.empty())
+      LogError("block probe: TWINSCOPE_KERNELS=\"%s\" matched no launched kernel; the kernels launched most (give a "
+               "substring of one):%s",
+               config_.patterns_spec.c_str(), text.c_str());
+  }
   // No sanitizerUnsubscribe here: at exit the driver still tears down patched
   // modules and contexts (the H200 crashed at exit with it, see the top), and
   // from now on every callback returns at once on g_shut_down.

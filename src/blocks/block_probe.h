@@ -232,6 +232,8 @@ class BlockProbe final : public NvtxListener {
   // The off buffer for a launch on `stream` of `ctx`, or null (counted).
   void* OffBufferLocked(CUcontext ctx, Sanitizer_StreamHandle stream);
   // Hands an untraced launch of a patched module the off buffer (null if none).
+  // The n kernels no pattern selects that were launched most, with their launch counts.
+  std::vector<std::pair<std::string, uint64_t>> MostLaunchedLocked(size_t n) const;
   void SetUntracedLocked(const Sanitizer_LaunchData& d, Sanitizer_StreamHandle stream, const GraphNodeRef* graph,
                          bool selected);
   // Hands a launch its buffer: eager launches as launch data; graph kernel
@@ -318,6 +320,7 @@ class BlockProbe final : public NvtxListener {
   std::unordered_map<CUcontext, std::unique_ptr<ContextArena>> arenas_;
   std::unordered_map<CUcontext, OffBuffer> off_;  // never freed: launches may use it until exit
   std::unordered_map<uint32_t, GraphLaunchTables> graph_tables_;  // by thread id, under mu_
+  std::unordered_map<CUfunction, std::string> function_names_;     // unselected kernels seen, under mu_
   std::unordered_map<CUfunction, uint64_t> function_off_;  // functions whose data is the off buffer (module generation)
   std::atomic<bool> off_sync_wanted_{false};
   std::atomic<uint64_t> next_seq_{0};      // process-wide launch ordinal (LaunchRecord.seq)

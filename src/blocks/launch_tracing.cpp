@@ -54,6 +54,32 @@ struct ClassMemo {
 constexpr size_t kMemoSlots = 64;
 thread_local ClassMemo tl_memo[kMemoSlots] = {};
 
+// Launches per kernel, for the kernels no pattern selects: so a run whose
+// pattern matched nothing can name the kernels it saw (block_probe.cpp, at
+// exit). A fixed open-addressed table of atomics: one relaxed increment per
+// launch, no lock; a kernel that finds the table full goes uncounted.
+struct LaunchCount {
+  std::atomic<const void*> function{nullptr};
+  std::atomic<uint64_t> launches{0};
+};
+constexpr size_t kCountSlots = 1024;
+LaunchCount g_launch_counts[kCountSlots];
+
+void CountLaunch(const void* function) {
+  if (function == nullptr) return;
+  size_t i = (reinterpret_cast<uintptr_t>(function) >> 4) % kCountSlots;
+  for (size_t probe = 0; probe < 8; ++probe, i = (i + 1) % kCountSlots) {
+    const void* seen = g_launch_counts[i].function.load(std::memory_order_relaxed);
+    if (seen == nullptr &&
+        g_launch_counts[i].function.compare_exchange_strong(seen, function, std::memory_order_relaxed))
+      seen = function;
+    if (seen == function) {
+      g_launch_counts[i].launches.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+}
+
 using counters::kLaunchesNoBuffer;
 using counters::kLaunchesSelectedUnpatched;
 
@@ -85,6 +111,10 @@ LaunchClass BlockProbe::Classify(const Sanitizer_LaunchData& d) {
   }
   // A module not (yet) reported loaded is asked about again next time.
   if (known) m = ClassMemo{d.function, gen, c.selected, c.target, c.tracked};
+  if (!c.selected && d.function != nullptr && d.functionName != nullptr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (function_names_.size() < kCountSlots) function_names_.emplace(d.function, d.functionName);
+  }
   return c;
 }
 
@@ -97,6 +127,7 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, const GraphNodeRef
   const LaunchClass c = Classify(d);
   // The common case: no lock, no key. (Eager launches of another kernel of a
   // patched module run its patch with no launch data, which returns at once.)
+  if (!c.selected) CountLaunch(d.function);
   if (!c.selected && !c.tracked && !(c.target && graph_node)) return;
   const Sanitizer_StreamHandle stream = graph_node ? d.hApiStream : d.hStream;
   if (!c.selected) {
@@ -409,6 +440,20 @@ void BlockProbe::MakeOffBuffersReady(std::unique_lock<std::mutex>& lock) {
       off_sync_wanted_.store(true, std::memory_order_relaxed);  // zeroed on another stream meanwhile: wait for that
     }
   }
+}
+
+std::vector<std::pair<std::string, uint64_t>> BlockProbe::MostLaunchedLocked(size_t n) const {
+  std::map<std::string, uint64_t> by_name;  // a name can have several CUfunctions (contexts, modules)
+  for (const LaunchCount& c : g_launch_counts) {
+    const void* f = c.function.load(std::memory_order_relaxed);
+    if (f == nullptr) continue;
+    auto it = function_names_.find(static_cast<CUfunction>(const_cast<void*>(f)));
+    by_name[it != function_names_.end() ? it->second : "(unnamed)"] += c.launches.load(std::memory_order_relaxed);
+  }
+  std::vector<std::pair<std::string, uint64_t>> v(by_name.begin(), by_name.end());
+  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second || (a.second == b.second && a.first < b.first); });
+  if (v.size() > n) v.resize(n);
+  return v;
 }
 
 void BlockProbe::OnLaunchAfterShutdown(const Sanitizer_LaunchData& d, bool graph_node) {

@@ -1010,6 +1010,31 @@ stream_sync g
   EXPECT_EQ(r.Counter(counters::kLaunchesSeen), 3u);
 }
 
+// A pattern that matches no launched kernel: the probe names the kernels it
+// saw launched most, with their counts, on stderr and in the trace.
+TEST(BlocksE2E, APatternThatMatchesNothingNamesTheKernelsLaunchedMost) {
+  AppRun r = RunApp("no_match", Script(R"(@modules
+launch target neighbour_kernel 8,1,1 32,1,1 repeat=3
+launch other rms_norm_kernel 16,1,1 128,1,1 repeat=5
+launch target )" + std::string(kTarget) + R"( 4,1,1 32,1,1
+sync
+)"),
+                    {{"TWINSCOPE_KERNELS", "flash_attn"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.rec.launches.empty());
+  EXPECT_NE(r.err.find("matched no launched kernel"), std::string::npos) << r.err;
+  const size_t rms = r.err.find("5  rms_norm_kernel"), nb = r.err.find("3  neighbour_kernel");
+  ASSERT_NE(rms, std::string::npos) << r.err;
+  ASSERT_NE(nb, std::string::npos) << r.err;
+  EXPECT_LT(rms, nb) << "most launched first";
+  const auto& most = r.status["kernels_launched_most"];
+  ASSERT_TRUE(most.is_array()) << r.status.dump();
+  ASSERT_EQ(most.size(), 3u);
+  EXPECT_EQ(most[0]["kernel"], "rms_norm_kernel");
+  EXPECT_EQ(most[0]["launches"], 5u);
+  EXPECT_EQ(most[2]["launches"], 1u);
+}
+
 // A graph kernel node runs with its function's callback data, not launch data
 // (measured on the H200, modelled by the fake): each graph launch gets a table
 // per traced kernel, with an entry per node, so two nodes of one kernel (and
