@@ -448,7 +448,7 @@ std::vector<std::pair<std::string, uint64_t>> BlockProbe::MostLaunchedLocked(siz
     const void* f = c.function.load(std::memory_order_relaxed);
     if (f == nullptr) continue;
     auto it = function_names_.find(static_cast<CUfunction>(const_cast<void*>(f)));
-    by_name[it != function_names_.end() ? it->second : "(unnamed)"] += c.launches.load(std::memory_order_relaxed);
+    by_name[it != function_names_.end() ? Demangle(it->second) : "(unnamed)"] += c.launches.load(std::memory_order_relaxed);
   }
   std::vector<std::pair<std::string, uint64_t>> v(by_name.begin(), by_name.end());
   std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second || (a.second == b.second && a.first < b.first); });
