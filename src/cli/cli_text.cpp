@@ -8,19 +8,12 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/count_text.h"
 #include "twinscope/counters.h"
 
 namespace twinscope::cli {
 
-std::string FormatCount(uint64_t n) {
-  std::string digits = std::to_string(n);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
+std::string FormatCount(uint64_t n) { return CountText(n); }
 
 std::string FormatNs(double ns) {
   char buf[32];

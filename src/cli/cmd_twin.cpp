@@ -18,22 +18,11 @@
 namespace twinscope::cli {
 namespace {
 
+// The flags: a TwinSetup and the two that only choose between its uses.
 struct TwinFlags {
-  std::vector<std::string> kernels;
-  BlocksSampling sampling;
-  std::string out = "twinscope-twin";
-  bool concurrent = false;
-  int shadow_device = -1;
-  size_t top = 10;
-  std::vector<std::string> command;
-  // --serve
+  TwinSetup setup;
   bool serve = false;
   bool follow = false;
-  std::string listen = "127.0.0.1:8000";
-  double duration = 0;
-  double health_timeout = 300;
-  std::string health_path = "/health";
-  std::vector<std::string> primary_args, shadow_args;
 };
 
 void ReportSide(const char* side, const twin::ChildExit& e) {
@@ -198,26 +187,25 @@ int ServeTwinAndJoin(const TwinSetup& f, const std::function<void(const std::str
 namespace {
 
 CommandRegistration kTwin(
-    "twin",
-    "Run a program twice, a primary (CUPTI) and a shadow (block probe), and join them launch by launch",
+    "twin", "Run a program twice, a primary (CUPTI) and a shadow (block probe), and join them launch by launch",
     [](CLI::App* sub) -> CommandRun {
       auto f = std::make_shared<TwinFlags>();
-      sub->add_option("--kernel", f->kernels,
+      sub->add_option("--kernel", f->setup.kernels,
                       "Kernel to trace blocks of (substring of the mangled or demangled name; 're:' prefix for a "
                       "regex); repeat for more")
           ->required()
           ->allow_extra_args(false)  // one pattern per --kernel: a '--' after it still starts the command
           ->check(CLI::Validator(CheckKernelPattern, "PATTERN"));
-      AddBlocksSamplingFlags(sub, &f->sampling, "Shadow: ");
-      sub->add_option("-o,--output", f->out, "Folder for primary.tsc, shadow.tsc and the joined views")
+      AddBlocksSamplingFlags(sub, &f->setup.sampling, "Shadow: ");
+      sub->add_option("-o,--output", f->setup.out, "Folder for primary.tsc, shadow.tsc and the joined views")
           ->capture_default_str();
-      sub->add_flag("--concurrent", f->concurrent,
+      sub->add_flag("--concurrent", f->setup.concurrent,
                     "Run both at once (live input); the join flags primary kernels that ran while the shadow had "
                     "GPU work. Default: the primary alone first, then the shadow");
-      sub->add_option("--shadow-device", f->shadow_device, "Run the shadow on this GPU (CUDA_VISIBLE_DEVICES)")
+      sub->add_option("--shadow-device", f->setup.shadow_device, "Run the shadow on this GPU (CUDA_VISIBLE_DEVICES)")
           ->check(CLI::NonNegativeNumber);
-      sub->add_option("--top", f->top, "Slowest matched launches to print")->capture_default_str();
-      sub->add_option("command", f->command, "The program and its arguments, after '--'")->required();
+      sub->add_option("--top", f->setup.top, "Slowest matched launches to print")->capture_default_str();
+      sub->add_option("command", f->setup.command, "The program and its arguments, after '--'")->required();
       sub->footer("Example: twinscope twin --kernel reshape_and_cache_flash -o run -- python infer.py");
       sub->add_flag("--serve", f->serve,
                     "The command is a server: start a primary and a shadow of it on their own ports ({port} or "
@@ -226,34 +214,23 @@ CommandRegistration kTwin(
       sub->add_flag("--follow", f->follow,
                     "--serve: the shadow follows the primary's step schedule (appends '--follow "
                     "http://127.0.0.1:{primary_port}' to the shadow's command, as twinscope-demo-server takes it)");
-      sub->add_option("--listen", f->listen, "--serve: where the mirror listens (HOST:PORT; port 0 picks one)")
+      sub->add_option("--listen", f->setup.listen, "--serve: where the mirror listens (HOST:PORT; port 0 picks one)")
           ->capture_default_str();
-      sub->add_option("--duration", f->duration, "--serve: stop after this many seconds of serving")
+      sub->add_option("--duration", f->setup.duration, "--serve: stop after this many seconds of serving")
           ->check(CLI::PositiveNumber);
-      sub->add_option("--health-timeout", f->health_timeout, "--serve: seconds to wait for both servers' /health")
+      sub->add_option("--health-timeout", f->setup.health_timeout, "--serve: seconds to wait for both servers' /health")
           ->capture_default_str();
-      sub->add_option("--health-path", f->health_path, "--serve: the servers' health endpoint")->capture_default_str();
-      sub->add_option("--primary-args", f->primary_args, "--serve: extra arguments for the primary's command")
+      sub->add_option("--health-path", f->setup.health_path, "--serve: the servers' health endpoint")
+          ->capture_default_str();
+      sub->add_option("--primary-args", f->setup.primary_args, "--serve: extra arguments for the primary's command")
           ->allow_extra_args(false);
-      sub->add_option("--shadow-args", f->shadow_args,
+      sub->add_option("--shadow-args", f->setup.shadow_args,
                       "--serve: extra arguments for the shadow's command (e.g. a smaller GPU memory share)")
           ->allow_extra_args(false);
       return [f]() {
-        TwinSetup s;
-        s.kernels = f->kernels;
-        s.sampling = f->sampling;
-        s.out = f->out;
-        s.concurrent = f->concurrent || f->serve;
-        s.shadow_device = f->shadow_device;
-        s.top = f->top;
-        s.command = f->command;
+        TwinSetup s = f->setup;
+        s.concurrent = s.concurrent || f->serve;
         if (!f->serve) return RunTwinAndJoin(s);
-        s.listen = f->listen;
-        s.duration = f->duration;
-        s.health_timeout = f->health_timeout;
-        s.health_path = f->health_path;
-        s.primary_args = f->primary_args;
-        s.shadow_args = f->shadow_args;
         if (f->follow) {
           s.shadow_args.push_back("--follow");
           s.shadow_args.push_back("http://127.0.0.1:{primary_port}");

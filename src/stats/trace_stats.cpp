@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/count_text.h"
 #include "stats/program_cupti.h"
 #include "twinscope/counters.h"
 
@@ -37,14 +38,7 @@ int64_t NonNegative(const nlohmann::json& j, const char* key) {
   return v->is_number_unsigned() ? static_cast<int64_t>(v->get<uint64_t>()) : std::max<int64_t>(-1, v->get<int64_t>());
 }
 
-std::string Count(uint64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
+std::string Count(uint64_t n) { return CountText(n); }
 
 // Takes the loss verdict (`missing`, `blocks_missing`) from the final
 // counters, or, without a summary, from what the records in the file prove,

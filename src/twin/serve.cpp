@@ -13,6 +13,7 @@
 #include <cstring>
 #include <thread>
 
+#include "base/count_text.h"
 #include "format/trace_tail.h"
 #ifdef TWINSCOPE_HAVE_MIRROR
 #include "mirror/mirror.h"
@@ -55,7 +56,8 @@ int HttpGetStatus(int port, const std::string& path, std::chrono::milliseconds t
   a.sin_port = htons(static_cast<uint16_t>(port));
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto wait = [&](short events) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
     pollfd p{fd, events, 0};
     return poll(&p, 1, static_cast<int>(left.count())) == 1 && !(p.revents & (POLLERR | POLLNVAL));
@@ -85,11 +87,7 @@ int HttpGetStatus(int port, const std::string& path, std::chrono::milliseconds t
 
 namespace {
 
-std::string Count(uint64_t n) {
-  std::string s = std::to_string(n);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return s;
-}
+std::string Count(uint64_t n) { return CountText(n); }
 
 ChildSpec SideSpec(const ServeRequest& r, const std::vector<std::string>& extra, const std::string& library,
                    const std::string& trace, const char* role, const EnvList& side_env, int port, int primary_port) {
@@ -189,7 +187,8 @@ ServeOutcome RunServe(const ServeRequest& r) {
       stop_all();
       return out;
     }
-    if (!out.primary_healthy) out.primary_healthy = HttpGetStatus(out.primary_port, r.health_path, std::chrono::seconds(2)) == 200;
+    if (!out.primary_healthy)
+      out.primary_healthy = HttpGetStatus(out.primary_port, r.health_path, std::chrono::seconds(2)) == 200;
     if (!out.shadow_healthy && group.exit(si).running)
       out.shadow_healthy = HttpGetStatus(out.shadow_port, r.health_path, std::chrono::seconds(2)) == 200;
     if (!out.primary_healthy || (!out.shadow_healthy && group.exit(si).running))

@@ -9,17 +9,14 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/count_text.h"
 #include "base/env_names.h"
 #include "format/trace_tail.h"
 
 namespace twinscope::twin {
 namespace {
 
-std::string Count(uint64_t n) {
-  std::string s = std::to_string(n);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return s;
-}
+std::string Count(uint64_t n) { return CountText(n); }
 
 // "primary 1,234 launches (running)" for the progress line.
 std::string Side(const char* name, TraceTail& tail, const ChildExit* e) {

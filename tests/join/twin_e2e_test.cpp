@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "../testutil/spawn.h"
+
 extern char** environ;
 
 namespace twinscope {
@@ -69,7 +71,8 @@ class TwinE2E : public ::testing::Test {
     fs::path p = dir_ / "app.sh";
     std::ofstream(p) << "#!/bin/sh\n"
                      << "[ $# -le 1 ] || [ \"$2\" = --verbose ] || { echo \"bad arguments: $*\" >&2; exit 8; }\n"
-                     << "if [ \"$TWINSCOPE_ROLE\" = primary ]; then exec " << TWINSCOPE_TEST_CUPTI_APP << " \"$1\"; fi\n"
+                     << "if [ \"$TWINSCOPE_ROLE\" = primary ]; then exec " << TWINSCOPE_TEST_CUPTI_APP
+                     << " \"$1\"; fi\n"
                      << "if [ \"$TWINSCOPE_ROLE\" != shadow ]; then echo 'no role' >&2; exit 9; fi\n"
                      << TWINSCOPE_TEST_FAKESAN_APP << " \"$1\" || exit $?\n"
                      << shadow_tail << "\n";
@@ -80,26 +83,12 @@ class TwinE2E : public ::testing::Test {
   Outcome Twin(const std::vector<std::string>& args) {
     std::vector<std::string> argv = {TWINSCOPE_BIN, "twin"};
     argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<std::string> envs;
-    for (char** e = environ; *e; ++e) {
-      std::string kv = *e;
-      if (kv.rfind("TWINSCOPE_", 0) != 0 && kv.rfind("LD_LIBRARY_PATH=", 0) != 0) envs.push_back(kv);
-    }
-    envs.push_back("TWINSCOPE_LIB_DIR=" + (dir_ / "lib").string());
-    envs.push_back(std::string("LD_LIBRARY_PATH=") + TWINSCOPE_TEST_FAKE_CUPTI_DIR);
-    std::vector<char*> envp, av;
-    for (auto& s : envs) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    for (auto& a : argv) av.push_back(a.data());
-    av.push_back(nullptr);
+    const auto envs = testutil::EnvironmentWithout({"TWINSCOPE_", "LD_LIBRARY_PATH="},
+                                                   {"TWINSCOPE_LIB_DIR=" + (dir_ / "lib").string(),
+                                                    std::string("LD_LIBRARY_PATH=") + TWINSCOPE_TEST_FAKE_CUPTI_DIR});
     const std::string out = (dir_ / "stdout.txt").string(), err = (dir_ / "stderr.txt").string();
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid = 0;
-    EXPECT_EQ(posix_spawn(&pid, av[0], &fa, nullptr, av.data(), envp.data()), 0);
-    posix_spawn_file_actions_destroy(&fa);
+    const pid_t pid = testutil::SpawnWithOutput(argv, envs, out, err);
+    EXPECT_GT(pid, 0);
     int status = 0;
     waitpid(pid, &status, 0);
     Outcome r;
@@ -117,7 +106,7 @@ class TwinE2E : public ::testing::Test {
 TEST_F(TwinE2E, SequentialTwinMatchesEveryTracedLaunchExactly) {
   const fs::path out = dir_ / "run";
   Outcome r = Twin({"--kernel", "reshape_and_cache", "-o", out.string(), "--", Dispatcher().string(),
-                (dir_ / "script.txt").string()});
+                    (dir_ / "script.txt").string()});
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_TRUE(fs::exists(out / "primary.tsc"));
   EXPECT_TRUE(fs::exists(out / "shadow.tsc"));
@@ -139,7 +128,7 @@ TEST_F(TwinE2E, SequentialTwinMatchesEveryTracedLaunchExactly) {
 TEST_F(TwinE2E, ShadowThatDiesStillGivesThePrimarysExitCodeAndAJoin) {
   const fs::path out = dir_ / "run";
   Outcome r = Twin({"--kernel", "reshape_and_cache", "-o", out.string(), "--", Dispatcher("kill -KILL $$").string(),
-                (dir_ / "script.txt").string()});
+                    (dir_ / "script.txt").string()});
   EXPECT_EQ(r.code, 0) << "the exit code is the primary's\n" << r.err;
   EXPECT_NE(r.err.find("the shadow was killed by SIGKILL"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("joining with what it left"), std::string::npos) << r.err;
@@ -148,8 +137,8 @@ TEST_F(TwinE2E, ShadowThatDiesStillGivesThePrimarysExitCodeAndAJoin) {
 
 TEST_F(TwinE2E, PatternMatchingNothingSaysSoAndListsKernels) {
   const fs::path out = dir_ / "run";
-  Outcome r = Twin({"--kernel", "no_such_kernel", "-o", out.string(), "--", Dispatcher().string(),
-                (dir_ / "script.txt").string()});
+  Outcome r = Twin(
+      {"--kernel", "no_such_kernel", "-o", out.string(), "--", Dispatcher().string(), (dir_ / "script.txt").string()});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("matched no launched kernel"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("reshape_and_cache_flash_kernel"), std::string::npos) << r.err;
@@ -159,7 +148,7 @@ TEST_F(TwinE2E, PatternMatchingNothingSaysSoAndListsKernels) {
 TEST_F(TwinE2E, ConcurrentTwinFlagsOverlappedPrimaryKernels) {
   const fs::path out = dir_ / "run";
   Outcome r = Twin({"--kernel", "reshape_and_cache", "--concurrent", "-o", out.string(), "--", Dispatcher().string(),
-                (dir_ / "script.txt").string()});
+                    (dir_ / "script.txt").string()});
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = JoinJson(out);
   EXPECT_EQ(j["options"]["concurrent"], true);

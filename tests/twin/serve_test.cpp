@@ -4,6 +4,8 @@
 // healthy. The servers make no CUDA calls, so the collector libraries only
 // have to exist, and no trace is written (the run then says there is nothing
 // to join).
+#include "twin/serve.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -23,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "twin/serve.h"
+#include "../testutil/spawn.h"
 
 extern char** environ;
 
@@ -83,29 +85,24 @@ class Serve : public ::testing::Test {
   }
 
   void Start(std::vector<std::string> args) {
-    std::vector<std::string> argv = {TWINSCOPE_BIN, "twin", "--serve", "--kernel", "k", "-o", (dir_ / "run").string(),
-                                     "--listen", "127.0.0.1:" + std::to_string(port_)};
+    std::vector<std::string> argv = {TWINSCOPE_BIN,
+                                     "twin",
+                                     "--serve",
+                                     "--kernel",
+                                     "k",
+                                     "-o",
+                                     (dir_ / "run").string(),
+                                     "--listen",
+                                     "127.0.0.1:" + std::to_string(port_)};
     argv.insert(argv.end(), args.begin(), args.end());
     argv.push_back("--");
     argv.push_back(TEST_SERVER_BIN);
     argv.push_back("--pid-file");
     argv.push_back((dir_ / "{port}.pid").string());
-    std::vector<std::string> envs;
-    for (char** e = environ; *e; ++e)
-      if (std::string(*e).rfind("TWINSCOPE_", 0) != 0) envs.push_back(*e);
-    envs.push_back("TWINSCOPE_LIB_DIR=" + (dir_ / "lib").string());
-    std::vector<char*> envp, av;
-    for (auto& s : envs) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    for (auto& a : argv) av.push_back(a.data());
-    av.push_back(nullptr);
+    const auto envs = testutil::EnvironmentWithout({"TWINSCOPE_"}, {"TWINSCOPE_LIB_DIR=" + (dir_ / "lib").string()});
     const std::string out = (dir_ / "stdout.txt").string(), err = (dir_ / "stderr.txt").string();
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ASSERT_EQ(posix_spawn(&pid_, av[0], &fa, nullptr, av.data(), envp.data()), 0);
-    posix_spawn_file_actions_destroy(&fa);
+    pid_ = testutil::SpawnWithOutput(argv, envs, out, err);
+    ASSERT_GT(pid_, 0);
   }
 
   // Waits until the mirror answers (its own /health), up to 30 s.

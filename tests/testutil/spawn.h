@@ -1,0 +1,50 @@
+// Test helper: runs a program with a given environment, its stdout and stderr
+// into files (header-only; used by the twin end-to-end and serving tests).
+#pragma once
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace twinscope::testutil {
+
+// This process's environment without the variables whose "NAME=" starts
+// with one of `drop_prefixes` (e.g. "TWINSCOPE_"), plus `add` ("NAME=value").
+inline std::vector<std::string> EnvironmentWithout(const std::vector<std::string>& drop_prefixes,
+                                                   const std::vector<std::string>& add = {}) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    bool drop = false;
+    for (const auto& p : drop_prefixes) drop = drop || kv.rfind(p, 0) == 0;
+    if (!drop) env.push_back(kv);
+  }
+  env.insert(env.end(), add.begin(), add.end());
+  return env;
+}
+
+// Starts argv[0] (a path) with `env`, stdout to `out_path`, stderr to
+// `err_path`. Returns the pid, or -1 if it could not be started.
+inline pid_t SpawnWithOutput(std::vector<std::string> argv, std::vector<std::string> env, const std::string& out_path,
+                             const std::string& err_path) {
+  std::vector<char*> av, envp;
+  for (auto& a : argv) av.push_back(a.data());
+  av.push_back(nullptr);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, av[0], &fa, nullptr, av.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  return rc == 0 ? pid : -1;
+}
+
+}  // namespace twinscope::testutil
