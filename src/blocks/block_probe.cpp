@@ -209,8 +209,8 @@ void BlockProbe::OnCallback(Sanitizer_CallbackDomain domain, Sanitizer_CallbackI
       if (cbid != SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN) return;
       const auto& g = *static_cast<const Sanitizer_GraphNodeLaunchData*>(data);
       if (config_.graph_log && g.nodeType == CU_GRAPH_NODE_TYPE_KERNEL)
-        LogInfo("graph diag: node %p exec %p launchId %u upload %u kernel %s grid %llu",
-                static_cast<void*>(g.node), static_cast<void*>(g.graphExec), g.launchId, g.isGraphUpload,
+        LogInfo("graph diag: node %p exec %p launchId %u upload %u kernel %s grid %llu", static_cast<void*>(g.node),
+                static_cast<void*>(g.graphExec), g.launchId, g.isGraphUpload,
                 g.launchData.functionName ? g.launchData.functionName : "?",
                 static_cast<unsigned long long>(g.launchData.gridId));
       if (g.nodeType == CU_GRAPH_NODE_TYPE_KERNEL && !g.isGraphUpload) {
@@ -339,9 +339,10 @@ void BlockProbe::Shutdown() {
     }
     writer_->SetMetadata("kernels_launched_most", list);
     if (!most.empty())
-      LogError("block probe: TWINSCOPE_KERNELS=\"%s\" matched no launched kernel; the kernels launched most (give a "
-               "substring of one):%s",
-               config_.patterns_spec.c_str(), text.c_str());
+      LogError(
+          "block probe: TWINSCOPE_KERNELS=\"%s\" matched no launched kernel; the kernels launched most (give a "
+          "substring of one):%s",
+          config_.patterns_spec.c_str(), text.c_str());
   }
   // No sanitizerUnsubscribe here: at exit the driver still tears down patched
   // modules and contexts (the H200 crashed at exit with it, see the top), and

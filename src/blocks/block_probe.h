@@ -318,9 +318,9 @@ class BlockProbe final : public NvtxListener {
   std::vector<HostBuffer> host_pool_;  // pinned buffers not in use (under jobs_mu_)
   uint64_t pinned_bytes_ = 0;          // all pinned buffers, in use or not (under jobs_mu_)
   std::unordered_map<CUcontext, std::unique_ptr<ContextArena>> arenas_;
-  std::unordered_map<CUcontext, OffBuffer> off_;  // never freed: launches may use it until exit
+  std::unordered_map<CUcontext, OffBuffer> off_;                  // never freed: launches may use it until exit
   std::unordered_map<uint32_t, GraphLaunchTables> graph_tables_;  // by thread id, under mu_
-  std::unordered_map<CUfunction, std::string> function_names_;     // unselected kernels seen, under mu_
+  std::unordered_map<CUfunction, std::string> function_names_;    // unselected kernels seen, under mu_
   std::unordered_map<CUfunction, uint64_t> function_off_;  // functions whose data is the off buffer (module generation)
   std::atomic<bool> off_sync_wanted_{false};
   std::atomic<uint64_t> next_seq_{0};      // process-wide launch ordinal (LaunchRecord.seq)

@@ -43,7 +43,7 @@ struct BlocksConfig {
   uint64_t max_buffered_bytes = 64ull << 20;
   uint64_t max_pending_decode_bytes = 256ull << 20;  // past it, a drain waits for the decoder thread
   bool naive = false;
-  bool graph_log = false;  // kGraphDiag "log"
+  bool graph_log = false;                // kGraphDiag "log"
   PatchMode patch = PatchMode::kAlways;  // from TWINSCOPE_BLOCKS_PATCH; default toggle when sampling
 };
 

@@ -165,7 +165,8 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, const GraphNodeRef
   const uint32_t why = sampler_->OnLaunch(MonotonicNs(), ms.patched);
   if (!(why & kSampleTaken)) {
     ++counts_[counters::kLaunchesSkipped];
-    if (ms.patched) SetUntracedLocked(d, stream, graph, true);  // an unpatched module runs no patch: nothing to hand over
+    if (ms.patched)
+      SetUntracedLocked(d, stream, graph, true);  // an unpatched module runs no patch: nothing to hand over
     return;
   }
   const uint64_t blocks = BlockCount(grid);
@@ -330,10 +331,9 @@ SanitizerResult BlockProbe::HandOverLocked(const Sanitizer_LaunchData& d, Saniti
   first.e.threads = d.blockDim_x * d.blockDim_y * d.blockDim_z;
   static_assert(sizeof first == sizeof(BlockProbeHeader) + sizeof(BlockProbeTableEntry));
   auto* base = static_cast<unsigned char*>(t->device);
-  SanitizerResult r =
-      t->entries == 0
-          ? sanitizerMemcpyHostToDeviceAsync(base, &first, sizeof first, stream)
-          : sanitizerMemcpyHostToDeviceAsync(base + BlockProbeTableBytes(t->entries), &first.e, sizeof first.e, stream);
+  SanitizerResult r = t->entries == 0 ? sanitizerMemcpyHostToDeviceAsync(base, &first, sizeof first, stream)
+                                      : sanitizerMemcpyHostToDeviceAsync(base + BlockProbeTableBytes(t->entries),
+                                                                         &first.e, sizeof first.e, stream);
   const bool first_entry = t->entries == 0;
   if (r == SANITIZER_SUCCESS) ++t->entries;
   if (r == SANITIZER_SUCCESS && first_entry) r = sanitizerSetCallbackData(d.function, t->device);
@@ -372,7 +372,7 @@ GraphTable* BlockProbe::GraphTableLocked(const Sanitizer_LaunchData& d, Sanitize
   // The span goes back (zeroed) with the next drain; it holds no blocks.
   InFlight f;
   f.record.seq = UINT64_MAX - 1;  // never a launch's
-  f.record.grid = Dim3{0, 0, 0};   // holds no blocks
+  f.record.grid = Dim3{0, 0, 0};  // holds no blocks
   f.context = d.context;
   f.module = d.module;
   f.stream = stream;
@@ -448,10 +448,13 @@ std::vector<std::pair<std::string, uint64_t>> BlockProbe::MostLaunchedLocked(siz
     const void* f = c.function.load(std::memory_order_relaxed);
     if (f == nullptr) continue;
     auto it = function_names_.find(static_cast<CUfunction>(const_cast<void*>(f)));
-    by_name[it != function_names_.end() ? Demangle(it->second) : "(unnamed)"] += c.launches.load(std::memory_order_relaxed);
+    by_name[it != function_names_.end() ? Demangle(it->second) : "(unnamed)"] +=
+        c.launches.load(std::memory_order_relaxed);
   }
   std::vector<std::pair<std::string, uint64_t>> v(by_name.begin(), by_name.end());
-  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second || (a.second == b.second && a.first < b.first); });
+  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
+    return a.second > b.second || (a.second == b.second && a.first < b.first);
+  });
   if (v.size() > n) v.resize(n);
   return v;
 }

@@ -179,8 +179,8 @@ CommandRegistration kDemo(
         s.primary_args = {"--schedule-out", "{dir}/schedule.jsonl", "--trace-requests", "{dir}/requests-primary.jsonl"};
         // The shadow runs its decode steps as CUDA graphs, as the primary does: the block probe traces
         // graph kernel nodes (docs/block-probe.md, "Graphs").
-        s.shadow_args = {"--gpu-memory-fraction", std::to_string(f->shadow_memory),
-                         "--trace-requests", "{dir}/requests-shadow.jsonl"};
+        s.shadow_args = {"--gpu-memory-fraction", std::to_string(f->shadow_memory), "--trace-requests",
+                         "{dir}/requests-shadow.jsonl"};
         demo::ChatLoadReport client;
         auto run_client = [&](const std::string& url) {
           demo::ChatLoadOptions o;

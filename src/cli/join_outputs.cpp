@@ -104,8 +104,10 @@ int JoinAndReport(const JoinOutputRequest& r, join::JoinedModel* model_out) {
 
   auto blocks = join::ReadShadowBlocks(r.shadow, join::DetailSeqs(m, kDetailLaunches));
   std::vector<join::LaunchBlocks> detail;
-  if (blocks.ok()) detail = std::move(*blocks);
-  else std::fprintf(stderr, "twinscope join: warning: block detail not read: %s\n", blocks.status().message().c_str());
+  if (blocks.ok())
+    detail = std::move(*blocks);
+  else
+    std::fprintf(stderr, "twinscope join: warning: block detail not read: %s\n", blocks.status().message().c_str());
 
   std::string error;
   const std::string json_path = r.out_dir + "/join.json";

@@ -191,7 +191,7 @@ class PrimarySink : public RecordSink {
   const TraceReader& reader_;
   const std::unordered_set<std::string>& targets_;
   std::unordered_map<StringId, bool> target_ids_;
-  std::unordered_map<uint64_t, std::vector<size_t>> waiting_;          // launches without kernel yet
+  std::unordered_map<uint64_t, std::vector<size_t>> waiting_;               // launches without kernel yet
   std::unordered_map<uint64_t, std::vector<KernelRecord>> orphan_kernels_;  // kernels without launch yet
   std::unordered_map<StringId, std::string> demangled_;
   std::unordered_map<std::string, std::string> demangled_by_name_;
@@ -297,7 +297,8 @@ StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::str
     ps.Finish();
     m.primary_side.stats = sb.Finish(preader->strings(), preader->header(), rep);
     m.primary_side.stats.path = primary_path;
-    m.primary_side.launches = m.primary_side.stats.counts.count("launch") ? m.primary_side.stats.counts.at("launch") : 0;
+    m.primary_side.launches =
+        m.primary_side.stats.counts.count("launch") ? m.primary_side.stats.counts.at("launch") : 0;
     Warn(m, "primary", rep);
     m.primary = std::move(ps.launches);
     m.steps = std::move(ps.steps);
@@ -355,7 +356,8 @@ StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::str
   return m;
 }
 
-StatusOr<std::vector<LaunchBlocks>> ReadShadowBlocks(const std::string& shadow_path, const std::vector<uint64_t>& seqs) {
+StatusOr<std::vector<LaunchBlocks>> ReadShadowBlocks(const std::string& shadow_path,
+                                                     const std::vector<uint64_t>& seqs) {
   std::string error;
   auto reader = TraceReader::Open(shadow_path, &error);
   if (!reader) return Status::Error(error);

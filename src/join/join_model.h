@@ -29,8 +29,8 @@ struct PrimaryLaunch {
   uint32_t ordinal = 0;
   uint64_t hash = 0;
   Dim3 grid{0, 0, 0}, block{0, 0, 0};
-  uint64_t cpu_ns = 0;  // launch API entry, CUPTI clock (0 if no launch record)
-  bool have_kernel = false;  // a valid kernel record (timing) is attached
+  uint64_t cpu_ns = 0;                // launch API entry, CUPTI clock (0 if no launch record)
+  bool have_kernel = false;           // a valid kernel record (timing) is attached
   uint64_t start_ns = 0, end_ns = 0;  // GPU interval, CUPTI clock
   uint32_t stream = 0, device = 0;
   bool graph = false;
@@ -68,7 +68,7 @@ struct Summary {
   uint64_t primary_target_launches = 0;
   uint64_t primary_target_unmatched = 0;
   uint64_t primary_target_without_kernel = 0;  // launch records whose kernel record is missing
-  uint64_t shadow_without_blocks = 0;  // traced launches whose block records never arrived
+  uint64_t shadow_without_blocks = 0;          // traced launches whose block records never arrived
   uint64_t time_only_evaluated = 0, time_only_agree = 0;
   uint64_t overlapped_primary_kernels = 0;
   // How the overlap flag was computed (concurrent twins), CLOCK_REALTIME ns:
@@ -143,16 +143,16 @@ struct JoinedModel {
   std::string primary_path, shadow_path;
   TraceSide primary_side, shadow_side;
   JoinOptions options;
-  std::vector<PrimaryLaunch> primary;  // target kernels' launches, in launch order
-  std::vector<ShadowLaunch> shadow;    // traced launches, by seq
-  std::vector<Match> matches;          // by shadow seq
+  std::vector<PrimaryLaunch> primary;     // target kernels' launches, in launch order
+  std::vector<ShadowLaunch> shadow;       // traced launches, by seq
+  std::vector<Match> matches;             // by shadow seq
   std::vector<size_t> shadow_unmatched;   // indices in shadow
   std::vector<size_t> primary_unmatched;  // indices in primary
   Summary summary;
-  std::vector<DriftRow> drift;  // by first appearance
-  std::vector<StepRow> steps;   // by first appearance
-  std::vector<ShapeGroup> groups;  // by kernel, then launches descending
-  uint64_t primary_t0_ns = 0;      // earliest valid primary kernel start (for relative times)
+  std::vector<DriftRow> drift;        // by first appearance
+  std::vector<StepRow> steps;         // by first appearance
+  std::vector<ShapeGroup> groups;     // by kernel, then launches descending
+  uint64_t primary_t0_ns = 0;         // earliest valid primary kernel start (for relative times)
   std::vector<std::string> warnings;  // damaged inputs, missing pieces: one line each
 };
 

@@ -52,8 +52,9 @@ json LaunchJson(const JoinedModel& m, size_t id) {
   const PrimaryLaunch& p = m.primary[mt.primary];
   const ShadowLaunch& s = m.shadow[mt.shadow];
   const auto& b = s.blocks;
-  json pj = {{"stream", p.stream}, {"device", p.device}, {"grid", Dims(p.grid)}, {"block", Dims(p.block)},
-             {"graph", p.graph},   {"overlapped", p.overlapped}, {"have_kernel", p.have_kernel}};
+  json pj = {{"stream", p.stream},          {"device", p.device}, {"grid", Dims(p.grid)},
+             {"block", Dims(p.block)},      {"graph", p.graph},   {"overlapped", p.overlapped},
+             {"have_kernel", p.have_kernel}};
   if (p.have_kernel) {
     pj["start_ns"] = p.start_ns - m.primary_t0_ns;
     pj["end_ns"] = p.end_ns - m.primary_t0_ns;
@@ -110,13 +111,14 @@ json JoinToJson(const JoinedModel& m, const JsonBounds& bounds, const std::vecto
   j["version"] = 1;
   const auto& ph = m.primary_side.stats.header;
   const auto& sh = m.shadow_side.stats.header;
-  j["primary"] = {{"path", m.primary_path},
-                  {"pid", ph.value("pid", 0)},
-                  {"command_line", ph.value("command_line", json::array())},
-                  {"read", ReadJson(m.primary_side.stats)},
-                  {"kernels", m.primary_side.stats.counts.count("kernel") ? m.primary_side.stats.counts.at("kernel") : 0},
-                  {"launches", m.primary_side.launches},
-                  {"loss", LossJson(m.primary_side.stats)}};
+  j["primary"] = {
+      {"path", m.primary_path},
+      {"pid", ph.value("pid", 0)},
+      {"command_line", ph.value("command_line", json::array())},
+      {"read", ReadJson(m.primary_side.stats)},
+      {"kernels", m.primary_side.stats.counts.count("kernel") ? m.primary_side.stats.counts.at("kernel") : 0},
+      {"launches", m.primary_side.launches},
+      {"loss", LossJson(m.primary_side.stats)}};
   json sampling = json::object();
   if (sh.contains("config") && sh["config"].is_object()) {
     for (const char* k : {"every", "max_launches", "per_second", "budget_pct", "patch_mode"})
@@ -147,10 +149,11 @@ json JoinToJson(const JoinedModel& m, const JsonBounds& bounds, const std::vecto
                   {"overlapped_primary_kernels", s.overlapped_primary_kernels},
                   {"target_kernels", s.target_kernels}};
   if (s.overlap.computed)
-    j["summary"]["overlap"] = {{"shadow_window_realtime_ns", {s.overlap.window_start, s.overlap.window_end}},
-                               {"primary_kernels_realtime_ns", {s.overlap.primary_first_kernel, s.overlap.primary_last_kernel}},
-                               {"primary_to_realtime_ns", s.overlap.primary_to_realtime},
-                               {"clock", s.overlap.clock}};
+    j["summary"]["overlap"] = {
+        {"shadow_window_realtime_ns", {s.overlap.window_start, s.overlap.window_end}},
+        {"primary_kernels_realtime_ns", {s.overlap.primary_first_kernel, s.overlap.primary_last_kernel}},
+        {"primary_to_realtime_ns", s.overlap.primary_to_realtime},
+        {"clock", s.overlap.clock}};
 
   std::vector<const DriftRow*> drift;
   for (const auto& d : m.drift) drift.push_back(&d);
@@ -258,7 +261,8 @@ void PrintJoin(std::FILE* out, const JoinedModel& m, size_t top) {
                s.primary_target_launches, s.primary_target_unmatched, s.primary_target_without_kernel);
   if (s.shadow_without_blocks) {
     std::fprintf(out,
-                 "warning: %" PRIu64 " traced shadow launches have no block records (lost in the shadow: see its "
+                 "warning: %" PRIu64
+                 " traced shadow launches have no block records (lost in the shadow: see its "
                  "counters with twinscope stats %s)\n",
                  s.shadow_without_blocks, m.shadow_path.c_str());
   }
@@ -271,18 +275,21 @@ void PrintJoin(std::FILE* out, const JoinedModel& m, size_t top) {
                  s.overlapped_primary_kernels);
     const auto& o = s.overlap;
     if (o.computed && o.primary_last_kernel != 0)
-      std::fprintf(out, "  shadow active %.3f s .. %.3f s, primary kernels %.3f s .. %.3f s (from the shadow's start; %s)\n",
+      std::fprintf(out,
+                   "  shadow active %.3f s .. %.3f s, primary kernels %.3f s .. %.3f s (from the shadow's start; %s)\n",
                    0.0, (o.window_end - o.window_start) / 1e9, (o.primary_first_kernel - o.window_start) / 1e9,
                    (o.primary_last_kernel - o.window_start) / 1e9, o.clock.c_str());
   }
   uint64_t drifting = 0;
   for (const auto& d : m.drift) drifting += (d.time_only + d.unmatched + d.shape_differs) ? 1 : 0;
-  std::fprintf(out, "drift: %" PRIu64 " of %zu top-level ranges have launches not matched exactly or of another shape\n",
+  std::fprintf(out,
+               "drift: %" PRIu64 " of %zu top-level ranges have launches not matched exactly or of another shape\n",
                drifting, m.drift.size());
   size_t shown = 0;
   for (const auto& d : m.drift) {
     if (!(d.time_only + d.unmatched + d.shape_differs) || shown++ >= 10) continue;
-    std::fprintf(out, "  %-24s exact %" PRIu64 ", time only %" PRIu64 ", unmatched %" PRIu64 ", shape differs %" PRIu64 "\n",
+    std::fprintf(out,
+                 "  %-24s exact %" PRIu64 ", time only %" PRIu64 ", unmatched %" PRIu64 ", shape differs %" PRIu64 "\n",
                  d.range.empty() ? "(no range)" : d.range.c_str(), d.exact, d.time_only, d.unmatched, d.shape_differs);
   }
   if (!m.groups.empty())
@@ -315,8 +322,8 @@ void PrintJoin(std::FILE* out, const JoinedModel& m, size_t top) {
       std::snprintf(tail, sizeof tail, "%.0f%%", b.span_ns ? 100.0 * b.tail_ns / b.span_ns : 0.0);
       std::fprintf(out, "  %6zu %-5s %-24s %10s %6u | %7" PRIu64 " %7" PRIu64 " %4u %9s %6.2f %10s\n", id,
                    MatchKindName(mt.kind), key.c_str(), p.have_kernel ? HumanNs(Dur(p)).c_str() : "-", p.stream,
-                   b.blocks_seen, sh.blocks_working, b.sms_used, per_sm, std::isnan(b.kendall_tau) ? 0.0 : b.kendall_tau,
-                   tail);
+                   b.blocks_seen, sh.blocks_working, b.sms_used, per_sm,
+                   std::isnan(b.kendall_tau) ? 0.0 : b.kendall_tau, tail);
     }
   }
 }

@@ -1013,10 +1013,12 @@ stream_sync g
 // A pattern that matches no launched kernel: the probe names the kernels it
 // saw launched most, with their counts, on stderr and in the trace.
 TEST(BlocksE2E, APatternThatMatchesNothingNamesTheKernelsLaunchedMost) {
-  AppRun r = RunApp("no_match", Script(R"(@modules
+  AppRun r = RunApp("no_match",
+                    Script(R"(@modules
 launch target neighbour_kernel 8,1,1 32,1,1 repeat=3
 launch other rms_norm_kernel 16,1,1 128,1,1 repeat=5
-launch target )" + std::string(kTarget) + R"( 4,1,1 32,1,1
+launch target )" + std::string(kTarget) +
+                           R"( 4,1,1 32,1,1
 sync
 )"),
                     {{"TWINSCOPE_KERNELS", "flash_attn"}});
@@ -1042,11 +1044,17 @@ sync
 TEST(BlocksE2E, GraphLaunchesWithSeveralNodesOfTheTargetGiveEachNodeItsBlocks) {
   std::string body = "@modules\nstream g\n";
   for (int replay = 0; replay < 3; ++replay)
-    body += "graph_begin g\ngraph target neighbour_kernel 4,1,1 32,1,1 stream=g\n"
-            "graph target " + std::string(kTarget) + " 30,1,1 64,1,1 stream=g\n"
-            "graph other rms_norm_kernel 2,1,1 32,1,1 stream=g\n"
-            "graph target " + std::string(kTarget) + " 30,1,1 64,1,1 stream=g\n"
-            "graph target " + std::string(kTarget) + " 12,1,1 128,1,1 stream=g\ngraph_end g\n";
+    body +=
+        "graph_begin g\ngraph target neighbour_kernel 4,1,1 32,1,1 stream=g\n"
+        "graph target " +
+        std::string(kTarget) +
+        " 30,1,1 64,1,1 stream=g\n"
+        "graph other rms_norm_kernel 2,1,1 32,1,1 stream=g\n"
+        "graph target " +
+        std::string(kTarget) +
+        " 30,1,1 64,1,1 stream=g\n"
+        "graph target " +
+        std::string(kTarget) + " 12,1,1 128,1,1 stream=g\ngraph_end g\n";
   AppRun r = RunApp("graph_table", Script(body + "stream_sync g\n"), {{"TWINSCOPE_KERNELS", "reshape"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.LogCount("error"), 0u) << r.log[std::min(r.LogFind("error"), r.log.size() - 1)];

@@ -202,7 +202,7 @@ TEST(Join, WrongRolesAndMissingFilesAreClearErrors) {
 TEST(Join, ConcurrentRunFlagsPrimaryKernelsInsideTheShadowsWindow) {
   testing::WriteOptions o;
   o.primary_clock_realtime_ns = 1'700'000'000'000'000'000ull;  // CUPTI time 0 is this realtime
-  auto f = WriteTwin(Dir(), Steps(1, 10), o);                    // kernels start at 1, 2, ... 10 ms (+2 us)
+  auto f = WriteTwin(Dir(), Steps(1, 10), o);                  // kernels start at 1, 2, ... 10 ms (+2 us)
   join::JoinOptions jo;
   jo.concurrent = true;
   jo.shadow_window_start_realtime_ns = o.primary_clock_realtime_ns + 3'500'000;

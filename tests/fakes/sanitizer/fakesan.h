@@ -82,11 +82,11 @@ typedef struct {
   uint64_t callbacks_after_unsubscribe; /* callbacks that would have fired had the tool stayed subscribed */
   uint64_t host_allocs;                 /* sanitizerAllocHost (pinned host memory) */
   uint64_t host_frees;
-  uint64_t modules_unpatched;             /* sanitizerUnpatchModule calls */
-  uint64_t launches_executed_unpatched;   /* ran without the patch (native) */
-  uint64_t toggles_with_module_in_flight; /* errors, see above */
-  uint64_t patch_changed_during_launch;   /* errors, see above */
-  uint64_t concurrent_patch_calls;        /* errors, see above */
+  uint64_t modules_unpatched;               /* sanitizerUnpatchModule calls */
+  uint64_t launches_executed_unpatched;     /* ran without the patch (native) */
+  uint64_t toggles_with_module_in_flight;   /* errors, see above */
+  uint64_t patch_changed_during_launch;     /* errors, see above */
+  uint64_t concurrent_patch_calls;          /* errors, see above */
   uint64_t graph_nodes_without_table_entry; /* a graph node's patch found no entry of its shape in the table */
 } FakesanStats;
 
