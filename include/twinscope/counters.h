@@ -61,6 +61,8 @@ inline constexpr char kSanitizerErrors[] = "sanitizer_errors";         // Saniti
 inline constexpr char kGraphKernelNodeLaunches[] = "graph_kernel_node_launches";
 // Block probe: tables handed out for graph launches (one per traced kernel and graph launch).
 inline constexpr char kGraphTables[] = "graph_tables";
+// Block probe: graph launches of a traced kernel on two threads at once (they share its callback data).
+inline constexpr char kGraphLaunchesOverlapping[] = "graph_launches_overlapping";
 inline constexpr char kBlocksBadBuffer[] = "blocks_bad_buffer_header";  // launches whose buffer header was wrong
 // Block probe sampling and patch toggling (docs/block-probe.md, "Patch modes").
 inline constexpr char kLaunchesMatching[] = "launches_matching";  // launches of selected kernels: traced + skipped

@@ -39,6 +39,7 @@ std::atomic<uint64_t> g_module_generation{1};
 namespace {
 
 thread_local uint64_t tl_open_launch_seq = UINT64_MAX;  // traced launch between BEGIN and END on this thread
+thread_local bool tl_graph_tables_open = false;         // this thread's graph launch has tables (graph_tables_)
 
 // Per-thread memo of what a CUfunction's launches are to the probe. Selection
 // depends on the name only, and a CUfunction handle can name another kernel
@@ -258,6 +259,11 @@ void BlockProbe::OnLaunchEnd(const Sanitizer_LaunchData& d) {
 void BlockProbe::OnGraphLaunchEnd() {
   const bool closed = tl_target_graph_open;
   tl_target_graph_open = false;
+  if (tl_graph_tables_open) {
+    tl_graph_tables_open = false;
+    std::lock_guard<std::mutex> lock(mu_);
+    graph_tables_.erase(CurrentThreadId());  // this thread's graph launch is submitted: its tables are done
+  }
   AfterLaunch(UINT64_MAX, 0, closed);
 }
 
@@ -356,6 +362,20 @@ GraphTable* BlockProbe::GraphTableLocked(const Sanitizer_LaunchData& d, Sanitize
       return &t;
     }
   *exists = false;
+  // A function has one callback data for the whole process: another thread's
+  // graph launch with a table of this kernel, not yet submitted, may see ours
+  // instead (its nodes would claim our entries of their shape). Counted.
+  for (const auto& [tid, other] : graph_tables_) {
+    if (&other == &mine) continue;
+    for (const GraphTable& t : other.tables)
+      if (t.function == d.function && ++counts_[counters::kGraphLaunchesOverlapping] == 1)
+        LogError(
+            "block probe: two threads launch CUDA graphs holding %s at the same time; their nodes share the "
+            "kernel's callback data, so blocks of one may be recorded for a node of the same shape in the other "
+            "(counted in %s)",
+            d.functionName ? d.functionName : "a traced kernel", counters::kGraphLaunchesOverlapping);
+  }
+  tl_graph_tables_open = true;
   ContextArena* arena = ArenaLocked(d.context);
   if (arena == nullptr) return nullptr;
   const uint64_t bytes = BlockProbeTableBytes(kGraphTableEntries);
