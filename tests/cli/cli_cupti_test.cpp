@@ -338,6 +338,7 @@ void ExpectTranslated(RecordE2eTest* t, const std::string& clock) {
   ASSERT_FALSE(j.is_discarded());
   const auto& p = j["status"]["tool_state"]["program_cupti"];
   EXPECT_EQ(p["failed"], 0) << p.dump();
+  ASSERT_TRUE(p.contains("timestamps")) << p.dump();
   const auto& ts = p["timestamps"];
   EXPECT_EQ(ts["how"], "translated") << ts.dump();
   EXPECT_EQ(ts["cupti_result"], 14) << ts.dump();
@@ -383,6 +384,7 @@ TEST_F(RecordE2eTest, ProgramClockAcceptedByCuptiIsNotTranslated) {
   EXPECT_EQ(r.err.find("the guard serves it instead"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("launches seen 2, kernel records 2, missing 0"), std::string::npos) << r.err;
   auto j = StatsJson();
+  ASSERT_TRUE(j["status"]["tool_state"]["program_cupti"].contains("timestamps")) << j.dump();
   const auto& ts = j["status"]["tool_state"]["program_cupti"]["timestamps"];
   EXPECT_EQ(ts["how"], "cupti") << ts.dump();
   EXPECT_EQ(ts["records_translated"], 0) << ts.dump();
