@@ -9,7 +9,8 @@
 // by subscribers of the guard's own in multi-subscriber mode
 // (guard_served.cpp): one for the program's callbacks (cuptiSubscribe), one
 // for its activity; records and callbacks reach the program's functions
-// unchanged. Every other documented entry point goes to that libcupti as is
+// unchanged (their timestamps moved into the program's own clock where it
+// registered one and CUPTI refused it: guard_timestamps.h). Every other documented entry point goes to that libcupti as is
 // (guard_forwarded.cpp). Below 13.5 CUPTI cannot hold two clients: the guard
 // refuses the calls that would take the collector's seat (the floor), so
 // twinscope's trace stays complete and the program gets a clear error.

@@ -11,6 +11,9 @@
 //   cuptiActivityEnable*(u8)  -> cuptiActivitySetAttribute_v2 with the attribute of the same meaning;
 //   cuptiActivityEnableContext-> cuptiActivityEnable_v2 (13.5 has no per-context call: every context);
 //   cuptiActivityFlushAll     -> as is (it flushes every subscriber's buffers);
+//   the program's timestamp   -> the per-subscriber attribute; where CUPTI refuses it (13.5 does beside
+//   callback                     twinscope's subscriber) the guard translates the records' timestamps into
+//                                the program's clock (guard_timestamps.h);
 //   cuptiFinalize             -> the program's subscribers are dropped; CUPTI itself is not finalized
 //                                (that would end the collector's session too).
 // In floor mode the calls that would take or disturb the collector's seat are
