@@ -305,11 +305,13 @@ void PushRecordLocked(int kind, const T& rec) {
     if (!c->kinds.count(kind)) continue;
     PendingRecord& p = c->pending.emplace_back();
     p.size = sizeof(T);
-    T copy = rec;
-    if (c->timestamp_fn) {
-      const uint64_t now = NowNs(), theirs = c->timestamp_fn();
-      Restamp(copy, [&](uint64_t t) { return t ? t - now + theirs : 0; });
+    if (!c->timestamp_fn) {
+      std::memcpy(p.bytes, &rec, sizeof(T));
+      continue;
     }
+    T copy = rec;
+    const uint64_t now = NowNs(), theirs = c->timestamp_fn();
+    Restamp(copy, [&](uint64_t t) { return t ? t - now + theirs : 0; });
     std::memcpy(p.bytes, &copy, sizeof(T));
   }
 }
