@@ -22,8 +22,8 @@
 // clocks and the TSC run off one crystal; NTP slews CLOCK_REALTIME by at most
 // 500 ppm (the kernel's limit), typically under 10 ppm, so a segment of length
 // L adds at most 5e-4 * L (1 us per 2 ms at the limit, ~5 us per 500 ms at
-// 10 ppm). The guard bounds L by re-sampling at every buffer CUPTI requests or
-// completes for the program and at every flush period of the collector
+// 10 ppm). The guard bounds L by re-sampling at every buffer CUPTI completes
+// for the program and at every flush period of the collector
 // (twinscope_guard_report, 500 ms by default). A clock that steps backwards
 // (settimeofday) resets the map.
 //

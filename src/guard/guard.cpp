@@ -100,13 +100,6 @@ void Load() {
   InitCuda();
 }
 
-std::string ResultName(CUptiResult r) {
-  const char* s = nullptr;
-  auto fn = reinterpret_cast<decltype(&cuptiGetResultString)>(Symbol("cuptiGetResultString"));
-  if (fn && fn(r, &s) == CUPTI_SUCCESS && s) return s;
-  return "CUPTI error " + std::to_string(static_cast<int>(r));
-}
-
 void Link(CallSlot& slot) {
   if (slot.linked.load(std::memory_order_acquire) || slot.linked.exchange(true)) return;
   CallSlot* head = g_slots.load();
@@ -163,6 +156,13 @@ void* Symbol(const char* name) {
 }
 
 bool HaveCupti() { return Lib().mode != Mode::kNoCupti; }
+
+std::string ResultName(CUptiResult r) {
+  const char* s = nullptr;
+  auto fn = reinterpret_cast<decltype(&cuptiGetResultString)>(Symbol("cuptiGetResultString"));
+  if (fn && fn(r, &s) == CUPTI_SUCCESS && s) return s;
+  return "CUPTI error " + std::to_string(static_cast<int>(r));
+}
 
 int NoteResult(CallSlot& slot, int result) {
   const auto r = static_cast<CUptiResult>(result);

@@ -126,8 +126,8 @@ void Resample() {
 }
 
 // The guard's v2 buffer callbacks for the program's v1 pair.
+// No clock pair here: CUPTI may ask for a buffer from deep inside a CUDA call.
 void CUPTIAPI Requested(uint8_t** buffer, size_t* size, size_t* max_records, v2::BufferRequestInfo*) {
-  Firewall("the guard's timestamp translation (buffer request)", Resample);
   if (auto fn = St().request.load(std::memory_order_acquire)) {
     fn(buffer, size, max_records);
   } else {
@@ -141,13 +141,6 @@ void CUPTIAPI Completed(uint8_t* buffer, size_t size, size_t valid, v2::BufferCo
   Firewall("the guard's timestamp translation", [&] { TranslateBuffer(buffer, valid); });
   // Context NULL and stream 0: CUPTI's buffers are global since 6.0.
   if (auto fn = St().complete.load(std::memory_order_acquire)) fn(nullptr, 0, buffer, size, valid);
-}
-
-std::string ResultName(CUptiResult r) {
-  const char* s = nullptr;
-  auto fn = reinterpret_cast<decltype(&cuptiGetResultString)>(Symbol("cuptiGetResultString"));
-  if (fn && fn(r, &s) == CUPTI_SUCCESS && s) return s;
-  return "CUPTI error";
 }
 
 }  // namespace
