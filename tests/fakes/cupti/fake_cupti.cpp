@@ -1265,94 +1265,81 @@ FAKE_EXPORT void fakecupti_set_host_clock(int on) {
   S().host_clock = on != 0;
 }
 
+namespace {
+
+// One record of type T for `kind`: its timestamps (a 500 ns interval, or one
+// instant) from `start`, its correlation id, and what `fill` sets.
+template <typename T, typename Fill>
+void EmitLocked(int kind, uint64_t start, uint32_t corr, Fill fill) {
+  T a{};
+  a.kind = static_cast<CUpti_ActivityKind>(kind);
+  if constexpr (requires { a.start; }) {
+    a.start = start;
+    a.end = start + 500;
+  } else if constexpr (requires { a.deviceTimestamp; }) {
+    a.deviceTimestamp = start;
+  } else if constexpr (requires { a.timestamp; }) {
+    a.timestamp = start;
+  }
+  if constexpr (requires { a.correlationId; }) a.correlationId = corr;
+  fill(a);
+  PushRecordLocked(kind, a);
+}
+
+}  // namespace
+
 FAKE_EXPORT uint32_t fakecupti_emit(int kind) {
   ROUTE(fakecupti_emit, kind);
   const uint32_t corr = g_correlation.fetch_add(1);
   std::lock_guard<std::mutex> lock(S().mu);
-  const uint64_t start = StampLocked(1000), end = start + 500;
+  const uint64_t start = StampLocked(1000);
   const uint32_t ctx = S().context ? S().context->id : 1;
   switch (kind) {
     case CUPTI_ACTIVITY_KIND_RUNTIME:
-    case CUPTI_ACTIVITY_KIND_DRIVER: {
-      CUpti_ActivityAPI a{};
-      a.kind = static_cast<CUpti_ActivityKind>(kind);
-      a.cbid = kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000
-                                                   : CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
-      a.start = start;
-      a.end = end;
-      a.correlationId = corr;
-      PushRecordLocked(kind, a);
+      EmitLocked<CUpti_ActivityAPI>(kind, start, corr,
+                                    [](auto& a) { a.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000; });
       break;
-    }
-    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
-      CUpti_ActivitySynchronization2 a{};
-      a.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
-      a.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
-      a.start = start;
-      a.end = end;
-      a.correlationId = corr;
-      a.contextId = ctx;
-      PushRecordLocked(kind, a);
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+      EmitLocked<CUpti_ActivityAPI>(kind, start, corr,
+                                    [](auto& a) { a.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel; });
       break;
-    }
-    case CUPTI_ACTIVITY_KIND_OVERHEAD: {
-      CUpti_ActivityOverhead3 a{};
-      a.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
-      a.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
-      a.start = start;
-      a.end = end;
-      a.correlationId = corr;
-      PushRecordLocked(kind, a);
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+      EmitLocked<CUpti_ActivitySynchronization2>(kind, start, corr, [&](auto& a) {
+        a.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+        a.contextId = ctx;
+      });
       break;
-    }
-    case CUPTI_ACTIVITY_KIND_MARKER: {
-      CUpti_ActivityMarker2 a{};
-      a.kind = CUPTI_ACTIVITY_KIND_MARKER;
-      a.flags = CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS;
-      a.timestamp = start;
-      a.id = corr;
-      PushRecordLocked(kind, a);
+    case CUPTI_ACTIVITY_KIND_OVERHEAD:
+      EmitLocked<CUpti_ActivityOverhead3>(kind, start, corr,
+                                          [](auto& a) { a.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH; });
       break;
-    }
-    case CUPTI_ACTIVITY_KIND_CUDA_EVENT: {
-      CUpti_ActivityCudaEvent2 a{};
-      a.kind = CUPTI_ACTIVITY_KIND_CUDA_EVENT;
-      a.correlationId = corr;
-      a.contextId = ctx;
-      a.deviceTimestamp = start;
-      PushRecordLocked(kind, a);
+    case CUPTI_ACTIVITY_KIND_MARKER:
+      EmitLocked<CUpti_ActivityMarker2>(kind, start, corr, [&](auto& a) {
+        a.flags = CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS;
+        a.id = corr;
+      });
       break;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMCPY2: {
-      CUpti_ActivityMemcpyPtoP4 a{};
-      a.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
-      a.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
-      a.bytes = 4096;
-      a.start = start;
-      a.end = end;
-      a.correlationId = corr;
-      PushRecordLocked(kind, a);
+    case CUPTI_ACTIVITY_KIND_CUDA_EVENT:
+      EmitLocked<CUpti_ActivityCudaEvent2>(kind, start, corr, [&](auto& a) { a.contextId = ctx; });
       break;
-    }
-    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
-      CUpti_ActivityExternalCorrelation a{};
-      a.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
-      a.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
-      a.externalId = 42;
-      a.correlationId = corr;
-      PushRecordLocked(kind, a);
+    case CUPTI_ACTIVITY_KIND_MEMCPY2:
+      EmitLocked<CUpti_ActivityMemcpyPtoP4>(kind, start, corr, [](auto& a) {
+        a.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+        a.bytes = 4096;
+      });
       break;
-    }
-    case CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER: {
-      CUpti_ActivityUnifiedMemoryCounter3 a{};
-      a.kind = CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER;
-      a.counterKind = CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD;
-      a.value = 4096;
-      a.start = start;
-      a.end = end;
-      PushRecordLocked(kind, a);
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+      EmitLocked<CUpti_ActivityExternalCorrelation>(kind, start, corr, [](auto& a) {
+        a.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
+        a.externalId = 42;
+      });
       break;
-    }
+    case CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER:
+      EmitLocked<CUpti_ActivityUnifiedMemoryCounter3>(kind, start, corr, [](auto& a) {
+        a.counterKind = CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD;
+        a.value = 4096;
+      });
+      break;
     default:
       return 0;
   }
