@@ -90,7 +90,7 @@ void TranslateBuffer(uint8_t* buffer, size_t valid) {
   CUpti_SubscriberHandle sub = s.sub.load();
   if (!sub || !l.v2.ActivityGetNextRecord) return;
   ClockPair pair;
-  const bool sampled = Sample(s, &pair);  // every record of this buffer is older than this pair
+  const bool sampled = Sample(s, &pair);  // CUPTI completes a buffer after its records: they lie before this pair
   ClockMap map;
   {
     std::lock_guard<std::mutex> lock(s.mu);
