@@ -6,7 +6,10 @@
 #
 #   1. torch.profiler GPU-kernel events in a small PyTorch program alone, under
 #      `record` on 13.5 (guard serves it) and on 13.0 (the floor: refused, told)
-#      with twinscope's own kernel records;
+#      with twinscope's own kernel records; on 13.5 CUPTI refuses Kineto's own
+#      (TSC) clock beside twinscope and the guard translates its records'
+#      timestamps: the "times" column checks them across clocks (each
+#      cudaLaunchKernel, a CUPTI record, inside its aten::add_, Kineto's own);
 #   2. the same for a program using the CUPTI activity API itself
 #      (tests/gpu/cupti_own_client.cu), and `record` finding the 13.5 wheel
 #      by itself (PYTHONPATH, no TWINSCOPE_CUPTI_LIBRARY);
@@ -185,17 +188,29 @@ def guard(name):
     p = (s or {}).get("status", {}).get("tool_state", {}).get("program_cupti")
     if not p:
         return "-"
-    return f'{p.get("mode")}: refused {p.get("refused", 0)}, failed {p.get("failed", 0)}'
+    g = f'{p.get("mode")}: refused {p.get("refused", 0)}, failed {p.get("failed", 0)}'
+    t = p.get("timestamps")
+    if t:
+        g += (f'; clock {t.get("how")} ({t.get("cupti_result")}): {t.get("records_translated", 0)} records, '
+              f'{t.get("untranslated_records", 0)} untranslated {t.get("untranslated_kinds", {})}, '
+              f'pair +-{t.get("max_pair_uncertainty_ns", "?")} ns')
+    return g
 
-rows = [("program", "run", "program's own count", "twinscope trace", "guard")]
+def times(j):
+    if not j or "launches" not in j:
+        return (j or {}).get("time_check", "-")
+    return f'{j["launches_inside_ops"]} of {j["launches"]} launches inside their op'
+
+rows = [("program", "run", "program's own count", "twinscope trace", "times", "guard")]
 for prog, key, runs in (("torch.profiler", "torch_kernel_events", ("torch_alone", "torch_rec135", "torch_rec130")),
                         ("activity API", "own_kernel_records", ("own_alone", "own_rec135", "own_rec130"))):
     for r in runs:
         j = last_json(os.path.join(log, r + ".out"))
         own = f'{j[key]} of {j.get("launched", j.get("launches"))}' if j and key in j else "no output"
         rows.append((prog, {"alone": "alone", "rec135": "record, 13.5", "rec130": "record, 13.0"}[r.split("_")[1]],
-                     own, "-" if r.endswith("alone") else ts(r), "-" if r.endswith("alone") else guard(r)))
-w = [max(len(str(r[i])) for r in rows) for i in range(5)]
+                     own, "-" if r.endswith("alone") else ts(r), times(j) if prog == "torch.profiler" else "-",
+                     "-" if r.endswith("alone") else guard(r)))
+w = [max(len(str(r[i])) for r in rows) for i in range(6)]
 for r in rows:
     print("  ".join(str(c).ljust(x) for c, x in zip(r, w)))
 s = stats("own_default")

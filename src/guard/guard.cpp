@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "cuptilib/cupti_versions.h"
 #include "guard/guard_abi.h"
+#include "guard/guard_timestamps.h"
 
 namespace twinscope::guard {
 namespace {
@@ -99,13 +100,6 @@ void Load() {
   InitCuda();
 }
 
-std::string ResultName(CUptiResult r) {
-  const char* s = nullptr;
-  auto fn = reinterpret_cast<decltype(&cuptiGetResultString)>(Symbol("cuptiGetResultString"));
-  if (fn && fn(r, &s) == CUPTI_SUCCESS && s) return s;
-  return "CUPTI error " + std::to_string(static_cast<int>(r));
-}
-
 void Link(CallSlot& slot) {
   if (slot.linked.load(std::memory_order_acquire) || slot.linked.exchange(true)) return;
   CallSlot* head = g_slots.load();
@@ -162,6 +156,13 @@ void* Symbol(const char* name) {
 }
 
 bool HaveCupti() { return Lib().mode != Mode::kNoCupti; }
+
+std::string ResultName(CUptiResult r) {
+  const char* s = nullptr;
+  auto fn = reinterpret_cast<decltype(&cuptiGetResultString)>(Symbol("cuptiGetResultString"));
+  if (fn && fn(r, &s) == CUPTI_SUCCESS && s) return s;
+  return "CUPTI error " + std::to_string(static_cast<int>(r));
+}
 
 int NoteResult(CallSlot& slot, int result) {
   const auto r = static_cast<CUptiResult>(result);
@@ -241,9 +242,12 @@ extern "C" __attribute__((visibility("default"))) const char* twinscope_guard_cl
   return g_claimed.empty() ? nullptr : g_claimed.c_str();  // set once, never changed after
 }
 
+// Read by the collector every flush period: also when the guard, translating
+// the program's timestamps, takes a fresh clock pair (clock_map.h).
 extern "C" __attribute__((visibility("default"))) size_t twinscope_guard_report(char* buf, size_t size) {
   std::string j = "{";
   bool loaded = g_loaded.load(std::memory_order_acquire);
+  if (loaded) ResampleProgramClock();
   if (loaded) {
     const Library& l = g_lib;
     j += "\"mode\":";
@@ -275,6 +279,7 @@ extern "C" __attribute__((visibility("default"))) size_t twinscope_guard_report(
   }
   j += "},\"refused\":" + std::to_string(refused) + ",\"failed\":" + std::to_string(failed) +
        ",\"records_read\":" + std::to_string(g_records.load());
+  if (std::string ts = TimestampReportJson(); !ts.empty()) j += ",\"timestamps\":" + ts;
   if (loaded && (refused || failed)) {
     j += ",\"what_to_do\":";
     JsonString(&j, refused ? "install CUPTI 13.5 (pip install nvidia-cuda-cupti==13.5.25) and record again, or run "

@@ -9,13 +9,12 @@
 // by subscribers of the guard's own in multi-subscriber mode
 // (guard_served.cpp): one for the program's callbacks (cuptiSubscribe), one
 // for its activity; records and callbacks reach the program's functions
-// unchanged. Every other documented entry point goes to that libcupti as is
-// (guard_forwarded.cpp). Below 13.5 CUPTI cannot hold two clients: the guard
-// refuses the calls that would take the collector's seat (the floor), so
-// twinscope's trace stays complete and the program gets a clear error.
-// Either way each call and its result are counted, said once on stderr and
-// reported to the collector (twinscope_guard_report), which puts them in the
-// trace's tool_state.
+// unchanged (their timestamps moved into the program's own clock where it
+// registered one and CUPTI refused it: guard_timestamps.h). Every other documented entry point goes to that libcupti as
+// is (guard_forwarded.cpp). Below 13.5 CUPTI cannot hold two clients: the guard refuses the calls that would take the
+// collector's seat (the floor), so twinscope's trace stays complete and the program gets a clear error. Either way each
+// call and its result are counted, said once on stderr and reported to the collector (twinscope_guard_report), which
+// puts them in the trace's tool_state.
 //
 // Threads: any application thread, and CUPTI's own (buffer callbacks). The
 // guard starts nothing and does nothing until the program calls CUPTI.
@@ -61,6 +60,9 @@ struct Library {
 
 // Loads the library on first use (never fails: see mode). Thread-safe.
 const Library& Lib();
+
+// CUPTI's name of a result ("CUPTI_ERROR_NOT_COMPATIBLE").
+std::string ResultName(CUptiResult r);
 
 // Counts a call and its result (guard_slots.h) and returns `r`.
 inline CUptiResult Note(CallSlot& slot, CUptiResult r) { return static_cast<CUptiResult>(NoteResult(slot, r)); }

@@ -11,6 +11,9 @@
 //   cuptiActivityEnable*(u8)  -> cuptiActivitySetAttribute_v2 with the attribute of the same meaning;
 //   cuptiActivityEnableContext-> cuptiActivityEnable_v2 (13.5 has no per-context call: every context);
 //   cuptiActivityFlushAll     -> as is (it flushes every subscriber's buffers);
+//   the program's timestamp   -> the per-subscriber attribute; where CUPTI refuses it (13.5 does beside
+//   callback                     twinscope's subscriber) the guard translates the records' timestamps into
+//                                the program's clock (guard_timestamps.h);
 //   cuptiFinalize             -> the program's subscribers are dropped; CUPTI itself is not finalized
 //                                (that would end the collector's session too).
 // In floor mode the calls that would take or disturb the collector's seat are
@@ -19,11 +22,13 @@
 #include <cupti.h>
 
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <set>
 
 #include "base/log.h"
 #include "guard/guard.h"
+#include "guard/guard_timestamps.h"
 
 #define GUARD_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -31,8 +36,6 @@ namespace twinscope::guard {
 namespace {
 
 namespace v2 = cupti::v2;
-
-struct ProgramBuffers {};  // tag of the program's v1->v2 buffer bridge
 
 std::atomic<CUpti_SubscriberHandle> g_program{nullptr};  // the program's callback subscriber
 std::mutex g_kinds_mu;
@@ -105,6 +108,19 @@ CUptiResult DisableKind(const Library& l, CUpti_ActivityKind kind) {
     g_kinds.erase(kind);
   }
   return r;
+}
+
+// An activity attribute on the guard's activity subscriber; the program's
+// timestamp callback (attribute 22) is served even where CUPTI refuses it.
+CUptiResult SetAttribute(const Library& l, CUpti_SubscriberHandle sub, CUpti_ActivityAttribute attr, size_t* size,
+                         void* value) {
+  CUptiResult r = l.v2.ActivitySetAttribute(sub, attr, size, value);
+  if (static_cast<int>(attr) != v2::kAttrTimestampCallback || !size || *size != sizeof(CUpti_TimestampCallbackFunc) ||
+      !value)
+    return r;
+  CUpti_TimestampCallbackFunc fn;
+  std::memcpy(&fn, value, sizeof fn);
+  return ServeTimestampCallback(sub, fn, r);
 }
 
 }  // namespace
@@ -201,7 +217,7 @@ GUARD_EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackReq
   return Serve1(slot_, [&](const Library& l) {
     if (!requested || !completed) return CUPTI_ERROR_INVALID_PARAMETER;
     ACTIVITY_SUBSCRIBER(sub);
-    return v2::BufferBridge<ProgramBuffers>::Register(l.v2, sub, requested, completed);
+    return RegisterProgramBuffers(l, sub, requested, completed);
   });
 }
 
@@ -246,7 +262,7 @@ GUARD_EXPORT CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute attr,
   SLOT("cuptiActivitySetAttribute");
   return Serve1(slot_, [&](const Library& l) {
     ACTIVITY_SUBSCRIBER(sub);
-    return l.v2.ActivitySetAttribute(sub, attr, size, value);
+    return SetAttribute(l, sub, attr, size, value);
   });
 }
 
@@ -299,12 +315,15 @@ GUARD_EXPORT CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, ui
   });
 }
 
+// The per-subscriber attribute first; if CUPTI refuses it, the guard
+// translates (guard_timestamps.h). NULL is refused, as the legacy call does.
 GUARD_EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc fn) {
   SLOT("cuptiActivityRegisterTimestampCallback");
   return Serve1(slot_, [&](const Library& l) {
+    if (!fn) return CUPTI_ERROR_INVALID_PARAMETER;
     ACTIVITY_SUBSCRIBER(sub);
     size_t size = sizeof fn;
-    return l.v2.ActivitySetAttribute(sub, static_cast<CUpti_ActivityAttribute>(v2::kAttrTimestampCallback), &size, &fn);
+    return SetAttribute(l, sub, static_cast<CUpti_ActivityAttribute>(v2::kAttrTimestampCallback), &size, &fn);
   });
 }
 
@@ -339,6 +358,7 @@ GUARD_EXPORT CUptiResult cuptiGetTimestamp(uint64_t* timestamp) {
   return Run(
       slot_, Floor::kPassV1,
       [&](const Library& l) {
+        if (ProgramTimestamp(timestamp)) return CUPTI_SUCCESS;  // the program's own clock, once registered
         ACTIVITY_SUBSCRIBER(sub);
         return l.v2.GetTimestamp(sub, timestamp);
       },
@@ -354,6 +374,7 @@ GUARD_EXPORT CUptiResult cuptiFinalize(void) {
       for (CUpti_ActivityKind kind : g_kinds) l.v2.ActivityDisable(sub, kind, nullptr);
       g_kinds.clear();
     }
+    ForgetTimestampCallback();
     ResetActivitySubscriber();
     if (CUpti_SubscriberHandle program = g_program.exchange(nullptr)) l.Unsubscribe(program);
     return CUPTI_SUCCESS;

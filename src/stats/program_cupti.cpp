@@ -54,6 +54,16 @@ std::string ProgramCuptiSummary(const nlohmann::json& status) {
   else
     line += "mode " + (mode.empty() ? std::string("unknown") : mode);
   if (uint64_t failed = Num(*p, "failed")) line += "; " + std::to_string(failed) + " failed";
+  if (p->contains("timestamps") && (*p)["timestamps"].is_object()) {
+    const nlohmann::json& t = (*p)["timestamps"];
+    if (Str(t, "how") == "translated")
+      line += "; its own timestamp clock: CUPTI refused it beside twinscope (" +
+              t.value("cupti_result", nlohmann::json(0)).dump() + "), so its timestamps are translated by the guard (" +
+              std::to_string(Num(t, "records_translated")) + " records, " + std::to_string(Num(t, "clock_pairs")) +
+              " clock pairs)";
+    else if (Str(t, "how") == "cupti")
+      line += "; its own timestamp clock: set in CUPTI";
+  }
   return line;
 }
 
@@ -69,6 +79,22 @@ std::vector<std::string> ProgramCuptiProblems(const nlohmann::json& status) {
   if (uint64_t failed = Num(*p, "failed"))
     out.push_back("the program's own CUPTI client may be incomplete: " + std::to_string(failed) +
                   " of its CUPTI calls failed (" + Calls(*p, "failed") + "); what to do: " + todo);
+  if (p->contains("timestamps") && (*p)["timestamps"].is_object()) {
+    const nlohmann::json& t = (*p)["timestamps"];
+    const uint64_t raw = Num(t, "untranslated_records") + Num(t, "records_before_clock");
+    if (raw && Str(t, "how") == "translated") {
+      std::string kinds;
+      if (t.contains("untranslated_kinds") && t["untranslated_kinds"].is_object())
+        for (const auto& [kind, n] : t["untranslated_kinds"].items())
+          kinds += (kinds.empty() ? "" : ", ") + std::string("kind ") + kind + ": " + n.dump();
+      if (uint64_t early = Num(t, "records_before_clock"))
+        kinds += (kinds.empty() ? "" : ", ") + std::to_string(early) + " before the first clock pair";
+      out.push_back("the program's own CUPTI client got " + std::to_string(raw) + (raw == 1 ? " record" : " records") +
+                    " in CUPTI's clock instead of its own (" + kinds +
+                    "): the guard translates only the activity kinds whose layout it knows; what to do: for those "
+                    "kinds, run the program's profiler without `twinscope record`");
+    }
+  }
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -259,6 +260,137 @@ TEST_F(RecordE2eTest, RecordUsesTheNewestCuptiItFinds) {
                 "PYTHONPATH='" + (dir_ / "site").string() + "' TWINSCOPE_CUPTI_LIBRARY='" + kFake130 + "'");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("at " + kFake130 + " (TWINSCOPE_CUPTI_LIBRARY)"), std::string::npos) << r.err;
+}
+
+// ---- The program's own timestamp clock (Kineto registers its TSC) --------------------
+
+// The own_clock scenario's "OWN_CLOCK <kind> records N in_clock M durations_ok D" lines.
+struct KindSeen {
+  uint64_t records = 0, in_clock = 0, durations_ok = 0;
+};
+std::map<std::string, KindSeen> ClockLines(const std::string& out) {
+  std::map<std::string, KindSeen> kinds;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    char name[64];
+    unsigned long long n, c, d;
+    if (std::sscanf(line.c_str(), "OWN_CLOCK %63s records %llu in_clock %llu durations_ok %llu", name, &n, &c, &d) == 4)
+      kinds[name] = KindSeen{n, c, d};
+  }
+  return kinds;
+}
+
+// The kinds the guard translates, as the scenario emits them (one record
+// each, two kernels); external_correlation carries no timestamp and
+// unified_memory_counter is a kind the guard does not know.
+const char* const kTranslatedKinds[] = {"concurrent_kernel", "memcpy",   "memset",     "runtime", "driver",
+                                        "synchronization",   "overhead", "cuda_event", "marker",  "memcpy2"};
+
+// Every translated record lies in the program's window in its own clock (the
+// scenario allows 1 ms either side: the guard's error is the worst clock
+// pair's half-bracket, well under that even on a loaded machine, while a
+// record left in CUPTI's clock is off by 10^15 ns, or by twice the machine's
+// uptime for the TSC-like clock) and keeps its duration in the program's
+// units within 5% (the rate of the TSC-like clock is 3, not 1).
+void ExpectInProgramClock(const std::map<std::string, KindSeen>& kinds, bool durations, const std::string& out) {
+  for (const char* name : kTranslatedKinds) {
+    auto it = kinds.find(name);
+    ASSERT_NE(it, kinds.end()) << name << "\n" << out;
+    EXPECT_EQ(it->second.records, std::string(name) == "concurrent_kernel" ? 2u : 1u) << name;
+    EXPECT_EQ(it->second.in_clock, it->second.records) << name << " records outside the program's clock\n" << out;
+    if (durations) EXPECT_EQ(it->second.durations_ok, it->second.records) << name << "\n" << out;
+  }
+  EXPECT_EQ(kinds.at("external_correlation").records, 1u) << out;
+  EXPECT_NE(out.find("OWN_TIMESTAMP_IN_CLOCK 1"), std::string::npos) << "cuptiGetTimestamp: the program's clock\n"
+                                                                     << out;
+}
+
+// The "OWN <call> <result>" lines whose result is not 0.
+std::string FailedCalls(const std::string& out) {
+  std::istringstream in(out);
+  std::string line, failed;
+  while (std::getline(in, line))
+    if (line.rfind("OWN cupti", 0) == 0 && line.substr(line.size() - 2) != " 0") failed += line + "\n";
+  return failed;
+}
+
+// CUPTI 13.5 refuses the program's clock beside twinscope's subscriber (14);
+// the guard serves the call anyway and translates every record it knows.
+void ExpectTranslated(RecordE2eTest* t, const std::string& clock) {
+  const std::string env =
+      "LD_LIBRARY_PATH='" FAKE_CUPTI_DIR "' OWN_CLOCK=" + clock + " TWINSCOPE_CUPTI_LIBRARY='" + kFake135 + "'";
+  Outcome r = t->RecordEnv("", "own_clock", env);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("OWN cuptiActivityRegisterTimestampCallback 0"), std::string::npos) << r.out;
+  EXPECT_EQ(FailedCalls(r.out), "") << "every CUPTI call of the program succeeds";
+  auto kinds = ClockLines(r.out);
+  ExpectInProgramClock(kinds, true, r.out);
+  // The kind the guard does not know reaches the program as CUPTI made it.
+  EXPECT_EQ(kinds["unified_memory_counter"].records, 1u) << r.out;
+  EXPECT_EQ(kinds["unified_memory_counter"].in_clock, 0u) << r.out;
+  EXPECT_EQ(Count(r.err, "the guard serves it instead"), 1u) << r.err;
+  EXPECT_NE(r.err.find("CUPTI_ERROR_NOT_COMPATIBLE (14)"), std::string::npos) << r.err;
+  EXPECT_EQ(Count(r.err, "records of activity kind 25 reach it in CUPTI's clock"), 1u) << r.err;
+  EXPECT_NE(r.err.find("launches seen 2, kernel records 2, missing 0"), std::string::npos) << r.err;
+
+  auto j = t->StatsJson();
+  ASSERT_FALSE(j.is_discarded());
+  const auto& p = j["status"]["tool_state"]["program_cupti"];
+  EXPECT_EQ(p["failed"], 0) << p.dump();
+  ASSERT_TRUE(p.contains("timestamps")) << p.dump();
+  const auto& ts = p["timestamps"];
+  EXPECT_EQ(ts["how"], "translated") << ts.dump();
+  EXPECT_EQ(ts["cupti_result"], 14) << ts.dump();
+  EXPECT_EQ(ts["records_translated"], 11) << ts.dump();
+  EXPECT_EQ(ts["records_without_timestamps"], 1) << ts.dump();
+  EXPECT_EQ(ts["untranslated_records"], 1) << ts.dump();
+  EXPECT_EQ(ts["untranslated_kinds"], nlohmann::json({{"25", 1}})) << ts.dump();
+  EXPECT_GE(ts["clock_pairs"].get<int>(), 2) << ts.dump();
+  ASSERT_EQ(j["problems"].size(), 1u) << j["problems"].dump();
+  EXPECT_NE(j["problems"][0].get<std::string>().find("got 1 record in CUPTI's clock instead of its own (kind 25: 1)"),
+            std::string::npos)
+      << j["problems"][0];
+  Outcome s = Shell(std::string(TWINSCOPE_BIN) + " stats '" + t->Trace() + "'", t->dir_);
+  EXPECT_NE(s.out.find("so its timestamps are translated by the guard (11 records"), std::string::npos) << s.out;
+}
+
+TEST_F(RecordE2eTest, ProgramClockOffsetIsTranslatedWhereCuptiRefusesIt) {
+  // The scenario and the fake agree alone: CUPTI itself stamps in the program's clock.
+  Outcome alone = Alone("own_clock", "LD_LIBRARY_PATH='" FAKE_CUPTI135_DIR "' OWN_CLOCK=offset");
+  ASSERT_EQ(alone.code, 0) << alone.err;
+  auto kinds = ClockLines(alone.out);
+  ExpectInProgramClock(kinds, true, alone.out);
+  EXPECT_EQ(kinds["unified_memory_counter"].in_clock, 1u) << alone.out;
+  ExpectTranslated(this, "offset");
+}
+
+// A clock of another rate (Kineto's TSC ticks, not ns).
+TEST_F(RecordE2eTest, ProgramClockOfAnotherRateIsTranslated) { ExpectTranslated(this, "tsc"); }
+
+// The program's client starts before the collector: CUPTI accepts its clock on
+// the guard's subscriber and stamps the records itself; the guard must not
+// translate them again.
+TEST_F(RecordE2eTest, ProgramClockAcceptedByCuptiIsNotTranslated) {
+  const std::string env = "LD_LIBRARY_PATH='" FAKE_CUPTI_DIR
+                          "' OWN_CLOCK=offset OWN_CLOCK_FIRST=1 TWINSCOPE_CUPTI_LIBRARY='" +
+                          kFake135 + "'";
+  Outcome r = RecordEnv("", "own_clock", env);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("OWN cuptiActivityRegisterTimestampCallback 0"), std::string::npos) << r.out;
+  auto kinds = ClockLines(r.out);
+  ExpectInProgramClock(kinds, true, r.out);
+  EXPECT_EQ(kinds["unified_memory_counter"].in_clock, 1u) << r.out;  // CUPTI stamped every kind
+  EXPECT_EQ(r.err.find("the guard serves it instead"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("launches seen 2, kernel records 2, missing 0"), std::string::npos) << r.err;
+  auto j = StatsJson();
+  ASSERT_TRUE(j["status"]["tool_state"]["program_cupti"].contains("timestamps")) << j.dump();
+  const auto& ts = j["status"]["tool_state"]["program_cupti"]["timestamps"];
+  EXPECT_EQ(ts["how"], "cupti") << ts.dump();
+  EXPECT_EQ(ts["records_translated"], 0) << ts.dump();
+  EXPECT_EQ(j["problems"].size(), 0u) << j["problems"].dump();
+  Outcome s = Shell(std::string(TWINSCOPE_BIN) + " stats '" + Trace() + "'", dir_);
+  EXPECT_NE(s.out.find("its own timestamp clock: set in CUPTI"), std::string::npos) << s.out;
 }
 
 }  // namespace

@@ -11,11 +11,16 @@
 // its own, as a program using torch.profiler is: own_client with the legacy
 // (v1) API, the way Kineto calls it (OWN_UNCOVERED=1 adds an entry point the
 // guard does not serve), own_v2_client with 13.5's multi-subscriber API.
+// Scenario own_clock is such a client with a clock of its own, as Kineto
+// registers its TSC: every kind of record it enabled must come in that clock
+// (OWN_CLOCK=offset: CLOCK_MONOTONIC + 10^15; OWN_CLOCK=tsc: 3 ticks per ns;
+// OWN_CLOCK_FIRST=1: the client starts before the collector is injected).
 #include <cupti.h>
 #include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -158,6 +163,139 @@ void CUPTIAPI V2Client::Completed(uint8_t* buffer, size_t, size_t valid, twinsco
 }
 
 }  // namespace own
+
+// ---- A CUPTI client with its own clock ------------------------------------------------
+
+namespace own_clock {
+
+uint64_t g_scale = 1, g_offset = 1'000'000'000'000'000ull;
+
+uint64_t MonotonicNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+uint64_t CUPTIAPI Clock() { return g_scale * MonotonicNs() + g_offset; }
+
+// The program's window, in its clock: every record it gets must lie inside
+// (give or take the tolerance, see cli_cupti_test.cpp).
+std::atomic<uint64_t> g_lo{0}, g_hi{0};
+constexpr uint64_t kToleranceNs = 1'000'000;
+
+struct Kind {
+  CUpti_ActivityKind kind;
+  const char* name;
+  uint64_t duration_ns;  // what the fake CUPTI gives the kind (0: one timestamp)
+  std::atomic<uint64_t> records{0}, in_clock{0}, durations_ok{0};
+};
+Kind g_kinds[] = {
+    {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "concurrent_kernel", 1000},
+    {CUPTI_ACTIVITY_KIND_MEMCPY, "memcpy", 500},
+    {CUPTI_ACTIVITY_KIND_MEMSET, "memset", 500},
+    {CUPTI_ACTIVITY_KIND_RUNTIME, "runtime", 500},
+    {CUPTI_ACTIVITY_KIND_DRIVER, "driver", 500},
+    {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "synchronization", 500},
+    {CUPTI_ACTIVITY_KIND_OVERHEAD, "overhead", 500},
+    {CUPTI_ACTIVITY_KIND_MARKER, "marker", 0},
+    {CUPTI_ACTIVITY_KIND_CUDA_EVENT, "cuda_event", 0},
+    {CUPTI_ACTIVITY_KIND_MEMCPY2, "memcpy2", 500},
+    {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "external_correlation", 0},
+    {CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER, "unified_memory_counter", 500},
+};
+
+// start/end of a record as a client built against CUPTI 13.0 reads them.
+bool Times(const CUpti_Activity* r, uint64_t* start, uint64_t* end) {
+  auto both = [&](const auto* a) {
+    *start = a->start;
+    *end = a->end;
+    return true;
+  };
+  switch (r->kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      return both(reinterpret_cast<const CUpti_ActivityKernel10*>(r));
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+      return both(reinterpret_cast<const CUpti_ActivityMemcpy6*>(r));
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+      return both(reinterpret_cast<const CUpti_ActivityMemset4*>(r));
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+      return both(reinterpret_cast<const CUpti_ActivityAPI*>(r));
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+      return both(reinterpret_cast<const CUpti_ActivitySynchronization2*>(r));
+    case CUPTI_ACTIVITY_KIND_OVERHEAD:
+      return both(reinterpret_cast<const CUpti_ActivityOverhead3*>(r));
+    case CUPTI_ACTIVITY_KIND_MEMCPY2:
+      return both(reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(r));
+    case CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER:
+      return both(reinterpret_cast<const CUpti_ActivityUnifiedMemoryCounter3*>(r));
+    case CUPTI_ACTIVITY_KIND_MARKER:
+      *start = *end = reinterpret_cast<const CUpti_ActivityMarker2*>(r)->timestamp;
+      return true;
+    case CUPTI_ACTIVITY_KIND_CUDA_EVENT:
+      *start = *end = reinterpret_cast<const CUpti_ActivityCudaEvent2*>(r)->deviceTimestamp;
+      return true;
+    default:
+      return false;
+  }
+}
+
+void CUPTIAPI Completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  const uint64_t tol = kToleranceNs * g_scale, lo = g_lo.load() - tol, hi = g_hi.load() + tol;
+  CUpti_Activity* r = nullptr;
+  while (cuptiActivityGetNextRecord(buffer, valid, &r) == CUPTI_SUCCESS) {
+    for (Kind& k : g_kinds) {
+      if (k.kind != r->kind) continue;
+      k.records.fetch_add(1);
+      uint64_t start = 0, end = 0;
+      if (!Times(r, &start, &end)) break;
+      if (start >= lo && end <= hi && start <= end) k.in_clock.fetch_add(1);
+      // The duration in the program's units, within 5%.
+      const double d = static_cast<double>(end - start), want = static_cast<double>(k.duration_ns * g_scale);
+      if (end >= start && d >= want * 0.95 && d <= want * 1.05) k.durations_ok.fetch_add(1);
+    }
+  }
+  std::free(buffer);
+}
+
+void Start() {
+  const char* clock = std::getenv("OWN_CLOCK");
+  if (clock && std::string(clock) == "tsc") {
+    g_scale = 3;  // a 3 GHz TSC: ticks, not ns
+    g_offset = 12345;
+  }
+  own::Say("cuptiActivityRegisterTimestampCallback", cuptiActivityRegisterTimestampCallback(Clock));
+  own::Say("cuptiActivityRegisterCallbacks", cuptiActivityRegisterCallbacks(own::Requested, Completed));
+  for (Kind& k : g_kinds) own::Say("cuptiActivityEnable", cuptiActivityEnable(k.kind));
+}
+
+void Run() {
+  fakecupti_set_host_clock(1);  // here: it goes to the copy of the fake that holds the driver by now
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a profile's setup, before its window
+  g_lo.store(Clock());
+  Launch("_Z5clockv", 2, 64);
+  Launch("_Z5clockv", 2, 64);
+  fakecupti_memcpy(4096);
+  fakecupti_memset(4096);
+  for (const Kind& k : g_kinds)
+    if (k.kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && k.kind != CUPTI_ACTIVITY_KIND_MEMCPY &&
+        k.kind != CUPTI_ACTIVITY_KIND_MEMSET)
+      fakecupti_emit(k.kind);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // past every record's end
+  g_hi.store(Clock());
+  uint64_t t = 0;
+  own::Say("cuptiGetTimestamp", cuptiGetTimestamp(&t));
+  const uint64_t after = Clock();
+  std::printf("OWN_TIMESTAMP_IN_CLOCK %d\n", t >= g_hi.load() && t <= after ? 1 : 0);
+  own::Say("cuptiActivityFlushAll", cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  for (const Kind& k : g_kinds)
+    std::printf("OWN_CLOCK %s records %llu in_clock %llu durations_ok %llu\n", k.name,
+                static_cast<unsigned long long>(k.records.load()), static_cast<unsigned long long>(k.in_clock.load()),
+                static_cast<unsigned long long>(k.durations_ok.load()));
+  for (const Kind& k : g_kinds) own::Say("cuptiActivityDisable", cuptiActivityDisable(k.kind));
+  own::Say("cuptiFinalize", cuptiFinalize());
+}
+
+}  // namespace own_clock
 
 void WriteFakeState(const char* path) {
   if (!path) return;
@@ -397,6 +535,14 @@ int Run(const std::string& scenario, Phase phase = Phase::kMain) {
     }
     for (int i = 0; i < 2; ++i) Launch("_Z5afterv", 1, 32);
     fakecupti_flush();
+  } else if (scenario == "own_clock") {
+    const bool first = std::getenv("OWN_CLOCK_FIRST") != nullptr;
+    if (phase == Phase::kBeforeInjection) {
+      if (first) own_clock::Start();
+      return 0;
+    }
+    if (!first) own_clock::Start();
+    own_clock::Run();
   } else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
     return 2;
@@ -414,7 +560,7 @@ int main(int argc, char** argv) {
   std::string scenario = argv[2];
   if (scenario == "held") fakecupti_hold_seat();
   if (scenario == "sigterm_handler") signal(SIGTERM, AppHandler);
-  if (scenario == "own_first") Run(scenario, Phase::kBeforeInjection);
+  if (scenario == "own_first" || scenario == "own_clock") Run(scenario, Phase::kBeforeInjection);
   if (std::string(argv[1]) != "none")
     if (int rc = LoadInjection(argv[1])) return rc;
   fakecupti_create_context(0);

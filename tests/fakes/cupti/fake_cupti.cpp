@@ -21,7 +21,17 @@
 // -Bsymbolic, so a preloaded interposer never sees its internal calls.
 //
 // The fake's lock is never held while it calls into a client, because
-// clients call back into the fake (timestamps, record iteration).
+// clients call back into the fake (timestamps, record iteration); the one
+// exception is a client's timestamp callback (a clock read, as CUPTI uses it).
+//
+// Timestamps: by default records carry a synthetic GPU clock; with
+// fakecupti_set_host_clock(1) they are stamped from the fake's own
+// cuptiGetTimestamp clock. A client's timestamp callback (v1 registration, or
+// the 13.5 attribute CUPTI_ACTIVITY_ATTR_TIMESTAMP_CALLBACK) moves its copies of
+// the records into the callback's clock by the callback's offset at the time
+// the record is made (exact for a clock that only differs by an offset). Like
+// CUPTI 13.5 on the H200, the attribute is refused with
+// CUPTI_ERROR_NOT_COMPATIBLE while another subscriber has activity enabled.
 #include <cupti.h>
 #include <dlfcn.h>
 #include <time.h>
@@ -90,7 +100,8 @@ struct Client {
   v2::CompleteFn complete2 = nullptr;
   std::vector<PendingRecord> pending;
   uint64_t dropped_to_report = 0;
-  std::map<int, std::vector<uint64_t>> correlation;  // external correlation id stacks
+  std::map<int, std::vector<uint64_t>> correlation;    // external correlation id stacks
+  CUpti_TimestampCallbackFunc timestamp_fn = nullptr;  // the client's own clock
 };
 
 struct State {
@@ -103,6 +114,7 @@ struct State {
   int mode = -1;                    // -1: no client yet, 0: single subscriber, 1: multi-subscriber
   std::map<int, int64_t> attributes;
   uint64_t gpu_clock = 1'000'000'000;
+  bool host_clock = false;  // stamp records from NowNs() (fakecupti_set_host_clock)
   uint64_t kernel_records_made = 0;
   uint64_t invalid_every = 0;
   int invalid_mode = 0;
@@ -120,6 +132,8 @@ State& S() {
 }
 
 std::atomic<uint32_t> g_correlation{1};
+// The legacy client's timestamp callback, read by cuptiGetTimestamp without the lock.
+std::atomic<CUpti_TimestampCallbackFunc> g_legacy_timestamp_fn{nullptr};
 std::atomic<uint64_t> g_buffers_completed{0};
 // The clients Fire() walks, lock-free (published by RebuildLocked).
 constexpr int kMaxClients = 8;
@@ -265,6 +279,24 @@ uint32_t ApiCall(CUpti_CallbackDomain domain, uint32_t cbid, const char* fname, 
   return corr;
 }
 
+// The timestamp fields of each record type the fake makes, for clients with
+// a clock of their own.
+template <typename F>
+void Restamp(CUpti_ActivityKernel10& r, F f) {
+  for (uint64_t* t : {&r.start, &r.end, &r.completed, &r.queued, &r.submitted}) *t = f(*t);
+}
+template <typename T, typename F>
+void Restamp(T& r, F f) {
+  if constexpr (requires { r.start; }) {
+    r.start = f(r.start);
+    r.end = f(r.end);
+  } else if constexpr (requires { r.deviceTimestamp; }) {
+    r.deviceTimestamp = f(r.deviceTimestamp);
+  } else if constexpr (requires { r.timestamp; }) {
+    r.timestamp = f(r.timestamp);
+  }
+}
+
 // Every client that enabled `kind` gets its own copy of the record.
 template <typename T>
 void PushRecordLocked(int kind, const T& rec) {
@@ -273,8 +305,23 @@ void PushRecordLocked(int kind, const T& rec) {
     if (!c->kinds.count(kind)) continue;
     PendingRecord& p = c->pending.emplace_back();
     p.size = sizeof(T);
-    std::memcpy(p.bytes, &rec, sizeof(T));
+    if (!c->timestamp_fn) {
+      std::memcpy(p.bytes, &rec, sizeof(T));
+      continue;
+    }
+    T copy = rec;
+    const uint64_t now = NowNs(), theirs = c->timestamp_fn();
+    Restamp(copy, [&](uint64_t t) { return t ? t - now + theirs : 0; });
+    std::memcpy(p.bytes, &copy, sizeof(T));
   }
+}
+
+// The start of the next record (the synthetic GPU clock advances either way).
+uint64_t StampLocked(uint64_t advance) {
+  State& s = S();
+  const uint64_t t = s.host_clock ? NowNs() : s.gpu_clock;
+  s.gpu_clock += advance;
+  return t;
 }
 
 void KernelRecordLocked(CUfunc_st* f, const unsigned grid[3], const unsigned block[3], uint32_t corr, uint64_t node_id,
@@ -287,9 +334,8 @@ void KernelRecordLocked(CUfunc_st* f, const unsigned grid[3], const unsigned blo
   }
   CUpti_ActivityKernel10 k{};
   k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-  k.start = s.gpu_clock;
-  k.end = s.gpu_clock + 1000;
-  s.gpu_clock += 2000;
+  k.start = StampLocked(2000);
+  k.end = k.start + 1000;
   s.kernel_records_made++;
   if (s.invalid_every && s.kernel_records_made % s.invalid_every == 0) {
     if (s.invalid_mode == 0)
@@ -321,8 +367,7 @@ void KernelRecordLocked(CUfunc_st* f, const unsigned grid[3], const unsigned blo
 
 void CopyRecordLocked(bool memset, uint64_t bytes, uint32_t corr, uint64_t node_id, uint32_t graph_id) {
   State& s = S();
-  uint64_t start = s.gpu_clock, end = s.gpu_clock + 500;
-  s.gpu_clock += 1000;
+  uint64_t start = StampLocked(1000), end = start + 500;
   if (memset) {
     CUpti_ActivityMemset4 m{};
     m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
@@ -754,6 +799,16 @@ FAKE_EXPORT CUptiResult cuptiActivityEnableLatencyTimestamps(uint8_t enable) {
   return CUPTI_SUCCESS;
 }
 
+FAKE_EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc fn) {
+  if (!fn) return CUPTI_ERROR_INVALID_PARAMETER;
+  std::lock_guard<std::mutex> lock(S().mu);
+  Client* c = nullptr;
+  if (CUptiResult r = V1TargetLocked(&c); r != CUPTI_SUCCESS) return r;
+  c->timestamp_fn = fn;
+  g_legacy_timestamp_fn.store(fn, std::memory_order_release);
+  return CUPTI_SUCCESS;
+}
+
 // A legacy activity call no guard serves (the tests' uncovered entry point).
 FAKE_EXPORT CUptiResult cuptiActivityConfigureUnifiedMemoryCounter(CUpti_ActivityUnifiedMemoryCounterConfig*,
                                                                    uint32_t) {
@@ -774,13 +829,15 @@ FAKE_EXPORT CUptiResult cuptiFinalize(void) {
   }
   s.v2_clients.clear();
   s.legacy = nullptr;
+  g_legacy_timestamp_fn.store(nullptr);
   s.mode = -1;
   RebuildLocked();
   return CUPTI_SUCCESS;
 }
 
 FAKE_EXPORT CUptiResult cuptiGetTimestamp(uint64_t* t) {
-  *t = NowNs();
+  CUpti_TimestampCallbackFunc fn = g_legacy_timestamp_fn.load(std::memory_order_acquire);
+  *t = fn ? fn() : NowNs();
   return CUPTI_SUCCESS;
 }
 
@@ -881,7 +938,14 @@ FAKE_EXPORT CUptiResult cuptiActivityGetNumDroppedRecords_v2(CUpti_SubscriberHan
 
 FAKE_EXPORT CUptiResult cuptiActivitySetAttribute_v2(CUpti_SubscriberHandle h, CUpti_ActivityAttribute attr,
                                                      size_t* size, void* value) {
-  return WithClient(h, [&](Client*) { return SetAttributeLocked(attr, size, value); });
+  return WithClient(h, [&](Client* c) {
+    if (static_cast<int>(attr) != v2::kAttrTimestampCallback) return SetAttributeLocked(attr, size, value);
+    if (!size || *size != sizeof(CUpti_TimestampCallbackFunc) || !value) return CUPTI_ERROR_INVALID_PARAMETER;
+    for (const Client* other : ClientsLocked())
+      if (other != c && !other->kinds.empty()) return CUPTI_ERROR_NOT_COMPATIBLE;  // as on the H200
+    std::memcpy(&c->timestamp_fn, value, sizeof c->timestamp_fn);
+    return CUPTI_SUCCESS;
+  });
 }
 
 FAKE_EXPORT CUptiResult cuptiActivityGetAttribute_v2(CUpti_SubscriberHandle h, CUpti_ActivityAttribute attr,
@@ -896,8 +960,8 @@ FAKE_EXPORT CUptiResult cuptiActivityGetAttribute_v2(CUpti_SubscriberHandle h, C
 }
 
 FAKE_EXPORT CUptiResult cuptiGetTimestamp_v2(CUpti_SubscriberHandle h, uint64_t* t) {
-  return WithClient(h, [&](Client*) {
-    *t = NowNs();
+  return WithClient(h, [&](Client* c) {
+    *t = c->timestamp_fn ? c->timestamp_fn() : NowNs();
     return CUPTI_SUCCESS;
   });
 }
@@ -1193,6 +1257,93 @@ FAKE_EXPORT void fakecupti_set_graph_pool_units(uint64_t units) {
   ROUTE(fakecupti_set_graph_pool_units, units);
   std::lock_guard<std::mutex> lock(S().mu);
   S().pool_units = units;
+}
+
+FAKE_EXPORT void fakecupti_set_host_clock(int on) {
+  ROUTE(fakecupti_set_host_clock, on);
+  std::lock_guard<std::mutex> lock(S().mu);
+  S().host_clock = on != 0;
+}
+
+namespace {
+
+// One record of type T for `kind`: its timestamps (a 500 ns interval, or one
+// instant) from `start`, its correlation id, and what `fill` sets.
+template <typename T, typename Fill>
+void EmitLocked(int kind, uint64_t start, uint32_t corr, Fill fill) {
+  T a{};
+  a.kind = static_cast<CUpti_ActivityKind>(kind);
+  if constexpr (requires { a.start; }) {
+    a.start = start;
+    a.end = start + 500;
+  } else if constexpr (requires { a.deviceTimestamp; }) {
+    a.deviceTimestamp = start;
+  } else if constexpr (requires { a.timestamp; }) {
+    a.timestamp = start;
+  }
+  if constexpr (requires { a.correlationId; }) a.correlationId = corr;
+  fill(a);
+  PushRecordLocked(kind, a);
+}
+
+}  // namespace
+
+FAKE_EXPORT uint32_t fakecupti_emit(int kind) {
+  ROUTE(fakecupti_emit, kind);
+  const uint32_t corr = g_correlation.fetch_add(1);
+  std::lock_guard<std::mutex> lock(S().mu);
+  const uint64_t start = StampLocked(1000);
+  const uint32_t ctx = S().context ? S().context->id : 1;
+  switch (kind) {
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+      EmitLocked<CUpti_ActivityAPI>(kind, start, corr,
+                                    [](auto& a) { a.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000; });
+      break;
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+      EmitLocked<CUpti_ActivityAPI>(kind, start, corr,
+                                    [](auto& a) { a.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel; });
+      break;
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+      EmitLocked<CUpti_ActivitySynchronization2>(kind, start, corr, [&](auto& a) {
+        a.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+        a.contextId = ctx;
+      });
+      break;
+    case CUPTI_ACTIVITY_KIND_OVERHEAD:
+      EmitLocked<CUpti_ActivityOverhead3>(kind, start, corr,
+                                          [](auto& a) { a.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH; });
+      break;
+    case CUPTI_ACTIVITY_KIND_MARKER:
+      EmitLocked<CUpti_ActivityMarker2>(kind, start, corr, [&](auto& a) {
+        a.flags = CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS;
+        a.id = corr;
+      });
+      break;
+    case CUPTI_ACTIVITY_KIND_CUDA_EVENT:
+      EmitLocked<CUpti_ActivityCudaEvent2>(kind, start, corr, [&](auto& a) { a.contextId = ctx; });
+      break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY2:
+      EmitLocked<CUpti_ActivityMemcpyPtoP4>(kind, start, corr, [](auto& a) {
+        a.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+        a.bytes = 4096;
+      });
+      break;
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+      EmitLocked<CUpti_ActivityExternalCorrelation>(kind, start, corr, [](auto& a) {
+        a.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
+        a.externalId = 42;
+      });
+      break;
+    case CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER:
+      EmitLocked<CUpti_ActivityUnifiedMemoryCounter3>(kind, start, corr, [](auto& a) {
+        a.counterKind = CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD;
+        a.value = 4096;
+      });
+      break;
+    default:
+      return 0;
+  }
+  return corr;
 }
 
 FAKE_EXPORT void fakecupti_set_invalid_timestamps(uint64_t every_nth, int mode) {

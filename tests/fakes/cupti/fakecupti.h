@@ -71,6 +71,14 @@ uint32_t fakecupti_graph_launch(CUgraphExec exec, CUstream stream, int driver);
 // not enabled uses one device buffer unit per launch; after `units` such
 // launches the kernel records of those graphs stop, silently. 0 = off.
 void fakecupti_set_graph_pool_units(uint64_t units);
+// 1: records are stamped from the fake's cuptiGetTimestamp clock (CLOCK_MONOTONIC
+// ns) instead of the synthetic GPU clock (the default).
+void fakecupti_set_host_clock(int on);
+// One record of activity kind `kind` (runtime, driver, synchronization,
+// overhead, marker, CUDA event, memcpy2, external correlation, unified memory
+// counter) for every client that enabled it; returns its correlation id, 0 for
+// another kind.
+uint32_t fakecupti_emit(int kind);
 // Every nth kernel record gets invalid timestamps: mode 0 start=end=0,
 // mode 1 end < start, mode 2 start=0. every_nth 0 = off.
 void fakecupti_set_invalid_timestamps(uint64_t every_nth, int mode);
