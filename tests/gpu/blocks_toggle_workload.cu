@@ -62,6 +62,12 @@ int main(int argc, char** argv) {
   CHECK(cudaStreamCreate(&sb));
   CHECK(cudaStreamCreate(&sg));
 
+  // Progress on stderr, flushed, so a run that hangs says where (the toggle workload timed out on the H200).
+  auto phase = [&](const char* name) {
+    std::fprintf(stderr, "blocks_toggle_workload: %s at matching %ld\n", name, m);
+    std::fflush(stderr);
+  };
+  phase("eager");
   const long eager_first = m;
   for (int i = 0; i < iters; ++i) {
     target(0);
@@ -71,6 +77,7 @@ int main(int argc, char** argv) {
   CHECK(cudaDeviceSynchronize());
   const long eager_last = m - 1;
 
+  phase("streams");
   const long streams_first = m;
   for (int i = 0; i < iters; ++i) {
     target(sa);
@@ -88,12 +95,14 @@ int main(int argc, char** argv) {
     CHECK(cudaStreamEndCapture(sg, &graph));
     CHECK(cudaGraphInstantiate(exec, graph, 0));
   };
+  phase("capture U");
   while (m % every == 0) target(0);  // unpatched from here on (until the next arming)
   CHECK(cudaDeviceSynchronize());
   cudaGraphExec_t exec_u, exec_p;
   capture(&exec_u);
   const long u_at = m;
   while (m % every != 0) target(0);  // patched: the next matching launch is sampled
+  phase("capture P");
   capture(&exec_p);
   const long p_at = m;
   CHECK(cudaDeviceSynchronize());
@@ -105,6 +114,7 @@ int main(int argc, char** argv) {
     double us;
   };
   std::vector<Replay> replays;
+  phase("replays");
   const long graphs_first = m;
   for (int r = 0; r < 4 * every; ++r) {
     const bool p = r % 2 == 1;
