@@ -105,6 +105,8 @@ class PrimarySink : public RecordSink {
       StepRow& s = Step(r.key.path);
       ++s.kernels;
       s.kernel_ns += r.end_ns - r.start_ns;
+      if (!s.first_start_ns || r.start_ns < s.first_start_ns) s.first_start_ns = r.start_ns;
+      s.last_end_ns = std::max(s.last_end_ns, r.end_ns);
       if (target) s.target_ns += r.end_ns - r.start_ns, ++s.targets;
     }
     if (!target) return;
@@ -353,6 +355,7 @@ StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::str
   }
 
   ComputeWhySlow(m);
+  BuildRequestTable(&m, options.requests);
   return m;
 }
 

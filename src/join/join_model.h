@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "join/requests.h"
 #include "stats/block_stats.h"
 #include "stats/trace_stats.h"
 #include "twinscope/records.h"
@@ -92,6 +93,7 @@ struct StepRow {
   std::string range;  // top-level range instance of the primary's kernels
   uint64_t kernels = 0, kernel_ns = 0, target_ns = 0;
   uint64_t targets = 0;  // target kernel records (valid times) in the range
+  uint64_t first_start_ns = 0, last_end_ns = 0;  // CUPTI clock, over the range's valid kernels
 };
 
 enum Verdict : uint32_t {
@@ -137,6 +139,8 @@ struct JoinOptions {
   uint64_t primary_start_realtime_ns = 0, primary_end_realtime_ns = 0;
   size_t slow_per_group = 5;
   size_t min_group_launches = 3;
+  // A serving run's request trace (and schedule): per-request views (join/requests.h).
+  RequestInputs requests;
 };
 
 struct JoinedModel {
@@ -152,6 +156,7 @@ struct JoinedModel {
   std::vector<DriftRow> drift;        // by first appearance
   std::vector<StepRow> steps;         // by first appearance
   std::vector<ShapeGroup> groups;     // by kernel, then launches descending
+  RequestTable requests;              // per-request views (empty unless options.requests.trace)
   uint64_t primary_t0_ns = 0;         // earliest valid primary kernel start (for relative times)
   std::vector<std::string> warnings;  // damaged inputs, missing pieces: one line each
 };

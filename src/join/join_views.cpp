@@ -100,6 +100,8 @@ std::vector<uint64_t> DetailSeqs(const JoinedModel& m, size_t max) {
     add(g.reference);
     for (const auto& s : g.slow) add(s.match);
   }
+  for (uint64_t seq : RequestDetailSeqs(m, kRequestDetailLaunches))
+    if (out.size() < max && seen.insert(seq).second) out.push_back(seq);
   for (size_t i : SlowestFirst(m)) add(i);
   return out;
 }
@@ -237,6 +239,7 @@ json JoinToJson(const JoinedModel& m, const JsonBounds& bounds, const std::vecto
     bj.push_back({{"launch", it->second}, {"blocks", rows}});
   }
   j["block_detail"] = bj;
+  if (m.requests.present) j["requests"] = RequestsToJson(m, bounds.requests);
   return j;
 }
 
@@ -292,6 +295,7 @@ void PrintJoin(std::FILE* out, const JoinedModel& m, size_t top) {
                  "  %-24s exact %" PRIu64 ", time only %" PRIu64 ", unmatched %" PRIu64 ", shape differs %" PRIu64 "\n",
                  d.range.empty() ? "(no range)" : d.range.c_str(), d.exact, d.time_only, d.unmatched, d.shape_differs);
   }
+  PrintRequests(out, m, 10);
   if (!m.groups.empty())
     std::fprintf(out, "why slow (shadow block times are stretched by instrumentation: structure is compared):\n");
   for (const auto& g : m.groups) {

@@ -15,10 +15,16 @@ struct JsonBounds {
   size_t max_launches = 0;      // slowest first; 0 = all (launches named by why_slow are always kept)
   size_t max_drift_rows = 0;    // 0 = all (drifting ranges first)
   size_t max_step_rows = 0;     // 0 = all
+  RequestJsonBounds requests;   // the per-request views ("requests"; 0 = all)
 };
 
+// Requests whose slowest matched target launch DetailSeqs adds to the views' block pictures.
+inline constexpr size_t kRequestDetailLaunches = 16;
+
 // Shadow seqs whose blocks the views draw: each group's reference and slow
-// launches first, then the slowest other launches, at most `max`.
+// launches first, then one launch for each of the first requests (the
+// slowest matched target launch of its steps, RequestDetailSeqs), then the
+// slowest other launches, at most `max`.
 std::vector<uint64_t> DetailSeqs(const JoinedModel& m, size_t max);
 
 // The model as JSON. `blocks` (from ReadShadowBlocks) fills "block_detail".

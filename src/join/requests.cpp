@@ -1,0 +1,461 @@
+// Per-request views: reads the request trace and the schedule, ties each
+// request's steps to the primary's step ranges, target launches and matches.
+#include "join/requests.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <unordered_map>
+
+#include "join/join_model.h"
+#include "join/why_slow.h"
+
+namespace twinscope::join {
+namespace {
+
+using nlohmann::json;
+
+int64_t IntField(const json& j, const char* key, int64_t def = -1) {
+  auto it = j.find(key);
+  if (it == j.end()) return def;
+  if (it->is_number_unsigned()) return static_cast<int64_t>(std::min<uint64_t>(it->get<uint64_t>(), INT64_MAX));
+  if (it->is_number_integer()) return it->get<int64_t>();
+  return def;
+}
+
+std::string StrField(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// One request trace line; "" or what is wrong with it.
+std::string ParseRequestLine(const std::string& text, ServedRequest* r) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return "not a JSON object";
+  auto id = j.find("id");
+  if (id == j.end() || !id->is_string() || id->get_ref<const std::string&>().empty())
+    return "no request id (\"id\": a non-empty string)";
+  r->id = id->get<std::string>();
+  r->status = IntField(j, "status", 0);
+  r->finish_reason = StrField(j, "finish_reason");
+  r->error = StrField(j, "error");
+  r->prompt_tokens = IntField(j, "prompt_tokens");
+  r->completion_tokens = IntField(j, "completion_tokens");
+  r->max_tokens = IntField(j, "max_tokens");
+  r->queued_us = IntField(j, "queued_us");
+  r->first_token_us = IntField(j, "first_token_us");
+  r->done_us = IntField(j, "done_us");
+  r->prefill_step = IntField(j, "prefill_step");
+  auto steps = j.find("steps");
+  if (steps == j.end()) return "";
+  if (!steps->is_array()) return "\"steps\" is not an array of step indices";
+  if (steps->size() > RequestTable::kMaxStepsPerRequest) return "more than 2^20 steps";
+  r->steps.reserve(steps->size());
+  for (const auto& s : *steps) {
+    if (!s.is_number_unsigned() && !(s.is_number_integer() && s.get<int64_t>() >= 0))
+      return "\"steps\" holds something that is not a step index";
+    r->steps.push_back(s.get<uint64_t>());
+  }
+  return "";
+}
+
+// What the schedule says of one step: its kind, padding and each request's tokens.
+struct ScheduleStep {
+  std::string kind;
+  int64_t padded = -1;
+  std::vector<std::pair<std::string, int64_t>> batch;  // id, tokens
+};
+
+bool ParseScheduleLine(const std::string& text, uint64_t* index, ScheduleStep* s) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return false;
+  if (StrField(j, "type") != "step") return true;  // header / end: fine, nothing to take
+  int64_t step = IntField(j, "step");
+  if (step < 0) return false;
+  *index = static_cast<uint64_t>(step);
+  s->kind = StrField(j, "kind");
+  s->padded = IntField(j, "padded");
+  auto batch = j.find("batch");
+  if (batch == j.end() || !batch->is_array()) return false;
+  for (const auto& e : *batch) {
+    if (!e.is_object()) return false;
+    s->batch.emplace_back(StrField(e, "id"), IntField(e, "tokens"));
+  }
+  return true;
+}
+
+std::string FileName(const std::string& p) {
+  size_t slash = p.find_last_of('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+uint64_t Dur(const PrimaryLaunch& p) { return p.have_kernel ? p.end_ns - p.start_ns : 0; }
+
+// The tokens request `r` fed in step `step` (its prompt in its prefill step, else one).
+int64_t TokensIn(const ServedRequest& r, uint64_t step) {
+  if (r.prefill_step >= 0 && static_cast<uint64_t>(r.prefill_step) == step)
+    return std::max<int64_t>(r.prompt_tokens, 1);
+  return 1;
+}
+
+}  // namespace
+
+bool ParseStepRange(std::string_view range, uint64_t* index, std::string* kind) {
+  for (std::string_view k : {std::string_view("prefill"), std::string_view("decode")}) {
+    if (range.substr(0, k.size()) != k || range.substr(k.size(), 6) != " step ") continue;
+    std::string_view rest = range.substr(k.size() + 6);
+    size_t n = 0;
+    uint64_t v = 0;
+    while (n < rest.size() && n < 19 && rest[n] >= '0' && rest[n] <= '9')
+      v = v * 10 + static_cast<uint64_t>(rest[n++] - '0');
+    if (n == 0 || (n < rest.size() && rest[n] != ' ' && rest[n] != '[' && rest[n] != '#')) return false;
+    *index = v;
+    *kind = std::string(k);
+    return true;
+  }
+  return false;
+}
+
+void BuildRequestTable(JoinedModel* mp, const RequestInputs& in) {
+  JoinedModel& m = *mp;
+  RequestTable& t = m.requests;
+  t = RequestTable{};
+  if (in.trace.empty()) return;
+  t.present = true;
+  t.trace_path = in.trace;
+  t.schedule_path = in.schedule;
+
+  std::ifstream f(in.trace);
+  if (!f) {
+    t.warnings.push_back("the request trace " + in.trace + " cannot be read: no per-request views");
+  } else {
+    std::string line;
+    while (std::getline(f, line)) {
+      ++t.lines;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      ServedRequest r;
+      std::string why = ParseRequestLine(line, &r);
+      if (!why.empty()) {
+        if (t.bad_lines++ == 0) t.first_bad = "line " + std::to_string(t.lines) + ": " + why;
+        continue;
+      }
+      if (t.requests.size() >= RequestTable::kMaxRequests) {
+        ++t.requests_left_out;
+        continue;
+      }
+      t.requests.push_back(std::move(r));
+    }
+    if (t.bad_lines)
+      t.warnings.push_back("the request trace " + FileName(in.trace) + " has " + std::to_string(t.bad_lines) +
+                           " lines that are not requests (first: " + t.first_bad + "); they are left out");
+    if (t.requests_left_out)
+      t.warnings.push_back("the request trace holds more than " + std::to_string(RequestTable::kMaxRequests) +
+                           " requests: " + std::to_string(t.requests_left_out) + " are left out of the views");
+  }
+
+  std::map<uint64_t, ScheduleStep> schedule;
+  if (!in.schedule.empty()) {
+    std::ifstream sf(in.schedule);
+    if (!sf) {
+      t.warnings.push_back("the step schedule " + in.schedule +
+                           " cannot be read: batch sizes come from the request trace");
+    } else {
+      std::string line;
+      while (std::getline(sf, line)) {
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        uint64_t index = 0;
+        ScheduleStep s;
+        if (!ParseScheduleLine(line, &index, &s)) {
+          ++t.schedule_bad_lines;
+          continue;
+        }
+        if (s.kind.empty()) continue;  // header or end line
+        schedule[index] = std::move(s);
+        ++t.schedule_steps;
+      }
+      if (t.schedule_bad_lines)
+        t.warnings.push_back("the step schedule " + FileName(in.schedule) + " has " +
+                             std::to_string(t.schedule_bad_lines) + " lines that do not parse; they are left out");
+    }
+  }
+
+  // Steps: those the primary ran (by their range names), then those requests name.
+  std::map<uint64_t, ServedStep> steps;
+  auto step = [&](uint64_t index) -> ServedStep& {
+    ServedStep& s = steps[index];
+    s.index = index;
+    return s;
+  };
+  for (const StepRow& row : m.steps) {
+    uint64_t index = 0;
+    std::string kind;
+    if (!ParseStepRange(row.range, &index, &kind)) continue;
+    ServedStep& s = step(index);
+    s.kind = kind;
+    if (s.range.empty()) s.range = row.range;
+    s.kernels += row.kernels;
+    s.kernel_ns += row.kernel_ns;
+    s.targets += row.targets;
+    s.target_ns += row.target_ns;
+    if (row.first_start_ns && (!s.first_start_ns || row.first_start_ns < s.first_start_ns))
+      s.first_start_ns = row.first_start_ns;
+    s.last_end_ns = std::max(s.last_end_ns, row.last_end_ns);
+  }
+  std::vector<int64_t> match_of_primary(m.primary.size(), -1);
+  for (size_t i = 0; i < m.matches.size(); ++i) match_of_primary[m.matches[i].primary] = static_cast<int64_t>(i);
+  for (size_t i = 0; i < m.primary.size(); ++i) {
+    const std::string& path = m.primary[i].path;
+    uint64_t index = 0;
+    std::string kind;
+    if (!ParseStepRange(std::string_view(path).substr(0, path.find('/')), &index, &kind)) continue;
+    ServedStep& s = step(index);
+    if (s.kind.empty()) s.kind = kind;
+    s.target_launches.push_back(i);
+    if (match_of_primary[i] >= 0)
+      ++(m.matches[static_cast<size_t>(match_of_primary[i])].kind == MatchKind::kExact ? s.shadow_exact
+                                                                                       : s.shadow_time_only);
+  }
+  const bool primary_has_steps = !steps.empty();              // before requests add theirs
+  std::unordered_map<uint64_t, int64_t> named_by, tokens_in;  // requests and tokens per step (trace)
+  for (const ServedRequest& r : t.requests) {
+    for (uint64_t s : r.steps) {
+      ++named_by[s];
+      tokens_in[s] += TokensIn(r, s);
+      step(s);
+    }
+  }
+  for (auto& [index, s] : steps) {
+    auto sc = schedule.find(index);
+    if (sc != schedule.end()) {
+      if (s.kind.empty()) s.kind = sc->second.kind;
+      s.batch = static_cast<int64_t>(sc->second.batch.size());
+      s.padded = sc->second.padded;
+      int64_t tokens = 0;
+      for (const auto& e : sc->second.batch) tokens += std::max<int64_t>(e.second, 0);
+      s.tokens = tokens;
+    } else if (named_by.count(index)) {
+      s.batch = named_by[index];
+    }
+    if (named_by.count(index) == 0 && s.kernels) ++t.primary_steps_without_request;
+    if (named_by.count(index) && !s.kernels) ++t.steps_without_kernels;
+  }
+
+  // Each request's figures from its steps.
+  for (ServedRequest& r : t.requests) {
+    for (uint64_t index : r.steps) {
+      const ServedStep& s = steps.at(index);
+      if (s.kind == "prefill" || (r.prefill_step >= 0 && static_cast<uint64_t>(r.prefill_step) == index))
+        ++r.prefill_steps;
+      else
+        ++r.decode_steps;
+      if (!s.kernels) ++r.steps_without_kernels;
+      r.kernels += s.kernels;
+      r.kernel_ns += s.kernel_ns;
+      r.targets += s.targets;
+      r.target_ns += s.target_ns;
+      r.target_launches += s.target_launches.size();
+      r.shadow_exact += s.shadow_exact;
+      r.shadow_time_only += s.shadow_time_only;
+      // Its share of the step: its tokens over the step's (the schedule's where there is one).
+      int64_t mine = TokensIn(r, index), all = tokens_in[index];
+      auto sc = schedule.find(index);
+      if (sc != schedule.end()) {
+        all = s.tokens;
+        for (const auto& e : sc->second.batch)
+          if (e.first == r.id) mine = e.second;
+      }
+      if (all > 0 && mine > 0)
+        r.kernel_share_ns += static_cast<uint64_t>(static_cast<double>(s.kernel_ns) * static_cast<double>(mine) /
+                                                   static_cast<double>(all));
+      if (s.first_start_ns && (!r.first_start_ns || s.first_start_ns < r.first_start_ns))
+        r.first_start_ns = s.first_start_ns;
+      r.last_end_ns = std::max(r.last_end_ns, s.last_end_ns);
+    }
+  }
+  t.steps.reserve(steps.size());
+  for (auto& [index, s] : steps) t.steps.push_back(std::move(s));
+
+  if (t.steps_without_kernels)
+    t.warnings.push_back(std::to_string(t.steps_without_kernels) +
+                         " steps that requests name have no kernel in the primary (a trace cut short, or a request "
+                         "trace of another run)");
+  if (!t.requests.empty() && !primary_has_steps)
+    t.warnings.push_back(
+        "the primary has no step ranges (\"prefill step N [..]\", \"decode step N [..]\"): "
+        "the requests' steps cannot be tied to its kernels");
+  for (const auto& w : t.warnings) m.warnings.push_back(w);
+}
+
+std::vector<uint64_t> RequestDetailSeqs(const JoinedModel& m, size_t max_requests) {
+  std::vector<uint64_t> out;
+  const RequestTable& t = m.requests;
+  if (!t.present || t.steps.empty()) return out;
+  std::unordered_map<size_t, size_t> match_of_primary;
+  for (size_t i = 0; i < m.matches.size(); ++i)
+    if (m.matches[i].kind == MatchKind::kExact) match_of_primary[m.matches[i].primary] = i;
+  std::unordered_map<uint64_t, const ServedStep*> by_index;
+  for (const auto& s : t.steps) by_index[s.index] = &s;
+  for (size_t r = 0; r < t.requests.size() && out.size() < max_requests; ++r) {
+    int64_t best = -1;
+    uint64_t best_dur = 0;
+    for (uint64_t index : t.requests[r].steps) {
+      auto s = by_index.find(index);
+      if (s == by_index.end()) continue;
+      for (size_t p : s->second->target_launches) {
+        auto mt = match_of_primary.find(p);
+        if (mt == match_of_primary.end()) continue;
+        uint64_t d = Dur(m.primary[p]);
+        if (best < 0 || d > best_dur) best = static_cast<int64_t>(mt->second), best_dur = d;
+      }
+    }
+    if (best < 0) continue;
+    uint64_t seq = m.shadow[m.matches[static_cast<size_t>(best)].shadow].seq;
+    if (std::find(out.begin(), out.end(), seq) == out.end()) out.push_back(seq);
+  }
+  return out;
+}
+
+json RequestsToJson(const JoinedModel& m, const RequestJsonBounds& b) {
+  const RequestTable& t = m.requests;
+  if (!t.present) return nullptr;
+  const uint64_t t0 = m.primary_t0_ns;
+  auto rel = [&](uint64_t ns) -> json { return ns ? json(ns >= t0 ? ns - t0 : 0) : json(nullptr); };
+  auto opt = [](int64_t v) -> json { return v < 0 ? json(nullptr) : json(v); };
+  std::vector<int64_t> match_of_primary(m.primary.size(), -1);
+  for (size_t i = 0; i < m.matches.size(); ++i) match_of_primary[m.matches[i].primary] = static_cast<int64_t>(i);
+
+  const size_t rows = b.max_rows ? std::min(b.max_rows, t.requests.size()) : t.requests.size();
+  json rj = json::array();
+  std::vector<uint64_t> wanted;  // step indices of the kept rows, in order of first mention
+  std::unordered_map<uint64_t, bool> seen;
+  for (size_t i = 0; i < rows; ++i) {
+    const ServedRequest& r = t.requests[i];
+    json row = {{"id", r.id},
+                {"status", r.status},
+                {"finish_reason", r.finish_reason},
+                {"prompt_tokens", opt(r.prompt_tokens)},
+                {"completion_tokens", opt(r.completion_tokens)},
+                {"queued_us", opt(r.queued_us)},
+                {"first_token_us", opt(r.first_token_us)},
+                {"done_us", opt(r.done_us)},
+                {"prefill_step", opt(r.prefill_step)},
+                {"steps", r.steps},
+                {"prefill_steps", r.prefill_steps},
+                {"decode_steps", r.decode_steps},
+                {"steps_without_kernels", r.steps_without_kernels},
+                {"kernels", r.kernels},
+                {"kernel_ns", r.kernel_ns},
+                {"kernel_share_ns", r.kernel_share_ns},
+                {"targets", r.targets},
+                {"target_ns", r.target_ns},
+                {"target_launches", r.target_launches},
+                {"shadow_exact", r.shadow_exact},
+                {"shadow_time_only", r.shadow_time_only},
+                {"gpu_start_ns", rel(r.first_start_ns)},
+                {"gpu_end_ns", rel(r.last_end_ns)}};
+    if (!r.error.empty()) row["error"] = r.error;
+    rj.push_back(std::move(row));
+    for (uint64_t s : r.steps)
+      if (seen.emplace(s, true).second) wanted.push_back(s);
+  }
+  for (const auto& s : t.steps)  // then steps no kept request names (the primary's own)
+    if (seen.emplace(s.index, true).second) wanted.push_back(s.index);
+  if (b.max_steps && wanted.size() > b.max_steps) wanted.resize(b.max_steps);
+  std::sort(wanted.begin(), wanted.end());
+
+  json sj = json::array();
+  size_t k = 0;
+  for (uint64_t index : wanted) {
+    while (k < t.steps.size() && t.steps[k].index < index) ++k;
+    if (k == t.steps.size() || t.steps[k].index != index) continue;
+    const ServedStep& s = t.steps[k];
+    json targets = json::array();
+    for (size_t p : s.target_launches) {
+      const PrimaryLaunch& pl = m.primary[p];
+      targets.push_back(json::array({pl.have_kernel ? rel(pl.start_ns) : json(nullptr),
+                                     pl.have_kernel ? json(Dur(pl)) : json(nullptr), match_of_primary[p]}));
+    }
+    sj.push_back({{"step", s.index},
+                  {"kind", s.kind},
+                  {"batch", opt(s.batch)},
+                  {"padded", opt(s.padded)},
+                  {"tokens", opt(s.tokens)},
+                  {"range", s.range},
+                  {"kernels", s.kernels},
+                  {"kernel_ns", s.kernel_ns},
+                  {"targets", s.targets},
+                  {"target_ns", s.target_ns},
+                  {"start_ns", rel(s.first_start_ns)},
+                  {"end_ns", rel(s.last_end_ns)},
+                  {"shadow_exact", s.shadow_exact},
+                  {"shadow_time_only", s.shadow_time_only},
+                  {"target_launches", std::move(targets)}});
+  }
+  return {{"source", {{"trace", t.trace_path}, {"schedule", t.schedule_path}}},
+          {"read",
+           {{"lines", t.lines},
+            {"bad_lines", t.bad_lines},
+            {"first_bad", t.first_bad},
+            {"requests_left_out", t.requests_left_out},
+            {"schedule_steps", t.schedule_steps},
+            {"schedule_bad_lines", t.schedule_bad_lines}}},
+          {"total", t.requests.size()},
+          {"steps_total", t.steps.size()},
+          {"steps_without_kernels", t.steps_without_kernels},
+          {"primary_steps_without_request", t.primary_steps_without_request},
+          {"warnings", t.warnings},
+          {"rows", std::move(rj)},
+          {"steps", std::move(sj)}};
+}
+
+void PrintRequests(std::FILE* out, const JoinedModel& m, size_t rows) {
+  const RequestTable& t = m.requests;
+  if (!t.present) return;
+  size_t ok = 0;
+  uint64_t smin = UINT64_MAX, smax = 0, dmin = UINT64_MAX, dmax = 0, launches = 0, exact = 0, time_only = 0;
+  std::vector<uint64_t> kernel, share;
+  for (const auto& r : t.requests) {
+    ok += r.status == 200 ? 1 : 0;
+    smin = std::min<uint64_t>(smin, r.steps.size()), smax = std::max<uint64_t>(smax, r.steps.size());
+    dmin = std::min(dmin, r.decode_steps), dmax = std::max(dmax, r.decode_steps);
+    launches += r.target_launches, exact += r.shadow_exact, time_only += r.shadow_time_only;
+    kernel.push_back(r.kernel_ns);
+    share.push_back(r.kernel_share_ns);
+  }
+  auto p50 = [](std::vector<uint64_t> v) {
+    if (v.empty()) return uint64_t{0};
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>((v.size() - 1) / 2), v.end());
+    return v[(v.size() - 1) / 2];
+  };
+  std::fprintf(out, "requests (%s): %zu, %zu with status 200", FileName(t.trace_path).c_str(), t.requests.size(), ok);
+  if (t.requests.empty()) {
+    std::fprintf(out, "\n");
+    return;
+  }
+  std::fprintf(out, "; steps per request %" PRIu64 "-%" PRIu64 " (decode %" PRIu64 "-%" PRIu64 ")\n", smin, smax, dmin,
+               dmax);
+  std::fprintf(out,
+               "  kernel time of a request's steps p50 %s (its share by tokens p50 %s); target launches in its steps "
+               "%" PRIu64 ", matched in the shadow %" PRIu64 " exactly (%.1f%%), %" PRIu64 " by time only\n",
+               HumanNs(p50(kernel)).c_str(), HumanNs(p50(share)).c_str(), launches, exact,
+               launches ? 100.0 * static_cast<double>(exact) / static_cast<double>(launches) : 0.0, time_only);
+  if (t.primary_steps_without_request)
+    std::fprintf(out, "  %" PRIu64 " step ranges of the primary are named by no request in the trace\n",
+                 t.primary_steps_without_request);
+  if (!rows) return;
+  std::fprintf(out, "  %-20s %6s %6s %12s %12s %8s %8s\n", "id", "status", "steps", "kernel time", "share", "targets",
+               "exact");
+  for (size_t i = 0; i < t.requests.size() && i < rows; ++i) {
+    const ServedRequest& r = t.requests[i];
+    std::string id = r.id.size() > 20 ? r.id.substr(0, 17) + "..." : r.id;
+    std::fprintf(out, "  %-20s %6" PRId64 " %6zu %12s %12s %8" PRIu64 " %8" PRIu64 "\n", id.c_str(), r.status,
+                 r.steps.size(), HumanNs(r.kernel_ns).c_str(), HumanNs(r.kernel_share_ns).c_str(), r.target_launches,
+                 r.shadow_exact);
+  }
+  if (t.requests.size() > rows)
+    std::fprintf(out, "  (%zu more: twinscope stats DIR --json, \"requests\")\n", t.requests.size() - rows);
+}
+
+}  // namespace twinscope::join

@@ -1,0 +1,369 @@
+// Per-request views of a joined serving run (src/join/requests.h) on synthetic
+// twin traces whose step ranges are named as the demo server names them, with
+// a request trace and a schedule written by the test: each request's steps,
+// kernel time, share, target launches and matches, bounds, and bad input.
+#include "join/requests.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "join/join_model.h"
+#include "join/join_views.h"
+#include "join_fixture.h"
+
+namespace twinscope {
+namespace {
+
+using nlohmann::json;
+using testing::FakeLaunch;
+
+std::string Dir() {
+  auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  auto d = std::filesystem::temp_directory_path() /
+           ("twinscope_requests_" + std::to_string(getpid()) + "_" + info->test_suite_name() + "_" + info->name());
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+// A request id with every character that would confuse a parser of range names.
+const char kOddId[] = "a/b,c:1]";
+
+// Steps 0 (prefill: r0 5 tokens, the odd id 3), 1-3 (decode, both), 4 (decode, the odd id alone), and 5
+// (decode, in the primary only, named by no request); two target launches per step ("layers"), each
+// followed in the primary by one other kernel of 500 ns. Step 2's second launch is slow (50 us), step 4's
+// first one slower (60 us); step 4's second launch is missing from the shadow.
+std::vector<FakeLaunch> Served() {
+  const std::string odd = kOddId;
+  std::vector<std::string> names = {"prefill step 0 [r0:5," + odd + ":3]", "decode step 1 [r0:1," + odd + ":1]",
+                                    "decode step 2 [r0:1," + odd + ":1]",  "decode step 3 [r0:1," + odd + ":1]",
+                                    "decode step 4 [" + odd + ":1]",       "decode step 5 [zz:1]"};
+  std::vector<FakeLaunch> v;
+  uint64_t t = 1'000'000;
+  for (size_t s = 0; s < names.size(); ++s) {
+    for (uint32_t i = 0; i < 2; ++i) {
+      FakeLaunch l;
+      l.path = names[s] + "#0";
+      l.ordinal = i;
+      l.grid = {s == 0 ? 8u : 2u, 1, 1};
+      l.cpu_ns = t;
+      t += 100'000;
+      v.push_back(l);
+    }
+  }
+  v[2 * 2 + 1].dur_ns = 50'000;
+  v[4 * 2].dur_ns = 60'000;
+  v[4 * 2 + 1].in_shadow = false;
+  return v;
+}
+
+std::string RequestTrace(const std::string& dir) {
+  std::string p = dir + "/requests-primary.jsonl";
+  std::ofstream f(p);
+  f << R"({"id":"r0","status":200,"finish_reason":"length","prompt_tokens":5,"max_tokens":4,"completion_tokens":4,)"
+       R"("queued_us":10,"first_token_us":900,"done_us":4000,"prefill_step":0,"steps":[0,1,2,3]})"
+    << "\n\n"
+    << "this line is not JSON\n"
+    << json({{"id", kOddId}, {"status", 200}, {"prompt_tokens", 3}, {"prefill_step", 0}, {"steps", {0, 1, 2, 3, 4}}})
+           .dump()
+    << "\n"
+    << R"({"id":"bad","status":400,"error":"max_tokens must be an integer","steps":[]})"
+    << "\n";
+  return p;
+}
+
+std::string Schedule(const std::string& dir) {
+  std::string p = dir + "/schedule.jsonl";
+  std::ofstream f(p);
+  f << R"({"type":"header","version":1})"
+    << "\n";
+  f << json({{"type", "step"},
+             {"step", 0},
+             {"kind", "prefill"},
+             {"padded", 8},
+             {"batch", {{{"id", "r0"}, {"tokens", 5}}, {{"id", kOddId}, {"tokens", 3}}}}})
+           .dump()
+    << "\n";
+  for (int s = 1; s <= 3; ++s)
+    f << json({{"type", "step"},
+               {"step", s},
+               {"kind", "decode"},
+               {"padded", 2},
+               {"batch", {{{"id", "r0"}, {"tokens", 1}}, {{"id", kOddId}, {"tokens", 1}}}}})
+             .dump()
+      << "\n";
+  f << json({{"type", "step"},
+             {"step", 4},
+             {"kind", "decode"},
+             {"padded", 1},
+             {"batch", {{{"id", kOddId}, {"tokens", 1}}}}})
+           .dump()
+    << "\n";
+  f << R"({"type":"end","steps":6,"reason":"shutdown"})"
+    << "\n";
+  return p;
+}
+
+join::JoinedModel JoinServed(const std::string& dir, bool with_schedule) {
+  testing::WriteOptions wo;
+  wo.other_kernels = {"rms_norm_kernel"};
+  auto files = testing::WriteTwin(dir, Served(), wo);
+  join::JoinOptions o;
+  o.requests.trace = RequestTrace(dir);
+  if (with_schedule) o.requests.schedule = Schedule(dir);
+  auto m = join::JoinTraces(files.primary, files.shadow, o);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  return m.ok() ? std::move(*m) : join::JoinedModel{};
+}
+
+TEST(StepRange, OnlyTheLeadingKindAndIndexAreRead) {
+  uint64_t i = 0;
+  std::string k;
+  EXPECT_TRUE(join::ParseStepRange("decode step 17 [r3:1,r5:1]#0", &i, &k));
+  EXPECT_EQ(i, 17u);
+  EXPECT_EQ(k, "decode");
+  EXPECT_TRUE(join::ParseStepRange("prefill step 0 [r0:5,a", &i, &k));  // cut at a '/' inside an id
+  EXPECT_EQ(i, 0u);
+  EXPECT_EQ(k, "prefill");
+  EXPECT_TRUE(join::ParseStepRange("decode step 12#1", &i, &k));
+  EXPECT_EQ(i, 12u);
+  for (const char* no :
+       {"warmup decode batch 8#0", "capture decode batch 8#0", "decode steps 1 [x:1]", "decode step x [r:1]",
+        "decode step 1x [r:1]", "decode step ", "step#3", "decode step 99999999999999999999999 [r:1]", ""})
+    EXPECT_FALSE(join::ParseStepRange(no, &i, &k)) << no;
+}
+
+TEST(Requests, EachRequestGetsItsStepsKernelTimeShareAndMatches) {
+  join::JoinedModel m = JoinServed(Dir(), true);
+  const join::RequestTable& t = m.requests;
+  ASSERT_TRUE(t.present);
+  EXPECT_EQ(t.lines, 5u);
+  EXPECT_EQ(t.bad_lines, 1u);
+  EXPECT_NE(t.first_bad.find("line 3: not a JSON object"), std::string::npos) << t.first_bad;
+  ASSERT_EQ(t.requests.size(), 3u);
+  EXPECT_EQ(t.schedule_steps, 5u);
+  EXPECT_EQ(t.primary_steps_without_request, 1u);  // step 5
+  EXPECT_EQ(t.steps_without_kernels, 0u);
+  ASSERT_EQ(t.steps.size(), 6u);
+
+  // A step: two target launches of 10 us (+ two others of 500 ns), batch and padding from the schedule.
+  const join::ServedStep& s1 = t.steps[1];
+  EXPECT_EQ(s1.index, 1u);
+  EXPECT_EQ(s1.kind, "decode");
+  EXPECT_EQ(s1.batch, 2);
+  EXPECT_EQ(s1.padded, 2);
+  EXPECT_EQ(s1.kernels, 4u);
+  EXPECT_EQ(s1.kernel_ns, 21'000u);
+  EXPECT_EQ(s1.targets, 2u);
+  EXPECT_EQ(s1.target_ns, 20'000u);
+  EXPECT_EQ(s1.target_launches.size(), 2u);
+  EXPECT_EQ(s1.shadow_exact, 2u);
+  EXPECT_EQ(t.steps[4].shadow_exact, 1u);  // its second launch is not in the shadow
+  EXPECT_EQ(t.steps[5].batch, -1);         // no schedule line, no request: unknown
+
+  const join::ServedRequest& r0 = t.requests[0];
+  EXPECT_EQ(r0.id, "r0");
+  EXPECT_EQ(r0.steps, (std::vector<uint64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(r0.prefill_steps, 1u);
+  EXPECT_EQ(r0.decode_steps, 3u);
+  EXPECT_EQ(r0.kernels, 16u);
+  EXPECT_EQ(r0.kernel_ns, 21'000u * 3 + 61'000u);  // step 2 holds the 50 us launch
+  // Its share: 5 of the prefill's 8 tokens, half of each decode step.
+  EXPECT_EQ(r0.kernel_share_ns, 21'000u * 5 / 8 + 21'000u / 2 * 2 + 61'000u / 2);
+  EXPECT_EQ(r0.target_launches, 8u);
+  EXPECT_EQ(r0.shadow_exact, 8u);
+  EXPECT_EQ(r0.first_token_us, 900);
+  EXPECT_GT(r0.last_end_ns, r0.first_start_ns);
+
+  const join::ServedRequest& odd = t.requests[1];
+  EXPECT_EQ(odd.id, kOddId);
+  EXPECT_EQ(odd.decode_steps, 4u);
+  EXPECT_EQ(odd.target_launches, 10u);
+  EXPECT_EQ(odd.shadow_exact, 9u);
+  EXPECT_EQ(odd.kernel_share_ns, 21'000u * 3 / 8 + 21'000u / 2 * 2 + 61'000u / 2 + 71'000u);
+
+  EXPECT_EQ(t.requests[2].status, 400);
+  EXPECT_TRUE(t.requests[2].steps.empty());
+  bool warned = false;
+  for (const auto& w : m.warnings) warned |= w.find("1 lines that are not requests") != std::string::npos;
+  EXPECT_TRUE(warned);
+}
+
+TEST(Requests, WithoutAScheduleBatchesComeFromTheTrace) {
+  join::JoinedModel m = JoinServed(Dir(), false);
+  const join::RequestTable& t = m.requests;
+  ASSERT_EQ(t.steps.size(), 6u);
+  EXPECT_EQ(t.steps[0].batch, 2);
+  EXPECT_EQ(t.steps[0].padded, -1);
+  EXPECT_EQ(t.steps[4].batch, 1);
+  // The share splits by the tokens the trace implies (prompt tokens in the prefill step): the same answer.
+  EXPECT_EQ(t.requests[0].kernel_share_ns, 21'000u * 5 / 8 + 21'000u / 2 * 2 + 61'000u / 2);
+}
+
+TEST(Requests, BlockPicturesIncludeEachRequestsSlowestMatchedLaunch) {
+  join::JoinedModel m = JoinServed(Dir(), true);
+  std::vector<uint64_t> seqs = join::RequestDetailSeqs(m, 16);
+  ASSERT_EQ(seqs.size(), 2u);  // r0: step 2's slow launch; the odd id: step 4's; the 400 has no step
+  auto path_of = [&](uint64_t seq) {
+    for (const auto& s : m.shadow)
+      if (s.seq == seq) return s.path + "/" + std::to_string(s.ordinal);
+    return std::string();
+  };
+  EXPECT_EQ(path_of(seqs[0]).rfind("decode step 2 ", 0), 0u) << path_of(seqs[0]);
+  EXPECT_NE(path_of(seqs[0]).find("/1"), std::string::npos);
+  EXPECT_EQ(path_of(seqs[1]).rfind("decode step 4 ", 0), 0u) << path_of(seqs[1]);
+  // DetailSeqs puts them right after the why-slow launches.
+  std::vector<uint64_t> all = join::DetailSeqs(m, 32);
+  for (uint64_t s : seqs) EXPECT_NE(std::find(all.begin(), all.end(), s), all.end());
+  EXPECT_EQ(join::RequestDetailSeqs(m, 1).size(), 1u);
+}
+
+TEST(Requests, JsonNamesEveryTargetLaunchByItsLaunchIdAndIsBounded) {
+  join::JoinedModel m = JoinServed(Dir(), true);
+  json j = join::JoinToJson(m, {}, {});
+  ASSERT_TRUE(j.contains("requests"));
+  const json& rq = j["requests"];
+  EXPECT_EQ(rq["total"], 3);
+  EXPECT_EQ(rq["read"]["bad_lines"], 1);
+  ASSERT_EQ(rq["rows"].size(), 3u);
+  EXPECT_EQ(rq["rows"][0]["steps"], json({0, 1, 2, 3}));
+  EXPECT_EQ(rq["rows"][1]["id"], kOddId);
+  EXPECT_EQ(rq["rows"][2]["error"], "max_tokens must be an integer");
+  ASSERT_EQ(rq["steps"].size(), 6u);
+  std::map<int64_t, const json*> launch_by_id;
+  for (const auto& l : j["launches"]) launch_by_id[l["id"].get<int64_t>()] = &l;
+  int unmatched = 0;
+  for (const auto& s : rq["steps"]) {
+    ASSERT_EQ(s["target_launches"].size(), 2u);
+    for (const auto& tl : s["target_launches"]) {
+      int64_t id = tl[2];
+      if (id < 0) {
+        ++unmatched;
+        continue;
+      }
+      ASSERT_TRUE(launch_by_id.count(id));
+      const json& l = *launch_by_id[id];
+      EXPECT_EQ(l["key"]["path"].get<std::string>().rfind(
+                    s["kind"].get<std::string>() + " step " + s["step"].dump() + " ", 0),
+                0u);
+      EXPECT_EQ(l["primary"]["start_ns"], tl[0]);
+      EXPECT_EQ(l["primary"]["dur_ns"], tl[1]);
+    }
+  }
+  EXPECT_EQ(unmatched, 1);  // step 4's second launch
+
+  join::JsonBounds b;
+  b.requests.max_rows = 1;
+  b.requests.max_steps = 5;
+  json small = join::JoinToJson(m, b, {})["requests"];
+  EXPECT_EQ(small["total"], 3);
+  ASSERT_EQ(small["rows"].size(), 1u);
+  ASSERT_EQ(small["steps"].size(), 5u);  // r0's four first, then the lowest other
+  EXPECT_EQ(small["steps"][4]["step"], 4);
+}
+
+TEST(Requests, StatsTextIsShortAndNamesTheFigures) {
+  join::JoinedModel m = JoinServed(Dir(), true);
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* f = open_memstream(&buf, &len);
+  join::PrintJoin(f, m, 0);
+  std::fclose(f);
+  std::string text(buf, len);
+  std::free(buf);
+  EXPECT_NE(text.find("requests (requests-primary.jsonl): 3, 2 with status 200"), std::string::npos) << text;
+  EXPECT_NE(text.find("target launches in its steps 18, matched in the shadow 17 exactly (94.4%)"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("1 step ranges of the primary are named by no request"), std::string::npos) << text;
+  EXPECT_NE(text.find("  r0 "), std::string::npos) << text;
+}
+
+TEST(Requests, MissingTraceAndStepsWithoutKernelsAreSaid) {
+  const std::string dir = Dir();
+  auto files = testing::WriteTwin(dir, Served());
+  join::JoinOptions o;
+  o.requests.trace = dir + "/no-such.jsonl";
+  auto m = join::JoinTraces(files.primary, files.shadow, o);
+  ASSERT_TRUE(m.ok());
+  EXPECT_TRUE(m->requests.present);
+  EXPECT_TRUE(m->requests.requests.empty());
+  ASSERT_FALSE(m->requests.warnings.empty());
+  EXPECT_NE(m->requests.warnings[0].find("cannot be read"), std::string::npos);
+
+  std::ofstream(dir + "/late.jsonl") << R"({"id":"late","status":200,"steps":[3,9]})"
+                                     << "\n";
+  o.requests.trace = dir + "/late.jsonl";
+  m = join::JoinTraces(files.primary, files.shadow, o);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->requests.steps_without_kernels, 1u);
+  EXPECT_EQ(m->requests.requests[0].steps_without_kernels, 1u);
+  EXPECT_EQ(m->requests.requests[0].target_launches, 2u);
+
+  // No request trace at all: no table, no "requests" in the JSON.
+  m = join::JoinTraces(files.primary, files.shadow, {});
+  ASSERT_TRUE(m.ok());
+  EXPECT_FALSE(m->requests.present);
+  EXPECT_FALSE(join::JoinToJson(*m, {}, {}).contains("requests"));
+}
+
+// Mutated request traces and schedules (bytes flipped, cut, duplicated) never crash the join; every line
+// is either a request or counted as bad.
+TEST(Requests, MutatedInputsAreCountedNeverFatal) {
+  const std::string dir = Dir();
+  auto files = testing::WriteTwin(dir, Served());
+  std::string good;
+  {
+    std::ifstream f(RequestTrace(dir));
+    good.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  std::string sched;
+  {
+    std::ifstream f(Schedule(dir));
+    sched.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  std::mt19937 rng(7);
+  for (int i = 0; i < 300; ++i) {
+    std::string a = good, b = sched;
+    for (std::string* s : {&a, &b}) {
+      int edits = 1 + static_cast<int>(rng() % 8);
+      for (int e = 0; e < edits && !s->empty(); ++e) {
+        size_t at = rng() % s->size();
+        switch (rng() % 4) {
+          case 0:
+            (*s)[at] = static_cast<char>(rng());
+            break;
+          case 1:
+            s->erase(at, rng() % 20);
+            break;
+          case 2:
+            s->insert(at, s->substr(rng() % s->size(), rng() % 30));
+            break;
+          default:
+            s->insert(at, "\n");
+            break;
+        }
+      }
+    }
+    std::ofstream(dir + "/m.jsonl", std::ios::trunc) << a;
+    std::ofstream(dir + "/s.jsonl", std::ios::trunc) << b;
+    join::JoinOptions o;
+    o.requests = {dir + "/m.jsonl", dir + "/s.jsonl"};
+    auto m = join::JoinTraces(files.primary, files.shadow, o);
+    ASSERT_TRUE(m.ok());
+    const auto& t = m->requests;
+    uint64_t blank = 0;
+    {
+      std::ifstream f(dir + "/m.jsonl");
+      for (std::string line; std::getline(f, line);) blank += line.find_first_not_of(" \t\r") == std::string::npos;
+    }
+    EXPECT_EQ(t.lines, t.requests.size() + t.bad_lines + blank);
+    (void)join::JoinToJson(*m, {}, {});
+  }
+}
+
+}  // namespace
+}  // namespace twinscope
