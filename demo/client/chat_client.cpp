@@ -192,8 +192,8 @@ ChatLoadReport RunChatLoad(const ChatLoadOptions& o) {
   ChatLoadReport rep;
   rep.results.resize(static_cast<size_t>(std::max(o.requests, 0)));
   for (size_t i = 0; i < rep.results.size(); ++i) {
-    rep.results[i].index = static_cast<int>(i);
-    if (!o.id_prefix.empty()) rep.results[i].request_id = o.id_prefix + std::to_string(i);
+    rep.results[i].index = o.first_index + static_cast<int>(i);
+    if (!o.id_prefix.empty()) rep.results[i].request_id = o.id_prefix + std::to_string(rep.results[i].index);
   }
   auto url = ParseHttpUrl(o.url);
   const auto t0 = Clock::now();

@@ -23,6 +23,7 @@ struct ChatLoadOptions {
   std::string prompt = "Tell me a story about a GPU.";  // request i sends "<prompt> (request i)"
   std::optional<uint64_t> seed;                         // request i sends seed + i; none = no "seed" field
   std::string id_prefix = "demo-";                      // X-Request-Id: <prefix><i>; "" = no header sent
+  int first_index = 0;                                  // i runs from here (prompt, seed and id alike)
   bool stream = true;
   bool include_usage = true;                  // stream_options.include_usage (streaming only)
   std::chrono::milliseconds timeout{300000};  // one request, connect to last byte
@@ -45,7 +46,7 @@ struct ChatResult {
 };
 
 struct ChatLoadReport {
-  std::vector<ChatResult> results;  // by index
+  std::vector<ChatResult> results;  // by index (from first_index)
   double wall_ms = 0;               // first send to last end
   int ok = 0, failed = 0;
   int64_t tokens = 0;  // over the ok requests

@@ -1,9 +1,11 @@
 // twinscope demo: the whole scene on one GPU with one command. The demo
 // decode server (demo/) runs as the primary behind the mirror while a
-// built-in client sends concurrent streaming chat requests; then a shadow of
-// the server replays the primary's step schedule under the block probe
-// (default), or runs beside it in lockstep (--live); the two are joined
-// launch by launch and summed up.
+// built-in client sends concurrent streaming chat requests (and, with
+// --mirror-latency, pairs of requests straight to the primary and through the
+// mirror); then a shadow of the server replays the primary's step schedule
+// under the block probe (default), or runs beside it in lockstep (--live;
+// --no-lockstep: batching on its own); the two are joined launch by launch,
+// per request too, and summed up.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +13,8 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <fstream>
+#include <set>
 
 #include "base/env_names.h"
 #include "cli/cli_text.h"
@@ -19,16 +23,23 @@
 #include "cli/run_child.h"
 #include "cli/twin_command.h"
 #include "client/chat_client.h"
+#include "client/mirror_latency.h"
 #include "twin/serve.h"
 
 namespace twinscope::cli {
 namespace {
 
+// The demo server to run instead of the one beside this twinscope (a build elsewhere; the tests' fake-GPU one).
+constexpr char kDemoServerEnv[] = "TWINSCOPE_DEMO_SERVER";
+constexpr char kChatPrefix[] = "demo-";
+
 struct DemoFlags {
   bool live = false;
+  bool no_lockstep = false;
   std::string out = "twinscope-demo";
   int requests = 8;
   int max_tokens = 48;
+  int mirror_latency = 0;
   std::string model = "1b";
   std::string kernel = "reshape_and_cache_flash";
   std::string engine = "gpu";
@@ -40,16 +51,88 @@ bool HaveGpu() {
   return stat("/dev/nvidia0", &st) == 0 || stat("/dev/nvidiactl", &st) == 0;
 }
 
+std::string Mode(const DemoFlags& f) { return !f.live ? "replay" : f.no_lockstep ? "live-no-lockstep" : "live"; }
+
 std::vector<std::string> ServerArgs(const std::string& server, const DemoFlags& f) {
   return {server, "--port", "{port}", "--engine", f.engine, "--model", f.model};
 }
 
-void PrintClient(const demo::ChatLoadReport& c) {
+// What the client saw, beside the join.
+struct ClientRun {
+  demo::ChatLoadReport load;
+  bool latency_ran = false;
+  demo::MirrorLatencyReport latency;
+};
+
+// The figures seed 000 reported, from the joined model: over the chat requests' steps where the join
+// has the request trace (the mirror-latency requests' steps are counted apart), else over every step.
+struct Figures {
+  uint64_t decode_steps = 0, cache_intervals = 0, other_decode_steps = 0;
+  uint64_t per_request_min = 0, per_request_max = 0;  // decode steps of each chat request
+  uint64_t chat_requests_traced = 0;
+  uint64_t misses = 0, drops = 0;
+  int64_t missing = 0;
+  uint64_t drifting = 0;
+  uint64_t primary_in_steps = 0, primary_in_steps_exact = 0;  // target launches in served steps, matched exactly
+  double exact_rate = 0;
+};
+
+Figures ComputeFigures(const join::JoinedModel& m) {
+  Figures g;
+  std::set<uint64_t> chat;
+  const auto& t = m.requests;
+  bool first = true;
+  for (const auto& r : t.requests) {
+    if (r.id.rfind(kChatPrefix, 0) != 0) continue;
+    ++g.chat_requests_traced;
+    chat.insert(r.steps.begin(), r.steps.end());
+    g.per_request_min = first ? r.decode_steps : std::min(g.per_request_min, r.decode_steps);
+    g.per_request_max = std::max(g.per_request_max, r.decode_steps);
+    first = false;
+  }
+  if (!chat.empty()) {
+    for (const auto& s : t.steps) {
+      if (s.kind != "decode") continue;
+      if (!chat.count(s.index)) {
+        ++g.other_decode_steps;
+        continue;
+      }
+      ++g.decode_steps;
+      g.cache_intervals += s.targets;
+    }
+  } else {
+    for (const auto& s : m.steps) {
+      if (s.range.rfind("decode", 0) != 0) continue;
+      ++g.decode_steps;
+      g.cache_intervals += s.targets;
+    }
+  }
+  for (const auto& s : t.steps) {
+    g.primary_in_steps += s.target_launches.size();
+    g.primary_in_steps_exact += s.shadow_exact;
+  }
+  const auto& pl = m.primary_side.stats.loss;
+  const auto& sl = m.shadow_side.stats.loss;
+  g.misses = pl.key_fallbacks + pl.no_launch_key;
+  g.drops = pl.cupti_dropped + pl.writer_dropped + sl.writer_dropped;
+  g.missing = std::max<int64_t>(0, pl.missing);
+  for (const auto& d : m.drift) g.drifting += (d.time_only + d.unmatched + d.shape_differs) ? 1 : 0;
+  g.exact_rate = m.summary.shadow_launches ? 100.0 * m.summary.exact / m.summary.shadow_launches : 0.0;
+  return g;
+}
+
+double TtftP50(const demo::ChatLoadReport& c) {
   std::vector<double> ttft;
   for (const auto& r : c.results)
     if (r.ok() && r.ttft_ms >= 0) ttft.push_back(r.ttft_ms);
-  std::printf("client: %d requests ok, %d failed, %" PRId64 " tokens in %.2f s (%.1f tokens/s), TTFT p50 %.1f ms\n",
-              c.ok, c.failed, c.tokens, c.wall_ms / 1e3, c.tokens_per_s(), demo::Percentile(ttft, 50));
+  return demo::Percentile(ttft, 50);
+}
+
+void PrintClient(const demo::ChatLoadReport& c, const DemoFlags& f) {
+  std::printf("client: %d requests ok, %d failed, %" PRId64
+              " tokens in %.2f s (%.1f tokens/s, the primary %s), TTFT p50 %.1f ms\n",
+              c.ok, c.failed, c.tokens, c.wall_ms / 1e3, c.tokens_per_s(),
+              f.live ? "beside the shadow" : "alone behind the mirror", TtftP50(c));
   for (const auto& r : c.results) {
     if (!r.ok()) std::printf("  request %s failed: %s\n", r.request_id.c_str(), r.error.c_str());
   }
@@ -60,40 +143,74 @@ void PrintClient(const demo::ChatLoadReport& c) {
   }
 }
 
-// The demo's summary: the figures seed 000 reported, from the joined model.
-void PrintSummary(const join::JoinedModel& m, const demo::ChatLoadReport& client, const std::string& out) {
-  uint64_t decode_steps = 0, cache_intervals = 0;
-  for (const auto& s : m.steps) {
-    if (s.range.rfind("decode", 0) != 0) continue;
-    ++decode_steps;
-    cache_intervals += s.targets;
-  }
-  const auto& pl = m.primary_side.stats.loss;
-  const auto& sl = m.shadow_side.stats.loss;
-  const uint64_t misses = pl.key_fallbacks + pl.no_launch_key;
-  const uint64_t drops = pl.cupti_dropped + pl.writer_dropped + sl.writer_dropped;
+void PrintSummary(const join::JoinedModel& m, const Figures& g, const ClientRun& client, const DemoFlags& f,
+                  const std::string& out) {
   const auto& s = m.summary;
-  uint64_t drifting = 0;
-  for (const auto& d : m.drift) drifting += (d.time_only + d.unmatched + d.shape_differs) ? 1 : 0;
-  std::printf("\n== twinscope demo ==\n");
-  PrintClient(client);
-  std::printf("decode steps: %" PRIu64 ", cache-kernel intervals: %" PRIu64 " (%.1f per step)\n", decode_steps,
-              cache_intervals, decode_steps ? static_cast<double>(cache_intervals) / decode_steps : 0.0);
-  std::printf("correlation misses: %" PRIu64 ", drops: %" PRIu64 ", kernel records missing: %" PRId64 "\n", misses,
-              drops, std::max<int64_t>(0, pl.missing));
-  std::printf("shadow launches of %s: %" PRIu64 ", matched exactly %" PRIu64 " (%.1f%%), by time only %" PRIu64
+  std::printf("\n== twinscope demo (%s) ==\n", Mode(f).c_str());
+  PrintClient(client.load, f);
+  std::printf("decode steps: %" PRIu64, g.decode_steps);
+  if (g.chat_requests_traced)
+    std::printf(" of the %" PRIu64 " chat requests (%" PRIu64 "-%" PRIu64 " each)", g.chat_requests_traced,
+                g.per_request_min, g.per_request_max);
+  if (g.other_decode_steps) std::printf(", %" PRIu64 " more of the mirror-latency requests", g.other_decode_steps);
+  std::printf("; cache-kernel intervals: %" PRIu64 " (%.1f per step)\n", g.cache_intervals,
+              g.decode_steps ? static_cast<double>(g.cache_intervals) / g.decode_steps : 0.0);
+  std::printf("correlation misses: %" PRIu64 ", drops: %" PRIu64 ", kernel records missing: %" PRId64 "\n", g.misses,
+              g.drops, g.missing);
+  std::printf("shadow launches of the target: %" PRIu64 ", matched exactly %" PRIu64 " (%.1f%%), by time only %" PRIu64
               ", unmatched %" PRIu64 "; drifting ranges %" PRIu64 " of %zu\n",
-              s.target_kernels.empty() ? "the target" : "the target", s.shadow_launches, s.exact,
-              s.shadow_launches ? 100.0 * s.exact / s.shadow_launches : 0.0, s.time_only, s.unmatched_shadow, drifting,
-              m.drift.size());
+              s.shadow_launches, s.exact, g.exact_rate, s.time_only, s.unmatched_shadow, g.drifting, m.drift.size());
+  if (g.primary_in_steps)
+    std::printf("the primary's target launches in served steps: %" PRIu64 ", matched exactly %" PRIu64 " (%.1f%%)\n",
+                g.primary_in_steps, g.primary_in_steps_exact,
+                100.0 * static_cast<double>(g.primary_in_steps_exact) / static_cast<double>(g.primary_in_steps));
+  if (m.requests.present)
+    std::printf("per request: %zu requests in %s (twinscope stats %s lists them; the report's Requests section)\n",
+                m.requests.requests.size(), m.requests.trace_path.c_str(), out.c_str());
+  if (client.latency_ran) std::printf("%s\n", client.latency.Describe().c_str());
   std::printf("joined model: %s/join.json; report: %s/report.html; again: twinscope stats %s\n", out.c_str(),
               out.c_str(), out.c_str());
 }
 
+nlohmann::json SummaryJson(const join::JoinedModel& m, const Figures& g, const ClientRun& c, const DemoFlags& f,
+                           const std::string& out) {
+  const auto& s = m.summary;
+  nlohmann::json j = {
+      {"mode", Mode(f)},
+      {"model", f.model},
+      {"engine", f.engine},
+      {"requests", {{"sent", c.load.results.size()}, {"ok", c.load.ok}, {"failed", c.load.failed}}},
+      {"tokens", c.load.tokens},
+      {"tokens_per_s", c.load.tokens_per_s()},
+      {"ttft_ms_p50", TtftP50(c.load)},
+      {"chat_requests_traced", g.chat_requests_traced},
+      {"decode_steps", g.decode_steps},
+      {"decode_steps_per_request", {g.per_request_min, g.per_request_max}},
+      {"other_decode_steps", g.other_decode_steps},
+      {"cache_intervals", g.cache_intervals},
+      {"cache_intervals_per_step", g.decode_steps ? static_cast<double>(g.cache_intervals) / g.decode_steps : 0.0},
+      {"correlation_misses", g.misses},
+      {"drops", g.drops},
+      {"kernel_records_missing", g.missing},
+      {"shadow_launches", s.shadow_launches},
+      {"exact", s.exact},
+      {"exact_rate_pct", g.exact_rate},
+      {"time_only", s.time_only},
+      {"unmatched_shadow", s.unmatched_shadow},
+      {"primary_target_in_steps", g.primary_in_steps},
+      {"primary_target_in_steps_exact", g.primary_in_steps_exact},
+      {"drifting_ranges", g.drifting},
+      {"ranges", m.drift.size()},
+      {"report", out + "/report.html"},
+      {"mirror_latency", c.latency_ran ? c.latency.ToJson() : nlohmann::json(nullptr)}};
+  if (c.latency_ran) j["mirror_latency"].erase("direct_results"), j["mirror_latency"].erase("mirror_results");
+  return j;
+}
+
 // The default scene: the primary serves the client's requests alone (behind
 // the mirror), then a shadow replays its step schedule under the block probe.
-int ServeThenReplay(const TwinSetup& s, const std::string& server, const DemoFlags& f,
-                    const std::function<void(const std::string&)>& client, join::JoinedModel* model) {
+int ServeThenReplay(const TwinSetup& s, const std::function<void(const twin::ServeEndpoints&)>& client,
+                    join::JoinedModel* model) {
   auto primary_lib = FindCollectorLibrary("libtwinscope_cupti.so");
   auto shadow_lib = FindCollectorLibrary("libtwinscope_blocks.so");
   for (auto* l : {&primary_lib, &shadow_lib}) {
@@ -108,6 +225,7 @@ int ServeThenReplay(const TwinSetup& s, const std::string& server, const DemoFla
   r.out_dir = s.out;
   r.primary_library = *primary_lib;
   r.shadow_library = *shadow_lib;
+  r.primary_env = PrimaryCuptiEnv(s.command);
   r.listen = s.listen;
   r.with_shadow = false;
   r.progress = isatty(STDERR_FILENO);
@@ -135,10 +253,22 @@ int ServeThenReplay(const TwinSetup& s, const std::string& server, const DemoFla
   }
   twin::ChildExit primary = o.primary;
   if (primary.term_signal == SIGTERM) primary.exit_code = 0;  // stopped as asked
-  nlohmann::json extra = {{"serve", true}, {"replay", true}, {"mirror", o.mirror_counters}, {"schedule", schedule}};
+  nlohmann::json extra = {{"serve", true},
+                          {"replay", true},
+                          {"mirror", o.mirror_counters},
+                          {"schedule", schedule},
+                          {"request_trace", twin::ExpandPlaceholders(s.request_trace, 0, o.primary_port, s.out)}};
   TwinSetup sequential = s;
   sequential.concurrent = false;
   return FinishTwin(sequential, s.out, primary, shadow_exit, o.primary_trace, o.shadow_trace, false, extra, model);
+}
+
+bool WriteJson(const std::string& path, const nlohmann::json& j) {
+  std::ofstream f(path, std::ios::trunc);
+  f << j.dump(2) << "\n";
+  f.close();
+  if (!f) std::fprintf(stderr, "twinscope demo: cannot write %s\n", path.c_str());
+  return static_cast<bool>(f);
 }
 
 CommandRegistration kDemo(
@@ -149,25 +279,44 @@ CommandRegistration kDemo(
       sub->add_flag("--live", f->live,
                     "Run the shadow beside the primary in lockstep behind the mirror (default: it replays the "
                     "primary's schedule afterwards, so it cannot time-slice the primary's GPU)");
+      sub->add_flag("--no-lockstep", f->no_lockstep,
+                    "With --live: the shadow batches the mirrored requests on its own instead of following the "
+                    "primary's schedule, so the join measures the drift");
       sub->add_option("-o,--output", f->out, "Folder for the traces, the schedule, the joined model and the report")
           ->capture_default_str();
-      sub->add_option("--requests", f->requests, "Concurrent streaming chat requests")->capture_default_str();
-      sub->add_option("--max-tokens", f->max_tokens, "Tokens per reply (decode steps)")->capture_default_str();
+      sub->add_option("--requests", f->requests, "Concurrent streaming chat requests")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 4096));
+      sub->add_option("--max-tokens", f->max_tokens, "Tokens per reply (decode steps)")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 4000));
+      sub->add_option("--mirror-latency", f->mirror_latency,
+                      "After the chat requests, N more of them one at a time straight to the primary and N through "
+                      "the mirror, interleaved: the mirror's added p50/p99 latency (DIR/mirror-latency.json)")
+          ->capture_default_str()
+          ->check(CLI::Range(0, 10000));
       sub->add_option("--model", f->model, "Model shape of the demo server")->capture_default_str();
       sub->add_option("--kernel", f->kernel, "Kernel whose blocks the shadow traces")->capture_default_str();
       sub->add_option("--engine", f->engine, "gpu, or cpu (no GPU work at all: for trying the plumbing)")
           ->capture_default_str();
       return [f]() {
+        if (f->no_lockstep && !f->live) {
+          std::fprintf(stderr, "twinscope demo: --no-lockstep goes with --live (the replay is lockstep by nature)\n");
+          return 2;
+        }
         if (f->engine == "gpu" && !HaveGpu()) {
           std::fprintf(stderr,
                        "twinscope demo: no NVIDIA GPU found (no /dev/nvidia0): the demo runs a decode server on the "
                        "GPU. On a machine without one, run the tests (scripts/test.sh)\n");
           return 1;
         }
-        const std::string server = ExecutableDir() + "/twinscope-demo-server";
+        const char* env_server = std::getenv(kDemoServerEnv);
+        const std::string server =
+            env_server && *env_server ? std::string(env_server) : ExecutableDir() + "/twinscope-demo-server";
         if (access(server.c_str(), X_OK) != 0) {
-          std::fprintf(stderr, "twinscope demo: %s not found: build the target twinscope-demo-server\n",
-                       server.c_str());
+          const std::string hint = env_server && *env_server ? std::string(" (or fix ") + kDemoServerEnv + ")" : "";
+          std::fprintf(stderr, "twinscope demo: %s not found: build the target twinscope-demo-server%s\n",
+                       server.c_str(), hint.c_str());
           return 1;
         }
         TwinSetup s;
@@ -177,33 +326,58 @@ CommandRegistration kDemo(
         s.listen = "127.0.0.1:0";
         s.command = ServerArgs(server, *f);
         s.primary_args = {"--schedule-out", "{dir}/schedule.jsonl", "--trace-requests", "{dir}/requests-primary.jsonl"};
+        s.request_trace = "{dir}/requests-primary.jsonl";
+        s.schedule = "{dir}/schedule.jsonl";
         // The shadow runs its decode steps as CUDA graphs, as the primary does: the block probe traces
         // graph kernel nodes (docs/block-probe.md, "Graphs").
         s.shadow_args = {"--gpu-memory-fraction", std::to_string(f->shadow_memory), "--trace-requests",
                          "{dir}/requests-shadow.jsonl"};
-        demo::ChatLoadReport client;
-        auto run_client = [&](const std::string& url) {
+        ClientRun run;
+        auto run_client = [&](const twin::ServeEndpoints& ep) {
           demo::ChatLoadOptions o;
-          o.url = url;
+          o.url = ep.mirror_url;
           o.requests = f->requests;
           o.max_tokens = f->max_tokens;
           o.seed = 1234;
+          o.id_prefix = kChatPrefix;
           std::fprintf(stderr, "twinscope demo: sending %d concurrent streaming chat requests to %s\n", f->requests,
-                       url.c_str());
-          client = demo::RunChatLoad(o);
+                       ep.mirror_url.c_str());
+          run.load = demo::RunChatLoad(o);
+          std::fprintf(stderr, "twinscope demo: %d of %d requests ok, %.1f tokens/s\n", run.load.ok, f->requests,
+                       run.load.tokens_per_s());
+          if (f->mirror_latency <= 0) return;
+          demo::MirrorLatencyOptions lo;
+          lo.request = o;
+          lo.mirror_url = ep.mirror_url;
+          lo.direct_url = ep.primary_url;
+          lo.shadow_url = ep.shadow_url;  // live: the shadow gets each direct request too, as mirrored ones
+          lo.pairs = f->mirror_latency;
+          std::fprintf(stderr,
+                       "twinscope demo: mirror latency: %d requests straight to the primary (%s) and %d through the "
+                       "mirror, one at a time, interleaved\n",
+                       lo.pairs, ep.primary_url.c_str(), lo.pairs);
+          run.latency = demo::RunMirrorLatency(lo);
+          run.latency_ran = true;
         };
         join::JoinedModel model;
         int code = 0;
         if (f->live) {
-          s.shadow_args.push_back("--follow");
-          s.shadow_args.push_back("http://127.0.0.1:{primary_port}");
+          if (!f->no_lockstep) {
+            s.shadow_args.push_back("--follow");
+            s.shadow_args.push_back("http://127.0.0.1:{primary_port}");
+          }
           code = ServeTwinAndJoin(s, run_client, &model);
         } else {
-          code = ServeThenReplay(s, server, *f, run_client, &model);
+          code = ServeThenReplay(s, run_client, &model);
         }
+        if (!run.load.results.empty()) WriteJson(s.out + "/client.json", run.load.ToJson());
+        if (run.latency_ran) WriteJson(s.out + "/mirror-latency.json", run.latency.ToJson());
         if (code != 0 && model.shadow.empty()) return code;
-        PrintSummary(model, client, s.out);
-        return client.failed ? 1 : code;
+        const Figures g = ComputeFigures(model);
+        PrintSummary(model, g, run, *f, s.out);
+        WriteJson(s.out + "/summary.json", SummaryJson(model, g, run, *f, s.out));
+        if (run.latency_ran && run.latency.failed()) return 1;
+        return run.load.failed ? 1 : code;
       };
     });
 

@@ -10,6 +10,7 @@ namespace {
 
 struct JoinFlags {
   std::string primary, shadow, out;
+  std::string requests, schedule;
   bool concurrent = false;
   size_t top = 10;
 };
@@ -23,6 +24,11 @@ CommandRegistration kJoin(
       sub->add_option("-o,--output", f->out, "Folder for join.json, the report and the other views")->required();
       sub->add_flag("--concurrent", f->concurrent,
                     "The two ran at the same time: flag primary kernels that ran while the shadow had GPU work");
+      sub->add_option("--requests", f->requests,
+                      "A serving run's request trace (twinscope-demo-server --trace-requests): per-request views")
+          ->check(CLI::ExistingFile);
+      sub->add_option("--schedule", f->schedule, "and its step schedule (--schedule-out): each step's batch")
+          ->check(CLI::ExistingFile);
       sub->add_option("--top", f->top, "Slowest matched launches to print")->capture_default_str();
       sub->footer("Example: twinscope join run/primary.tsc run/shadow.tsc -o run");
       return [f]() {
@@ -35,6 +41,7 @@ CommandRegistration kJoin(
         r.shadow = f->shadow;
         r.out_dir = f->out;
         r.options.concurrent = f->concurrent;
+        r.options.requests = {f->requests, f->schedule};
         r.top = f->top;
         return JoinAndReport(r);
       };

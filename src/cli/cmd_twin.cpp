@@ -1,6 +1,8 @@
 // twinscope twin: run one command as a primary (CUPTI collector) and a shadow
 // (block probe), then join them launch by launch (src/twin, src/join).
 #include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -145,7 +147,22 @@ int RunTwinAndJoin(const TwinSetup& f) {
                     nlohmann::json::object(), nullptr);
 }
 
-int ServeTwinAndJoin(const TwinSetup& f, const std::function<void(const std::string&)>& client,
+namespace {
+
+// A serving run's input to the per-request views: `given` (placeholders expanded) if the user named
+// one, else DIR/`name` if this run wrote it (not a file left by an earlier run); "" if none.
+std::string ServedFile(const std::string& given, const char* name, const std::string& dir, int primary_port,
+                       const timespec& since) {
+  if (!given.empty()) return AbsolutePath(twin::ExpandPlaceholders(given, 0, primary_port, dir));
+  const std::string p = dir + "/" + name;
+  struct stat st {};
+  if (stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
+  return st.st_mtim.tv_sec + 1 >= since.tv_sec ? p : "";  // coarse file clocks: a second's slack
+}
+
+}  // namespace
+
+int ServeTwinAndJoin(const TwinSetup& f, const std::function<void(const twin::ServeEndpoints&)>& client,
                      join::JoinedModel* model) {
   twin::ServeRequest r;
   if (!Libraries(&r.primary_library, &r.shadow_library)) return 1;
@@ -163,17 +180,22 @@ int ServeTwinAndJoin(const TwinSetup& f, const std::function<void(const std::str
   r.progress = isatty(STDERR_FILENO);
   r.client = client;
   std::fprintf(stderr, "twinscope twin --serve: primary and shadow servers, results in %s\n", r.out_dir.c_str());
+  timespec started{};
+  clock_gettime(CLOCK_REALTIME, &started);
   twin::ServeOutcome o = twin::RunServe(r);
   if (!o.error.empty()) {
     std::fprintf(stderr, "twinscope twin: %s\n", o.error.c_str());
     return 1;
   }
-  nlohmann::json extra = {{"serve", true},
-                          {"mirror_url", o.mirror_url},
-                          {"primary_port", o.primary_port},
-                          {"shadow_port", o.shadow_port},
-                          {"request_log", o.request_log},
-                          {"mirror", o.mirror_counters}};
+  nlohmann::json extra = {
+      {"serve", true},
+      {"mirror_url", o.mirror_url},
+      {"primary_port", o.primary_port},
+      {"shadow_port", o.shadow_port},
+      {"request_log", o.request_log},
+      {"mirror", o.mirror_counters},
+      {"request_trace", ServedFile(f.request_trace, "requests-primary.jsonl", r.out_dir, o.primary_port, started)},
+      {"schedule", ServedFile(f.schedule, "schedule.jsonl", r.out_dir, o.primary_port, started)}};
   std::fprintf(stderr, "twinscope twin: mirror: %s requests, shadow copies ok %s, failed %s\n",
                o.mirror_counters.value("requests", nlohmann::json(0)).dump().c_str(),
                o.mirror_counters.value("shadow_ok", nlohmann::json(0)).dump().c_str(),
@@ -224,6 +246,13 @@ CommandRegistration kTwin(
           ->capture_default_str();
       sub->add_option("--primary-args", f->setup.primary_args, "--serve: extra arguments for the primary's command")
           ->allow_extra_args(false);
+      sub->add_option("--request-trace", f->setup.request_trace,
+                      "--serve: the primary's request trace (one JSON line per request with its steps, as "
+                      "twinscope-demo-server --trace-requests writes it; {dir} is the output folder) for per-request "
+                      "views. Default: DIR/requests-primary.jsonl if the run wrote it");
+      sub->add_option("--schedule", f->setup.schedule,
+                      "--serve: the primary's step schedule (twinscope-demo-server --schedule-out) for each step's "
+                      "batch. Default: DIR/schedule.jsonl if the run wrote it");
       sub->add_option("--shadow-args", f->setup.shadow_args,
                       "--serve: extra arguments for the shadow's command (e.g. a smaller GPU memory share)")
           ->allow_extra_args(false);

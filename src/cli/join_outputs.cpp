@@ -67,7 +67,14 @@ join::JsonBounds ReportJsonBounds() {
   b.max_launches = 2000;
   b.max_drift_rows = 1000;
   b.max_step_rows = 0;
+  b.requests.max_rows = 1000;
+  b.requests.max_steps = 2000;
   return b;
+}
+
+std::string BaseName(const std::string& p) {
+  size_t slash = p.find_last_of('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
 }
 
 }  // namespace
@@ -83,6 +90,15 @@ join::JoinOptions TwinOptions(const std::string& dir) {
   o.shadow_window_end_realtime_ns = j.value("shadow_end_realtime_ns", uint64_t{0});
   o.primary_start_realtime_ns = j.value("primary_start_realtime_ns", uint64_t{0});
   o.primary_end_realtime_ns = j.value("primary_end_realtime_ns", uint64_t{0});
+  // A serving run's request trace and schedule; a folder that moved still finds its own copies.
+  auto input = [&](const char* key) {
+    const auto it = j.find(key);
+    std::string p = it != j.end() && it->is_string() ? it->get<std::string>() : "";
+    if (!p.empty() && !IsFile(p) && IsFile(dir + "/" + BaseName(p))) p = dir + "/" + BaseName(p);
+    return p;
+  };
+  o.requests.trace = input("request_trace");
+  if (!o.requests.trace.empty()) o.requests.schedule = input("schedule");
   return o;
 }
 

@@ -3,14 +3,14 @@
 #pragma once
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cli/record_common.h"
 #include "join/join_model.h"
 #include "twin/child_group.h"
+#include "twin/serve.h"
 
 namespace twinscope::cli {
 
@@ -28,6 +28,9 @@ struct TwinSetup {
   double health_timeout = 300;
   std::string health_path = "/health";
   std::vector<std::string> primary_args, shadow_args;
+  // The primary's request trace and step schedule, for per-request views (join/requests.h); "{dir}" is
+  // the output folder. Empty: DIR/requests-primary.jsonl and DIR/schedule.jsonl if this run wrote them.
+  std::string request_trace, schedule;
 };
 
 // Batch twin: the primary, then (or with --concurrent, beside) the shadow.
@@ -37,7 +40,7 @@ int RunTwinAndJoin(const TwinSetup& setup);
 // Serving twin (twin --serve). `client` (may be empty) runs once the mirror
 // listens, with its URL; serving stops when it returns. `model` (may be
 // null) receives the joined model.
-int ServeTwinAndJoin(const TwinSetup& setup, const std::function<void(const std::string&)>& client,
+int ServeTwinAndJoin(const TwinSetup& setup, const std::function<void(const twin::ServeEndpoints&)>& client,
                      join::JoinedModel* model);
 
 // After a twin run of either kind: reports both sides' exits, writes

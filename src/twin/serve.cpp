@@ -233,7 +233,12 @@ ServeOutcome RunServe(const ServeRequest& r) {
     std::fflush(stderr);
   };
   if (r.client) {
-    std::thread client([&] { r.client(out.mirror_url); });
+    ServeEndpoints ep;
+    ep.mirror_url = out.mirror_url;
+    ep.primary_url = "http://127.0.0.1:" + std::to_string(out.primary_port);
+    if (r.with_shadow && out.shadow_healthy && group.exit(si).running)
+      ep.shadow_url = "http://127.0.0.1:" + std::to_string(out.shadow_port);
+    std::thread client([&] { r.client(ep); });
     client.join();
   } else {
     auto next = std::chrono::steady_clock::now();

@@ -15,6 +15,13 @@
 
 namespace twinscope::twin {
 
+// Where a running serve answers, for ServeRequest::client.
+struct ServeEndpoints {
+  std::string mirror_url;   // "http://127.0.0.1:PORT": what clients should use
+  std::string primary_url;  // the primary server itself (behind the mirror)
+  std::string shadow_url;   // the shadow server itself; "" when it is not serving
+};
+
 struct ServeRequest {
   // The server command. "{port}" is replaced by each side's own port,
   // "{primary_port}" by the primary's, "{dir}" by out_dir; TWINSCOPE_PORT is
@@ -34,7 +41,7 @@ struct ServeRequest {
   // Runs once both are healthy and the mirror listens, on this thread; the run
   // stops when it returns (the demo's built-in client). Empty: serve until a
   // signal or the duration.
-  std::function<void(const std::string& mirror_url)> client;
+  std::function<void(const ServeEndpoints& endpoints)> client;
 };
 
 struct ServeOutcome {
