@@ -363,8 +363,9 @@ CommandRegistration kDemo(
         int code = 0;
         if (f->live) {
           if (!f->no_lockstep) {
-            s.shadow_args.push_back("--follow");
-            s.shadow_args.push_back("http://127.0.0.1:{primary_port}");
+            for (const char* a : {"--follow", "http://127.0.0.1:{primary_port}", "--exit-after-schedule"})
+              s.shadow_args.push_back(a);
+            s.shadow_follows = true;
           }
           code = ServeTwinAndJoin(s, run_client, &model);
         } else {

@@ -179,6 +179,7 @@ int ServeTwinAndJoin(const TwinSetup& f, const std::function<void(const twin::Se
   r.shadow_device = f.shadow_device;
   r.progress = isatty(STDERR_FILENO);
   r.client = client;
+  r.shadow_follows = f.shadow_follows;
   std::fprintf(stderr, "twinscope twin --serve: primary and shadow servers, results in %s\n", r.out_dir.c_str());
   timespec started{};
   clock_gettime(CLOCK_REALTIME, &started);
@@ -235,7 +236,8 @@ CommandRegistration kTwin(
                     "then join");
       sub->add_flag("--follow", f->follow,
                     "--serve: the shadow follows the primary's step schedule (appends '--follow "
-                    "http://127.0.0.1:{primary_port}' to the shadow's command, as twinscope-demo-server takes it)");
+                    "http://127.0.0.1:{primary_port} --exit-after-schedule' to the shadow's command, as "
+                    "twinscope-demo-server takes it); on stopping, the shadow finishes the schedule first");
       sub->add_option("--listen", f->setup.listen, "--serve: where the mirror listens (HOST:PORT; port 0 picks one)")
           ->capture_default_str();
       sub->add_option("--duration", f->setup.duration, "--serve: stop after this many seconds of serving")
@@ -263,6 +265,8 @@ CommandRegistration kTwin(
         if (f->follow) {
           s.shadow_args.push_back("--follow");
           s.shadow_args.push_back("http://127.0.0.1:{primary_port}");
+          s.shadow_args.push_back("--exit-after-schedule");  // so it can finish the schedule after the primary
+          s.shadow_follows = true;
         }
         return ServeTwinAndJoin(s, {}, nullptr);
       };

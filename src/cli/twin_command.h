@@ -28,6 +28,7 @@ struct TwinSetup {
   double health_timeout = 300;
   std::string health_path = "/health";
   std::vector<std::string> primary_args, shadow_args;
+  bool shadow_follows = false;  // the shadow follows the primary's schedule and exits at its end (serve.h)
   // The primary's request trace and step schedule, for per-request views (join/requests.h); "{dir}" is
   // the output folder. Empty: DIR/requests-primary.jsonl and DIR/schedule.jsonl if this run wrote them.
   std::string request_trace, schedule;

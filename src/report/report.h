@@ -20,6 +20,8 @@ struct ReportOptions {
   size_t max_steps = 2000;                     // more steps are merged into this many bars
   size_t max_drift_rows = 1000;                // drifting ranges first; the rest are summed in one row
   size_t max_why_slow_groups = 200;            // shape groups in "why slow"
+  size_t max_request_rows = 1000;              // requests listed ("Requests", a serving run's join)
+  size_t max_request_steps = 2000;             // steps of the listed requests with their target launches
   std::string title = "twinscope report";
   bool deflate_blocks = true;  // block detail deflated where this build has zlib (else raw, ~1.7x larger)
   bool inline_chartjs = true;  // false: as if built without Chart.js (the charts it draws become a note)
@@ -34,6 +36,8 @@ struct ReportInfo {
   uint64_t detail_blocks = 0;
   size_t detail_launches_left_out = 0;  // over max_detail_launches or max_detail_blocks
   uint64_t malformed_block_rows = 0;    // block_detail rows that are not [block, sm, enter, exit, order]
+  size_t request_rows = 0;              // requests listed (0: the join has none)
+  size_t request_steps = 0;             // steps kept for the request detail
   bool charts = false;                  // Chart.js was inlined
   bool deflated = false;                // block detail is deflated
   size_t data_bytes = 0;                // the embedded JSON copy of the join

@@ -136,6 +136,20 @@ ServeOutcome RunServe(const ServeRequest& r) {
   // Without a shadow, a placeholder child that is never started keeps the indices.
   const size_t si = r.with_shadow ? group.Start(shadow) : group.Start(ChildSpec{});
   auto stop_all = [&] {
+    if (r.shadow_follows && group.exit(si).running && group.exit(pi).running) {
+      // A follower runs the primary's schedule behind it: stop the primary (which ends the schedule),
+      // then let the shadow finish the steps it still has and exit on its own.
+      group.Signal(pi, SIGTERM);
+      const auto end = std::chrono::steady_clock::now() + r.stop_grace;
+      bool said = false;
+      while (group.Poll() > 0 && std::chrono::steady_clock::now() < end) {
+        if (!group.exit(pi).running && !said) {
+          std::fprintf(stderr, "twinscope twin: the primary stopped; the shadow finishes the primary's schedule\n");
+          said = true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
     for (size_t i : {pi, si}) group.Signal(i, SIGTERM);
     const auto end = std::chrono::steady_clock::now() + r.stop_grace;
     while (group.Poll() > 0 && std::chrono::steady_clock::now() < end)

@@ -37,6 +37,9 @@ struct ServeRequest {
   double duration_s = 0;  // > 0: stop after this long serving
   int shadow_device = -1;
   bool with_shadow = true;  // false: the primary alone behind the mirror (a shadow replays later)
+  // The shadow follows the primary's schedule and exits at its end: on stopping, the primary gets SIGTERM
+  // first and the shadow up to stop_grace to finish its last steps on its own before it gets SIGTERM.
+  bool shadow_follows = false;
   bool progress = false;
   // Runs once both are healthy and the mirror listens, on this thread; the run
   // stops when it returns (the demo's built-in client). Empty: serve until a

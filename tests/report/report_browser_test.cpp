@@ -282,3 +282,110 @@ TEST_F(ReportBrowser, ReportOfARealJoin) {
 
 }  // namespace
 }  // namespace twinscope
+
+// The Requests section of a serving run's report in the browser: a real join (src/join) of synthetic
+// traces whose ranges are named as the demo server's steps, with a request trace; picking a request
+// shows its steps, and its block-picture links show those launches' blocks.
+namespace twinscope {
+namespace {
+
+constexpr const char kHostileRequest[] = "r</script><script>window.tsPwned=2</script>";
+
+json ServedJoin(const std::string& dir) {
+  const std::vector<std::string> names = {"prefill step 0 [a:9,b:9]", "decode step 1 [a:1,b:1]",
+                                          "decode step 2 [a:1,b:1]", "decode step 3 [b:1]", "decode step 4 [x:1]"};
+  std::vector<FakeLaunch> v;
+  for (size_t s = 0; s < names.size(); ++s) {
+    for (uint32_t i = 0; i < 2; ++i) {
+      FakeLaunch l;
+      l.path = names[s] + "#0";
+      l.ordinal = i;
+      l.grid = {s == 0 ? 18u : 2u, 1, 1};
+      l.cpu_ns = 1'000'000 * (2 * s + i + 1);
+      l.dur_ns = 10'000 + 1'000 * s + 100 * i;
+      v.push_back(l);
+    }
+  }
+  auto files = testing::WriteTwin(dir, v);
+  std::ofstream(dir + "/requests-primary.jsonl")
+      << R"({"id":"a","status":200,"prompt_tokens":9,"completion_tokens":3,"prefill_step":0,"steps":[0,1,2]})"
+      << "\n"
+      << json({{"id", "b"}, {"status", 200}, {"prompt_tokens", 9}, {"prefill_step", 0}, {"steps", {0, 1, 2, 3}}}).dump()
+      << "\n"
+      << json({{"id", kHostileRequest}, {"status", 200}, {"steps", {4}}}).dump() << "\n";
+  join::JoinOptions o;
+  o.requests.trace = dir + "/requests-primary.jsonl";
+  auto m = join::JoinTraces(files.primary, files.shadow, o);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  if (!m.ok()) return json::object();
+  auto blocks = join::ReadShadowBlocks(m->shadow_path, join::DetailSeqs(*m, 4));  // fewer pictures than launches
+  EXPECT_TRUE(blocks.ok());
+  return join::JoinToJson(*m, {}, blocks.ok() ? *blocks : std::vector<join::LaunchBlocks>{});
+}
+
+constexpr const char* kRequests = R"JS(
+(async () => {
+  await window.tsReady;
+  const box = document.getElementById("ts-request-detail");
+  const heat = document.getElementById("ts-heatmap");
+  const state = () => ({ request: box.getAttribute("data-request"), steps: Number(box.getAttribute("data-steps")),
+                         links: box.querySelectorAll("p.ts-req-pictures a.ts-show").length,
+                         counted: Number(box.getAttribute("data-links")), text: box.innerText });
+  const first = state();
+  const sel = document.getElementById("ts-request-select");
+  sel.value = "1";
+  sel.dispatchEvent(new Event("change"));
+  const second = state();
+  const a = box.querySelector("p.ts-req-pictures a.ts-show");
+  const want = a ? a.getAttribute("data-launch") : null;
+  if (a) a.click();
+  for (let k = 0; k < 100 && heat.getAttribute("data-launch") !== want; k++) await new Promise((r) => setTimeout(r, 50));
+  const shown = heat.getAttribute("data-launch");
+  document.querySelector('a.ts-req[data-request="2"]').click();
+  const third = state();
+  return { first, second, want, shown, third, options: sel.options.length,
+           sections: Array.from(document.querySelectorAll("main > section")).map((s) => s.id),
+           errors: Number(document.getElementById("ts-errors").getAttribute("data-count")),
+           pwned: window.tsPwned === undefined ? null : window.tsPwned };
+})()
+)JS";
+
+TEST_F(ReportBrowser, RequestsShowTheirStepsAndLinkToBlockPictures) {
+  const std::string dir = BuildDir() + "/report-requests";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  json join = ServedJoin(dir);
+  ASSERT_TRUE(join.contains("requests"));
+  ASSERT_EQ(join["block_detail"].size(), 4u);
+  ASSERT_TRUE(WriteReport(join, dir + "/report.html").ok());
+  json base = Load(dir + "/report.html");
+  EXPECT_EQ(base["ready"], "1");
+  ASSERT_TRUE(browser_.Navigate(FileUrl(dir + "/report.html"))) << browser_.error();
+  json r = browser_.Evaluate(kRequests);
+  ASSERT_TRUE(r.is_object()) << browser_.error();
+  ExpectNoConsoleErrors();
+  EXPECT_EQ(r["errors"], 0);
+  EXPECT_EQ(r["sections"], json({"summary", "requests", "why-slow", "blocks", "launches", "steps", "drift", "loss"}));
+  EXPECT_EQ(r["options"], 3);
+  // The first request: its three steps; its slowest launch (step 2, the second) has a picture.
+  EXPECT_EQ(r["first"]["request"], "a");
+  EXPECT_EQ(r["first"]["steps"], 3);
+  EXPECT_GE(r["first"]["links"].get<int>(), 1);
+  EXPECT_EQ(r["first"]["links"], r["first"]["counted"]);
+  EXPECT_NE(r["first"]["text"].get<std::string>().find("3 steps (1 prefill, 2 decode)"), std::string::npos)
+      << r["first"]["text"];
+  EXPECT_EQ(r["second"]["request"], "b");
+  EXPECT_EQ(r["second"]["steps"], 4);
+  EXPECT_GE(r["second"]["links"].get<int>(), 1);
+  // Its block-picture link shows that launch's blocks.
+  ASSERT_FALSE(r["want"].is_null());
+  EXPECT_EQ(r["shown"], r["want"]);
+  // A click on a request in the table picks it; its hostile id stays text.
+  EXPECT_EQ(r["third"]["request"], kHostileRequest);
+  EXPECT_NE(r["third"]["text"].get<std::string>().find(kHostileRequest), std::string::npos);
+  EXPECT_TRUE(r["pwned"].is_null()) << "a request id ran as script";
+  ASSERT_TRUE(browser_.Screenshot(dir + "/report.png")) << browser_.error();
+}
+
+}  // namespace
+}  // namespace twinscope

@@ -1,6 +1,7 @@
 // twinscope report: builds what the page draws from the embedded join (#ts-data): the launch table
 // (rows added as it scrolls), kernel time per step (Chart.js where it was inlined), and for the selected
-// launch the block heatmap and the arrival-order plot, drawn by hand on canvases: Chart.js took ~1.7 s
+// launch the block heatmap and the arrival-order plot, drawn by hand on canvases (and, for a serving run,
+// the chosen request's steps with links to its launches' block pictures): Chart.js took ~1.7 s
 // for a 65,536-point scatter, these take tens of milliseconds. Block detail is inflated and decoded
 // only for the launch shown (format: src/report/block_codec.h). Everything from the trace reaches the
 // page through textContent or attributes set as properties, never as markup.
@@ -218,6 +219,107 @@
       if (shown < rows.length && wrap.scrollTop + wrap.clientHeight > wrap.scrollHeight - 600) more(200);
     }, { passive: true });
     table = { all: () => more(rows.length), rows: () => shown };
+  }
+
+  // ---- requests (a serving run): the chosen request's steps and links to its launches' block pictures ----
+  const reqs = data.requests || null;
+  function showRequest(i) {
+    const box = document.getElementById("ts-request-detail");
+    const rows = (reqs && reqs.rows) || [];
+    if (!box || i < 0 || i >= rows.length) return;
+    const r = rows[i];
+    const sel = document.getElementById("ts-request-select");
+    if (sel) sel.value = String(i);
+    box.textContent = "";
+    const stepsBy = showRequest.steps || (showRequest.steps = new Map((reqs.steps || []).map((s) => [s.step, s])));
+    const ms = (us) => (typeof us === "number" ? fmtNs(us * 1000) : DASH);
+    const head = el("p", "facts-head");
+    head.appendChild(el("strong", "", "Request " + r.id));
+    head.append(" \u00b7 status " + r.status + (r.finish_reason ? " (" + r.finish_reason + ")" : "") + " \u00b7 prompt " +
+      fmtCount(r.prompt_tokens) + " tokens, reply " + fmtCount(r.completion_tokens) + " \u00b7 first token " +
+      ms(r.first_token_us) + ", done " + ms(r.done_us) + " after arrival (server clock)");
+    box.appendChild(head);
+    if (r.error) box.appendChild(el("p", "warn", r.error));
+    box.appendChild(el("p", "", (r.steps || []).length + " steps (" + r.prefill_steps + " prefill, " + r.decode_steps +
+      " decode); the primary's kernel time in them " + fmtNs(r.kernel_ns) + " (its share " + fmtNs(r.kernel_share_ns) +
+      "), target kernel " + fmtNs(r.target_ns) + " in " + fmtCount(r.target_launches) + " launches, matched in the shadow " +
+      fmtCount(r.shadow_exact) + " exactly (" + pct(r.shadow_exact, r.target_launches) + ")" +
+      (r.shadow_time_only ? ", " + fmtCount(r.shadow_time_only) + " by time only" : "") + "; on the GPU from " +
+      fmtNs(r.gpu_start_ns) + " to " + fmtNs(r.gpu_end_ns) + "."));
+    // Block pictures: its target launches that have block detail in this report.
+    const pics = el("p", "ts-req-pictures");
+    let links = 0, missing = 0;
+    pics.appendChild(el("strong", "", "Block pictures of its target launches: "));
+    (r.steps || []).forEach((st) => {
+      const s = stepsBy.get(st);
+      if (!s) { missing++; return; }
+      (s.target_launches || []).forEach((t) => {
+        if (t[2] >= 0 && detailIndex.has(t[2])) {
+          if (links) pics.append(", ");
+          pics.appendChild(launchLink(t[2]));
+          pics.append(" (step " + s.step + ")");
+          links++;
+        }
+      });
+    });
+    if (!links) pics.append("none of them has block detail in this report (" + detail.length + " launches do; " +
+      "twinscope export DIR --format perfetto draws every matched launch's blocks)");
+    box.appendChild(pics);
+    // Its steps.
+    const t = el("table", "requests-steps");
+    const hr = t.createTHead().insertRow();
+    ["step", "kind", "batch (padded)", "GPU start", "kernel time", "target kernel", "target launches: launch, duration"]
+      .forEach((c, k) => hr.appendChild(el("th", k >= 3 && k <= 5 ? "num" : "", c)));
+    const body = t.createTBody();
+    const MAX_ROWS = 500;
+    (r.steps || []).slice(0, MAX_ROWS).forEach((st) => {
+      const s = stepsBy.get(st), tr = body.insertRow();
+      tr.appendChild(el("td", "num", String(st)));
+      if (!s) {
+        const td = el("td", "dim", "not in this report's bounded copy");
+        td.colSpan = 6;
+        tr.appendChild(td);
+        return;
+      }
+      tr.appendChild(el("td", "", s.kind || DASH));
+      const has = (v) => v !== null && v !== undefined;
+      tr.appendChild(el("td", "num", fmtCount(s.batch) + (s.kind === "prefill" && has(s.tokens) ? " (" + fmtCount(s.tokens) +
+        " tokens)" : has(s.padded) ? " (" + s.padded + ")" : "")));
+      tr.appendChild(el("td", "num", fmtNs(s.start_ns)));
+      tr.appendChild(el("td", "num", fmtNs(s.kernel_ns)));
+      tr.appendChild(el("td", "num", fmtNs(s.target_ns)));
+      const td = el("td", "targets");
+      (s.target_launches || []).forEach((x, k) => {
+        if (k) td.append(" ");
+        if (x[2] >= 0) td.appendChild(launchLink(x[2])); else td.appendChild(el("span", "warn", "unmatched"));
+        td.append(" " + fmtNs(x[1]));
+      });
+      if (!(s.target_launches || []).length) td.textContent = DASH;
+      tr.appendChild(td);
+    });
+    const wrap = el("div", "table-wrap short");
+    wrap.appendChild(t);
+    box.appendChild(wrap);
+    if ((r.steps || []).length > MAX_ROWS)
+      box.appendChild(el("p", "note", "The first " + MAX_ROWS + " of its " + r.steps.length + " steps."));
+    box.setAttribute("data-request", r.id);
+    box.setAttribute("data-steps", String(Math.min((r.steps || []).length, MAX_ROWS)));
+    box.setAttribute("data-links", String(links));
+    box.setAttribute("data-missing-steps", String(missing));
+  }
+  function buildRequests() {
+    const sel = document.getElementById("ts-request-select");
+    if (!reqs || !sel) return;
+    sel.addEventListener("change", () => { try { showRequest(Number(sel.value)); } catch (e) { record(e); } });
+    document.addEventListener("click", (e) => {
+      const a = e.target.closest && e.target.closest("a.ts-req");
+      if (a) showRequest(Number(a.getAttribute("data-request")));
+    });
+    // The request shown first: #request=ID in the URL, else the first.
+    const m = /request=([^&]+)/.exec(location.hash);
+    const want = m ? decodeURIComponent(m[1]) : null;
+    const i = want !== null ? (reqs.rows || []).findIndex((r) => r.id === want) : -1;
+    showRequest(i >= 0 ? i : 0);
   }
 
   // ---- block detail: inflate and decode one launch -----------------------------------------------------
@@ -657,6 +759,8 @@
     const shown = first >= 0 ? show(first) : Promise.resolve();
     buildTable();
     mark("table");
+    buildRequests();
+    mark("requests");
     drawSteps();
     mark("steps");
     if (first >= 0) {

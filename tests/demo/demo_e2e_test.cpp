@@ -1,0 +1,262 @@
+// `twinscope demo` end to end without a GPU: the real CLI, mirror, collectors
+// and join over the demo server with its CPU engine, whose launches go through
+// the fake CUPTI (primary) and the fake Sanitizer (shadow): tests/demo's
+// fake_gpu_server, given to the demo through TWINSCOPE_DEMO_SERVER. The
+// summary's figures are checked against the run's own schedule and request
+// trace; the report must hold the per-request section. Also: no GPU, bad flags.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace twinscope {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr int kRequests = 4, kMaxTokens = 12, kLayers = 4;  // --model small: 4 layers
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::vector<json> JsonLines(const fs::path& p) {
+  std::vector<json> v;
+  std::ifstream f(p);
+  for (std::string line; std::getline(f, line);)
+    if (!line.empty()) v.push_back(json::parse(line));
+  return v;
+}
+
+struct Outcome {
+  int code = -1;
+  std::string out, err;
+};
+
+class DemoE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(TWINSCOPE_TEST_WORKDIR) / ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "lib");
+    fs::create_symlink(TWINSCOPE_TEST_CUPTI_LIB, dir_ / "lib" / "libtwinscope_cupti.so");
+    fs::create_symlink(TWINSCOPE_TEST_BLOCKS_LIB, dir_ / "lib" / "libtwinscope_blocks.so");
+  }
+
+  // `server`: TWINSCOPE_DEMO_SERVER ("" = not set).
+  Outcome Demo(const std::vector<std::string>& args, const std::string& server = TWINSCOPE_TEST_FAKE_SERVER) {
+    std::vector<std::string> argv = {TWINSCOPE_BIN, "demo"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<std::string> envs;
+    for (char** e = environ; *e; ++e) {
+      std::string kv = *e;
+      if (kv.rfind("TWINSCOPE_", 0) != 0 && kv.rfind("LD_LIBRARY_PATH=", 0) != 0) envs.push_back(kv);
+    }
+    envs.push_back("TWINSCOPE_LIB_DIR=" + (dir_ / "lib").string());
+    envs.push_back(std::string("LD_LIBRARY_PATH=") + TWINSCOPE_TEST_FAKE_CUPTI_DIR);
+    if (!server.empty()) envs.push_back("TWINSCOPE_DEMO_SERVER=" + server);
+    std::vector<char*> envp, av;
+    for (auto& s : envs) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    for (auto& a : argv) av.push_back(a.data());
+    av.push_back(nullptr);
+    const std::string out = (dir_ / "stdout.txt").string(), err = (dir_ / "stderr.txt").string();
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = 0;
+    EXPECT_EQ(posix_spawn(&pid, av[0], &fa, nullptr, av.data(), envp.data()), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    Outcome r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
+    r.out = Slurp(out);
+    r.err = Slurp(err);
+    return r;
+  }
+
+  std::vector<std::string> Args(const fs::path& out, std::vector<std::string> more = {}) {
+    std::vector<std::string> a = {"--engine",     "cpu",
+                                  "--model",      "small",
+                                  "--requests",   std::to_string(kRequests),
+                                  "--max-tokens", std::to_string(kMaxTokens),
+                                  "-o",           out.string()};
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  }
+
+  // The figures the summary must give, worked out from the run's own schedule and request trace.
+  void ExpectFiguresOfTheRun(const fs::path& out, const Outcome& r, int latency_pairs) {
+    SCOPED_TRACE(r.out + r.err);
+    json s = json::parse(Slurp(out / "summary.json"));
+    EXPECT_EQ(s["requests"]["ok"], kRequests);
+    EXPECT_EQ(s["requests"]["failed"], 0);
+    EXPECT_EQ(s["tokens"], kRequests * kMaxTokens);
+    // Decode steps: the distinct decode steps the chat requests were in, by the schedule.
+    std::map<uint64_t, std::string> kind;
+    for (const auto& l : JsonLines(out / "schedule.jsonl"))
+      if (l["type"] == "step") kind[l["step"].get<uint64_t>()] = l["kind"];
+    std::set<uint64_t> chat_decode;
+    int traced = 0, latency = 0;
+    for (const auto& q : JsonLines(out / "requests-primary.jsonl")) {
+      std::string id = q["id"];
+      if (id.rfind("demo-", 0) == 0) {
+        ++traced;
+        int decode = 0;
+        for (const auto& st : q["steps"])
+          if (kind.at(st.get<uint64_t>()) == "decode") chat_decode.insert(st.get<uint64_t>()), ++decode;
+        EXPECT_EQ(decode, kMaxTokens - 1) << id << ": one prefill step gives the first token";
+      } else {
+        EXPECT_EQ(id.rfind("lat-", 0), 0u) << id;
+        ++latency;
+      }
+    }
+    EXPECT_EQ(traced, kRequests);
+    EXPECT_EQ(latency, 2 * latency_pairs);
+    EXPECT_EQ(s["decode_steps"], chat_decode.size());
+    EXPECT_GE(chat_decode.size(), static_cast<size_t>(kMaxTokens - 1));
+    EXPECT_EQ(s["decode_steps_per_request"], json({kMaxTokens - 1, kMaxTokens - 1}));
+    EXPECT_EQ(s["cache_intervals"], kLayers * chat_decode.size());
+    EXPECT_EQ(s["cache_intervals_per_step"], static_cast<double>(kLayers));
+    EXPECT_EQ(s["correlation_misses"], 0);
+    EXPECT_EQ(s["drops"], 0);
+    EXPECT_EQ(s["kernel_records_missing"], 0);
+    // Every step the server ran has one cache-kernel launch per layer, in both traces, matched by key.
+    EXPECT_EQ(s["shadow_launches"], kLayers * kind.size());
+    EXPECT_EQ(s["exact"], s["shadow_launches"]);
+    EXPECT_EQ(s["exact_rate_pct"], 100.0);
+    EXPECT_EQ(s["time_only"], 0);
+    EXPECT_EQ(s["unmatched_shadow"], 0);
+    EXPECT_EQ(s["primary_target_in_steps"], kLayers * kind.size());
+    EXPECT_EQ(s["primary_target_in_steps_exact"], kLayers * kind.size());
+    EXPECT_EQ(s["drifting_ranges"], 0);
+    // The printed summary says the same.
+    EXPECT_NE(r.out.find("client: " + std::to_string(kRequests) + " requests ok, 0 failed"), std::string::npos);
+    EXPECT_NE(
+        r.out.find("decode steps: " + std::to_string(chat_decode.size()) + " of the 4 chat requests (11-11 each)"),
+        std::string::npos);
+    EXPECT_NE(r.out.find("(4.0 per step)"), std::string::npos);
+    EXPECT_NE(r.out.find("correlation misses: 0, drops: 0"), std::string::npos);
+    EXPECT_NE(r.out.find("(100.0%)"), std::string::npos);
+
+    // The join carries every request, and the report a Requests section that names them.
+    json j = json::parse(Slurp(out / "join.json"));
+    ASSERT_TRUE(j.contains("requests"));
+    EXPECT_EQ(j["requests"]["total"], kRequests + 2 * latency_pairs);
+    for (const auto& row : j["requests"]["rows"]) {
+      EXPECT_EQ(row["target_launches"], kLayers * row["steps"].size()) << row.dump();
+      EXPECT_EQ(row["shadow_exact"], row["target_launches"]) << row.dump();
+    }
+    const std::string html = Slurp(out / "report.html");
+    EXPECT_NE(html.find("<section id=\"requests\">"), std::string::npos);
+    for (int i = 0; i < kRequests; ++i)
+      EXPECT_NE(html.find(">demo-" + std::to_string(i) + "<"), std::string::npos) << "demo-" << i;
+    EXPECT_NE(html.find("id=\"ts-request-select\""), std::string::npos);
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(DemoE2E, ReplayGivesTheSummarysFiguresAndAReportWithRequests) {
+  const fs::path out = dir_ / "run";
+  Outcome r = Demo(Args(out, {"--mirror-latency", "3"}));
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("1/2 the primary serves"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("2/2 a shadow replays"), std::string::npos) << r.err;
+  ExpectFiguresOfTheRun(out, r, 3);
+  // The mirror's added latency: 3 requests each way, sane numbers, kept as JSON and printed.
+  json lat = json::parse(Slurp(out / "mirror-latency.json"));
+  EXPECT_EQ(lat["pairs"], 3);
+  for (const char* side : {"direct", "mirror"}) {
+    SCOPED_TRACE(side);
+    EXPECT_EQ(lat[side]["requests"], 3);
+    EXPECT_EQ(lat[side]["ok"], 3);
+    EXPECT_GT(lat[side]["ttft_ms_p50"].get<double>(), 0);
+    EXPECT_GE(lat[side]["ttft_ms_p99"].get<double>(), lat[side]["ttft_ms_p50"].get<double>());
+    EXPECT_GE(lat[side]["total_ms_p50"].get<double>(), lat[side]["ttft_ms_p50"].get<double>());
+  }
+  EXPECT_DOUBLE_EQ(lat["added_ms"]["ttft_p50"].get<double>(),
+                   lat["mirror"]["ttft_ms_p50"].get<double>() - lat["direct"]["ttft_ms_p50"].get<double>());
+  EXPECT_EQ(lat["shadow_copies"], 0);  // no shadow serves while the primary does
+  EXPECT_EQ(lat["direct_results"][1]["request_id"], "lat-direct-1");
+  EXPECT_EQ(lat["mirror_results"][2]["request_id"], "lat-mirror-2");
+  EXPECT_NE(r.out.find("mirror added latency (3 pairs): TTFT p50 "), std::string::npos) << r.out;
+  EXPECT_TRUE(json::parse(Slurp(out / "summary.json"))["mirror_latency"].is_object());
+  // The mirror logged every request, and `stats` on the folder shows the requests again.
+  EXPECT_EQ(JsonLines(out / "requests.jsonl").size(), static_cast<size_t>(kRequests + 3));
+  EXPECT_NE(r.out.find("requests (requests-primary.jsonl): 10, 10 with status 200"), std::string::npos) << r.out;
+}
+
+TEST_F(DemoE2E, LiveLockstepMatchesEveryLaunchAndCopiesDirectRequestsToTheShadow) {
+  const fs::path out = dir_ / "run";
+  Outcome r = Demo(Args(out, {"--live", "--mirror-latency", "2"}));
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("== twinscope demo (live) =="), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the primary beside the shadow"), std::string::npos) << r.out;
+  ExpectFiguresOfTheRun(out, r, 2);
+  json lat = json::parse(Slurp(out / "mirror-latency.json"));
+  EXPECT_EQ(lat["shadow_copies"], 2);
+  EXPECT_EQ(lat["shadow_copies_failed"], 0);
+  // Stopping: the primary first; the shadow ran the whole schedule and ended on its own.
+  size_t steps = 0;
+  for (const auto& l : JsonLines(out / "schedule.jsonl")) steps += l["type"] == "step";
+  EXPECT_NE(r.err.find("the followed schedule ended after " + std::to_string(steps) + " steps"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("the shadow exited with code 0"), std::string::npos) << r.err;
+  // The lockstep shadow ran the direct requests from their copies, not synthesized after a wait.
+  int synthesized = 0;
+  for (const auto& q : JsonLines(out / "requests-shadow.jsonl")) synthesized += q.value("synthesized", false);
+  EXPECT_EQ(synthesized, 0);
+}
+
+TEST_F(DemoE2E, WithoutAGpuPlainDemoSaysSoAndFails) {
+  struct stat st {};
+  const bool gpu = stat("/dev/nvidia0", &st) == 0 || stat("/dev/nvidiactl", &st) == 0;
+  // Plain `twinscope demo` (the GPU engine); a server path that does not exist stops it right after the check.
+  Outcome r = Demo({"-o", (dir_ / "run").string()}, (dir_ / "no-such-server").string());
+  EXPECT_EQ(r.code, 1) << r.err;
+  if (gpu) {  // a GPU machine passes the check and gets to the server
+    EXPECT_EQ(r.err.find("no NVIDIA GPU found"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("no-such-server not found"), std::string::npos) << r.err;
+    return;
+  }
+  EXPECT_NE(r.err.find("twinscope demo: no NVIDIA GPU found (no /dev/nvidia0): the demo runs a decode server on the "
+                       "GPU. On a machine without one, run the tests (scripts/test.sh)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "run")) << "nothing is started without a GPU";
+}
+
+TEST_F(DemoE2E, BadFlagsAreClearErrors) {
+  Outcome r = Demo(Args(dir_ / "run", {"--no-lockstep"}));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--no-lockstep goes with --live"), std::string::npos) << r.err;
+  Outcome m = Demo(Args(dir_ / "run"), (dir_ / "no-such-server").string());
+  EXPECT_EQ(m.code, 1);
+  EXPECT_NE(m.err.find("no-such-server not found: build the target twinscope-demo-server (or fix "
+                       "TWINSCOPE_DEMO_SERVER)"),
+            std::string::npos)
+      << m.err;
+}
+
+}  // namespace
+}  // namespace twinscope
