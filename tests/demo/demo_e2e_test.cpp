@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -160,6 +161,16 @@ class DemoE2E : public ::testing::Test {
 
     // The join carries every request, and the report a Requests section that names them.
     json j = json::parse(Slurp(out / "join.json"));
+    // Both sides ran decode steps as CUDA graphs; every traced shadow launch has all its blocks.
+    EXPECT_EQ(j["summary"]["shadow_without_blocks"], 0);
+    int graph_nodes = 0;
+    for (const auto& l : j["launches"]) {
+      graph_nodes += l["primary"]["graph"].get<bool>();
+      EXPECT_EQ(l["shadow"]["blocks_seen"], l["shadow"]["blocks_expected"]) << l.dump();
+    }
+    EXPECT_EQ(graph_nodes, kLayers * static_cast<int>(std::count_if(kind.begin(), kind.end(), [](const auto& k) {
+                             return k.second == "decode";
+                           })));
     ASSERT_TRUE(j.contains("requests"));
     EXPECT_EQ(j["requests"]["total"], kRequests + 2 * latency_pairs);
     for (const auto& row : j["requests"]["rows"]) {

@@ -4,11 +4,12 @@
 // that the demo's join looks at: inside the step's NVTX range (real NVTX
 // calls, so the collector's injection sees them), for each layer the cache
 // kernel (one block per token, min(kv_heads x head_dim, 512) threads) and an
-// rms_norm kernel. As the primary (TWINSCOPE_ROLE=primary) they go through the
-// fake CUPTI, decode steps as one CUDA graph per padded batch (as the GPU
-// engine replays them), the injection loaded as the driver would; as the
-// shadow, eagerly through the fake Sanitizer over real cubins; with no role,
-// none. Used by demo_e2e_test through TWINSCOPE_DEMO_SERVER.
+// rms_norm kernel. Decode steps run as one CUDA graph per padded batch (as the
+// GPU engine replays them; eagerly with --enforce-eager), prefill steps
+// eagerly. As the primary (TWINSCOPE_ROLE=primary) they go through the fake
+// CUPTI, the injection loaded as the driver would; as the shadow, through the
+// fake Sanitizer over real cubins; with no role, nowhere. Used by
+// demo_e2e_test through TWINSCOPE_DEMO_SERVER.
 #include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
 
@@ -38,6 +39,7 @@ class FakeGpuEngine : public Engine {
     layers_ = static_cast<unsigned>(m.layers);
     cache_threads_ = static_cast<unsigned>(std::min(m.kv_heads * m.head_dim, 512));
     for (int g : cpu_->info().graph_sizes) graph_sizes_[g] = nullptr;
+    if (side_ == Side::kShadow) stream_ = fakesan_create_stream();
   }
   const EngineInfo& info() const override { return cpu_->info(); }
 
@@ -58,12 +60,21 @@ class FakeGpuEngine : public Engine {
       }
       fakecupti_flush();
     } else if (side_ == Side::kShadow) {
+      auto graph = graph_sizes_.find(step.padded);
+      const bool as_graph = step.kind == StepKind::kDecode && graph != graph_sizes_.end();
+      if (as_graph && !graph->second) {
+        fakesan_graph_instantiate();
+        graph->second = reinterpret_cast<CUgraphExec>(uintptr_t{1});  // instantiated (the fake keeps no handle)
+      }
+      auto launch = as_graph ? fakesan_graph_node_launch : fakesan_launch;
+      if (as_graph) fakesan_graph_begin(stream_);
       for (unsigned l = 0; l < layers_ && s.ok(); ++l) {
-        if (fakesan_launch(cache_module_, kCacheKernel, grid, 1, 1, cache_threads_, 1, 1, 0, nullptr) != 0 ||
-            fakesan_launch(norm_module_, kNormKernel, grid, 1, 1, 128, 1, 1, 0, nullptr) != 0)
+        if (launch(cache_module_, kCacheKernel, grid, 1, 1, cache_threads_, 1, 1, stream_, nullptr) != 0 ||
+            launch(norm_module_, kNormKernel, grid, 1, 1, 128, 1, 1, stream_, nullptr) != 0)
           s = Status::Error("the fake Sanitizer refused a launch");
       }
-      fakesan_ctx_sync();
+      if (as_graph) fakesan_graph_end(stream_);
+      fakesan_stream_sync(stream_);
     }
     if (s.ok()) s = cpu_->Run(step, tokens);
     nvtxRangePop();
@@ -84,7 +95,8 @@ class FakeGpuEngine : public Engine {
   Side side_;
   uintptr_t cache_module_, norm_module_;
   unsigned layers_ = 0, cache_threads_ = 0;
-  std::map<int, CUgraphExec> graph_sizes_;  // captured on first use
+  uintptr_t stream_ = 0;                    // the shadow's stream
+  std::map<int, CUgraphExec> graph_sizes_;  // captured (instantiated) on first use
 };
 
 // Starts the fake driver of this process's side, as the real driver would start the injected collector.
