@@ -213,6 +213,7 @@ void BuildRequestTable(JoinedModel* mp, const RequestInputs& in) {
     ServedStep& s = step(index);
     if (s.kind.empty()) s.kind = kind;
     s.target_launches.push_back(i);
+    s.target_matches.push_back(match_of_primary[i]);
     if (match_of_primary[i] >= 0)
       ++(m.matches[static_cast<size_t>(match_of_primary[i])].kind == MatchKind::kExact ? s.shadow_exact
                                                                                        : s.shadow_time_only);
@@ -292,9 +293,6 @@ std::vector<uint64_t> RequestDetailSeqs(const JoinedModel& m, size_t max_request
   std::vector<uint64_t> out;
   const RequestTable& t = m.requests;
   if (!t.present || t.steps.empty()) return out;
-  std::unordered_map<size_t, size_t> match_of_primary;
-  for (size_t i = 0; i < m.matches.size(); ++i)
-    if (m.matches[i].kind == MatchKind::kExact) match_of_primary[m.matches[i].primary] = i;
   std::unordered_map<uint64_t, const ServedStep*> by_index;
   for (const auto& s : t.steps) by_index[s.index] = &s;
   for (size_t r = 0; r < t.requests.size() && out.size() < max_requests; ++r) {
@@ -303,11 +301,12 @@ std::vector<uint64_t> RequestDetailSeqs(const JoinedModel& m, size_t max_request
     for (uint64_t index : t.requests[r].steps) {
       auto s = by_index.find(index);
       if (s == by_index.end()) continue;
-      for (size_t p : s->second->target_launches) {
-        auto mt = match_of_primary.find(p);
-        if (mt == match_of_primary.end()) continue;
-        uint64_t d = Dur(m.primary[p]);
-        if (best < 0 || d > best_dur) best = static_cast<int64_t>(mt->second), best_dur = d;
+      const ServedStep& st = *s->second;
+      for (size_t k = 0; k < st.target_launches.size(); ++k) {
+        const int64_t mt = st.target_matches[k];
+        if (mt < 0 || m.matches[static_cast<size_t>(mt)].kind != MatchKind::kExact) continue;
+        const uint64_t d = Dur(m.primary[st.target_launches[k]]);
+        if (best < 0 || d > best_dur) best = mt, best_dur = d;
       }
     }
     if (best < 0) continue;
@@ -323,9 +322,6 @@ json RequestsToJson(const JoinedModel& m, const RequestJsonBounds& b) {
   const uint64_t t0 = m.primary_t0_ns;
   auto rel = [&](uint64_t ns) -> json { return ns ? json(ns >= t0 ? ns - t0 : 0) : json(nullptr); };
   auto opt = [](int64_t v) -> json { return v < 0 ? json(nullptr) : json(v); };
-  std::vector<int64_t> match_of_primary(m.primary.size(), -1);
-  for (size_t i = 0; i < m.matches.size(); ++i) match_of_primary[m.matches[i].primary] = static_cast<int64_t>(i);
-
   const size_t rows = b.max_rows ? std::min(b.max_rows, t.requests.size()) : t.requests.size();
   json rj = json::array();
   std::vector<uint64_t> wanted;  // step indices of the kept rows, in order of first mention
@@ -372,10 +368,10 @@ json RequestsToJson(const JoinedModel& m, const RequestJsonBounds& b) {
     if (k == t.steps.size() || t.steps[k].index != index) continue;
     const ServedStep& s = t.steps[k];
     json targets = json::array();
-    for (size_t p : s.target_launches) {
-      const PrimaryLaunch& pl = m.primary[p];
+    for (size_t k = 0; k < s.target_launches.size(); ++k) {
+      const PrimaryLaunch& pl = m.primary[s.target_launches[k]];
       targets.push_back(json::array({pl.have_kernel ? rel(pl.start_ns) : json(nullptr),
-                                     pl.have_kernel ? json(Dur(pl)) : json(nullptr), match_of_primary[p]}));
+                                     pl.have_kernel ? json(Dur(pl)) : json(nullptr), s.target_matches[k]}));
     }
     sj.push_back({{"step", s.index},
                   {"kind", s.kind},

@@ -31,6 +31,7 @@ struct ServedStep {
   uint64_t targets = 0, target_ns = 0;              // of them, the target kernels
   uint64_t first_start_ns = 0, last_end_ns = 0;     // CUPTI clock; 0/0 without kernels
   std::vector<size_t> target_launches;              // indices in JoinedModel::primary, launch order
+  std::vector<int64_t> target_matches;              // each one's index in JoinedModel::matches (-1: none)
   uint64_t shadow_exact = 0, shadow_time_only = 0;  // of those, matched in the shadow
 };
 
