@@ -14,12 +14,16 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "twin/serve.h"
 
 extern char** environ;
 
@@ -63,7 +67,15 @@ class DemoE2E : public ::testing::Test {
 
   // `server`: TWINSCOPE_DEMO_SERVER ("" = not set).
   Outcome Demo(const std::vector<std::string>& args, const std::string& server = TWINSCOPE_TEST_FAKE_SERVER) {
-    std::vector<std::string> argv = {TWINSCOPE_BIN, "demo"};
+    std::vector<std::string> argv = {"demo"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return Twinscope(argv, server);
+  }
+
+  // Runs `twinscope ARGS...`; `then` (if any) runs while it does, with its pid.
+  Outcome Twinscope(const std::vector<std::string>& args, const std::string& server,
+                    const std::function<void(pid_t)>& then = {}) {
+    std::vector<std::string> argv = {TWINSCOPE_BIN};
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<std::string> envs;
     for (char** e = environ; *e; ++e) {
@@ -86,6 +98,7 @@ class DemoE2E : public ::testing::Test {
     pid_t pid = 0;
     EXPECT_EQ(posix_spawn(&pid, av[0], &fa, nullptr, av.data(), envp.data()), 0);
     posix_spawn_file_actions_destroy(&fa);
+    if (then) then(pid);
     int status = 0;
     waitpid(pid, &status, 0);
     Outcome r;
@@ -237,6 +250,67 @@ TEST_F(DemoE2E, LiveLockstepMatchesEveryLaunchAndCopiesDirectRequestsToTheShadow
   int synthesized = 0;
   for (const auto& q : JsonLines(out / "requests-shadow.jsonl")) synthesized += q.value("synthesized", false);
   EXPECT_EQ(synthesized, 0);
+}
+
+// `twin --serve` on the same server: the request trace the primary writes (given only to the server)
+// reaches the join, a stale file of an earlier run does not, and `stats` on the folder shows the requests.
+TEST_F(DemoE2E, TwinServeJoinsTheRequestTraceItsPrimaryWrote) {
+  const fs::path out = dir_ / "serve";
+  fs::create_directories(out);
+  std::ofstream(out / "schedule.jsonl") << R"({"type":"header","version":1})"
+                                        << "\n";  // an earlier run's
+  fs::last_write_time(out / "schedule.jsonl", fs::file_time_type::clock::now() - std::chrono::hours(2));
+  const int port = twin::FreeLoopbackPort();
+  ASSERT_GT(port, 0);
+  int client_rc = -1;
+  Outcome r =
+      Twinscope({"twin",
+                 "--serve",
+                 "--follow",
+                 "--kernel",
+                 "reshape_and_cache_flash",
+                 "--listen",
+                 "127.0.0.1:" + std::to_string(port),
+                 "--duration",
+                 "4",
+                 "-o",
+                 out.string(),
+                 "--primary-args=--trace-requests",
+                 "--primary-args={dir}/requests-primary.jsonl",
+                 "--",
+                 TWINSCOPE_TEST_FAKE_SERVER,
+                 "--port",
+                 "{port}",
+                 "--engine",
+                 "cpu",
+                 "--model",
+                 "small"},
+                "", [&](pid_t) {
+                  // The mirror answers /health once both servers do; then three requests through it.
+                  for (int i = 0; i < 200 && twin::HttpGetStatus(port, "/health", std::chrono::seconds(1)) != 200; ++i)
+                    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                  const std::string cmd = std::string(TWINSCOPE_TEST_DEMO_CLIENT) +
+                                          " --url http://127.0.0.1:" + std::to_string(port) +
+                                          " -n 3 --max-tokens 5 -q > " + (dir_ / "client.txt").string() + " 2>&1";
+                  client_rc = std::system(cmd.c_str());
+                });
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(client_rc, 0) << Slurp(dir_ / "client.txt");
+  json tj = json::parse(Slurp(out / "twin.json"));
+  EXPECT_EQ(tj["request_trace"], (out / "requests-primary.jsonl").string());
+  EXPECT_EQ(tj["schedule"], "") << "the stale schedule.jsonl is not this run's";
+  json j = json::parse(Slurp(out / "join.json"));
+  ASSERT_TRUE(j.contains("requests")) << r.out;
+  EXPECT_EQ(j["requests"]["total"], 3);
+  EXPECT_EQ(j["summary"]["unmatched_shadow"], 0);
+  for (const auto& row : j["requests"]["rows"]) {
+    EXPECT_EQ(row["decode_steps"], 4) << row.dump();
+    EXPECT_EQ(row["shadow_exact"], row["target_launches"]) << row.dump();
+  }
+  EXPECT_NE(r.out.find("requests (requests-primary.jsonl): 3, 3 with status 200"), std::string::npos) << r.out;
+  Outcome st = Twinscope({"stats", out.string()}, "");
+  EXPECT_EQ(st.code, 0) << st.err;
+  EXPECT_NE(st.out.find("requests (requests-primary.jsonl): 3, 3 with status 200"), std::string::npos) << st.out;
 }
 
 TEST_F(DemoE2E, WithoutAGpuPlainDemoSaysSoAndFails) {
