@@ -13,7 +13,8 @@
 # Each run's figures come from its DIR/summary.json and DIR/mirror-latency.json (src/cli/cmd_demo.cpp).
 # At most 8 files come back in $OUT/demo_seed (else ./gpu-logs/demo_seed); the work folder is $WORK.
 # Environment: BUILD_DIR (build-gpu-seed), MODEL (1b), REQUESTS (8), MAX_TOKENS (48), LATENCY (20 pairs),
-# BUDGET_S (450: runs that would start past it are skipped, and each run is cut at what is left),
+# BUDGET_S (420 s from the start, build included: a run that would start with less than 60 s of it left is
+# skipped, and each run is cut at what is left),
 # PREBUILT (a build folder with bin/twinscope to use instead of building), ENGINE (gpu; `cpu` is a dry
 # run of this script without a GPU: with TWINSCOPE_DEMO_SERVER set to tests/demo's fake-GPU server, the
 # lib folder and the fakes' LD_LIBRARY_PATH as demo_e2e_test sets them, every step of it runs).
@@ -28,7 +29,7 @@ MODEL=${MODEL:-1b}
 REQUESTS=${REQUESTS:-8}
 MAX_TOKENS=${MAX_TOKENS:-48}
 LATENCY=${LATENCY:-20}
-BUDGET_S=${BUDGET_S:-450}
+BUDGET_S=${BUDGET_S:-420}
 ENGINE=${ENGINE:-gpu}
 rm -rf "$WORK"
 mkdir -p "$LOG" "$WORK"
@@ -79,7 +80,7 @@ build() {
     fail "the build failed (log above)"
   fi
   echo "   build took $(elapsed) s"
-  TS=$ROOT/$BUILD/bin/twinscope
+  TS=$(cd "$BUILD" && pwd)/bin/twinscope
 }
 if [[ -n ${PREBUILT:-} ]]; then
   TS=$(cd "$PREBUILT" && pwd)/bin/twinscope
