@@ -332,6 +332,9 @@ CommandRegistration kDemo(
         // graph kernel nodes (docs/block-probe.md, "Graphs").
         s.shadow_args = {"--gpu-memory-fraction", std::to_string(f->shadow_memory), "--trace-requests",
                          "{dir}/requests-shadow.jsonl"};
+        // This run's own outputs replace an earlier run's (the traces are replaced by the serve itself).
+        for (const char* name : {"summary.json", "mirror-latency.json", "client.json"})
+          unlink((s.out + "/" + name).c_str());
         ClientRun run;
         auto run_client = [&](const twin::ServeEndpoints& ep) {
           demo::ChatLoadOptions o;
