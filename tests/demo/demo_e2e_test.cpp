@@ -4,9 +4,7 @@
 // fake_gpu_server, given to the demo through TWINSCOPE_DEMO_SERVER. The
 // summary's figures are checked against the run's own schedule and request
 // trace; the report must hold the per-request section. Also: no GPU, bad flags.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,9 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "../testutil/spawn.h"
 #include "twin/serve.h"
-
-extern char** environ;
 
 namespace twinscope {
 namespace {
@@ -77,27 +74,13 @@ class DemoE2E : public ::testing::Test {
                     const std::function<void(pid_t)>& then = {}) {
     std::vector<std::string> argv = {TWINSCOPE_BIN};
     argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<std::string> envs;
-    for (char** e = environ; *e; ++e) {
-      std::string kv = *e;
-      if (kv.rfind("TWINSCOPE_", 0) != 0 && kv.rfind("LD_LIBRARY_PATH=", 0) != 0) envs.push_back(kv);
-    }
-    envs.push_back("TWINSCOPE_LIB_DIR=" + (dir_ / "lib").string());
-    envs.push_back(std::string("LD_LIBRARY_PATH=") + TWINSCOPE_TEST_FAKE_CUPTI_DIR);
-    if (!server.empty()) envs.push_back("TWINSCOPE_DEMO_SERVER=" + server);
-    std::vector<char*> envp, av;
-    for (auto& s : envs) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    for (auto& a : argv) av.push_back(a.data());
-    av.push_back(nullptr);
+    std::vector<std::string> add = {"TWINSCOPE_LIB_DIR=" + (dir_ / "lib").string(),
+                                    std::string("LD_LIBRARY_PATH=") + TWINSCOPE_TEST_FAKE_CUPTI_DIR};
+    if (!server.empty()) add.push_back("TWINSCOPE_DEMO_SERVER=" + server);
     const std::string out = (dir_ / "stdout.txt").string(), err = (dir_ / "stderr.txt").string();
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid = 0;
-    EXPECT_EQ(posix_spawn(&pid, av[0], &fa, nullptr, av.data(), envp.data()), 0);
-    posix_spawn_file_actions_destroy(&fa);
+    const pid_t pid = testutil::SpawnWithOutput(
+        argv, testutil::EnvironmentWithout({"TWINSCOPE_", "LD_LIBRARY_PATH="}, add), out, err);
+    EXPECT_GT(pid, 0) << "cannot start " << argv[0];
     if (then) then(pid);
     int status = 0;
     waitpid(pid, &status, 0);
