@@ -92,7 +92,7 @@ struct DriftRow {
 struct StepRow {
   std::string range;  // top-level range instance of the primary's kernels
   uint64_t kernels = 0, kernel_ns = 0, target_ns = 0;
-  uint64_t targets = 0;  // target kernel records (valid times) in the range
+  uint64_t targets = 0;                          // target kernel records (valid times) in the range
   uint64_t first_start_ns = 0, last_end_ns = 0;  // CUPTI clock, over the range's valid kernels
 };
 
