@@ -32,12 +32,8 @@ using nlohmann::json;
 
 constexpr int kRequests = 4, kMaxTokens = 12, kLayers = 4;  // --model small: 4 layers
 
-std::string Slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using testutil::Outcome;
+using testutil::Slurp;
 
 std::vector<json> JsonLines(const fs::path& p) {
   std::vector<json> v;
@@ -47,19 +43,12 @@ std::vector<json> JsonLines(const fs::path& p) {
   return v;
 }
 
-struct Outcome {
-  int code = -1;
-  std::string out, err;
-};
-
 class DemoE2E : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::path(TWINSCOPE_TEST_WORKDIR) / ::testing::UnitTest::GetInstance()->current_test_info()->name();
     fs::remove_all(dir_);
-    fs::create_directories(dir_ / "lib");
-    fs::create_symlink(TWINSCOPE_TEST_CUPTI_LIB, dir_ / "lib" / "libtwinscope_cupti.so");
-    fs::create_symlink(TWINSCOPE_TEST_BLOCKS_LIB, dir_ / "lib" / "libtwinscope_blocks.so");
+    testutil::LinkCollectors(dir_, TWINSCOPE_TEST_CUPTI_LIB, TWINSCOPE_TEST_BLOCKS_LIB);
   }
 
   // `server`: TWINSCOPE_DEMO_SERVER ("" = not set).
@@ -77,17 +66,9 @@ class DemoE2E : public ::testing::Test {
     std::vector<std::string> add = {"TWINSCOPE_LIB_DIR=" + (dir_ / "lib").string(),
                                     std::string("LD_LIBRARY_PATH=") + TWINSCOPE_TEST_FAKE_CUPTI_DIR};
     if (!server.empty()) add.push_back("TWINSCOPE_DEMO_SERVER=" + server);
-    const std::string out = (dir_ / "stdout.txt").string(), err = (dir_ / "stderr.txt").string();
-    const pid_t pid = testutil::SpawnWithOutput(
-        argv, testutil::EnvironmentWithout({"TWINSCOPE_", "LD_LIBRARY_PATH="}, add), out, err);
-    EXPECT_GT(pid, 0) << "cannot start " << argv[0];
-    if (then) then(pid);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    Outcome r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
-    r.out = Slurp(out);
-    r.err = Slurp(err);
+    Outcome r =
+        testutil::RunToEnd(argv, testutil::EnvironmentWithout({"TWINSCOPE_", "LD_LIBRARY_PATH="}, add), dir_, then);
+    EXPECT_NE(r.code, -1) << "cannot start " << argv[0];
     return r;
   }
 

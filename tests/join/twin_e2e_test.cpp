@@ -42,26 +42,15 @@ std::string Script() {
   return s;
 }
 
-std::string Slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-struct Outcome {
-  int code = -1;
-  std::string out, err;
-};
+using testutil::Outcome;
+using testutil::Slurp;
 
 class TwinE2E : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::path(TWINSCOPE_TEST_WORKDIR) / ::testing::UnitTest::GetInstance()->current_test_info()->name();
     fs::remove_all(dir_);
-    fs::create_directories(dir_ / "lib");
-    fs::create_symlink(TWINSCOPE_TEST_CUPTI_LIB, dir_ / "lib" / "libtwinscope_cupti.so");
-    fs::create_symlink(TWINSCOPE_TEST_BLOCKS_LIB, dir_ / "lib" / "libtwinscope_blocks.so");
+    testutil::LinkCollectors(dir_, TWINSCOPE_TEST_CUPTI_LIB, TWINSCOPE_TEST_BLOCKS_LIB);
     std::ofstream(dir_ / "script.txt") << Script();
   }
 
@@ -86,15 +75,8 @@ class TwinE2E : public ::testing::Test {
     const auto envs = testutil::EnvironmentWithout({"TWINSCOPE_", "LD_LIBRARY_PATH="},
                                                    {"TWINSCOPE_LIB_DIR=" + (dir_ / "lib").string(),
                                                     std::string("LD_LIBRARY_PATH=") + TWINSCOPE_TEST_FAKE_CUPTI_DIR});
-    const std::string out = (dir_ / "stdout.txt").string(), err = (dir_ / "stderr.txt").string();
-    const pid_t pid = testutil::SpawnWithOutput(argv, envs, out, err);
-    EXPECT_GT(pid, 0);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    Outcome r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
-    r.out = Slurp(out);
-    r.err = Slurp(err);
+    Outcome r = testutil::RunToEnd(argv, envs, dir_);
+    EXPECT_NE(r.code, -1) << "cannot start " << argv[0];
     return r;
   }
 

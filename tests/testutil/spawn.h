@@ -1,11 +1,16 @@
 // Test helper: runs a program with a given environment, its stdout and stderr
-// into files (header-only; used by the twin end-to-end and serving tests).
+// into files (header-only; used by the twin, demo and serving end-to-end tests).
 #pragma once
 
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -45,6 +50,45 @@ inline pid_t SpawnWithOutput(std::vector<std::string> argv, std::vector<std::str
   const int rc = posix_spawn(&pid, av[0], &fa, nullptr, av.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   return rc == 0 ? pid : -1;
+}
+
+// A whole file's text ("" if unreadable).
+inline std::string Slurp(const std::filesystem::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// How a program run to its end went: exit code (1000 + signal if killed), stdout, stderr.
+struct Outcome {
+  int code = -1;
+  std::string out, err;
+};
+
+// Runs argv with `env`, its output into DIR/stdout.txt and DIR/stderr.txt;
+// `then` (if any) runs once it started, with its pid; waits for its end.
+inline Outcome RunToEnd(std::vector<std::string> argv, std::vector<std::string> env, const std::filesystem::path& dir,
+                        const std::function<void(pid_t)>& then = {}) {
+  const std::string out = (dir / "stdout.txt").string(), err = (dir / "stderr.txt").string();
+  Outcome r;
+  const pid_t pid = SpawnWithOutput(std::move(argv), std::move(env), out, err);
+  if (pid <= 0) return r;
+  if (then) then(pid);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
+  r.out = Slurp(out);
+  r.err = Slurp(err);
+  return r;
+}
+
+// DIR/lib with both collector libraries linked in (for TWINSCOPE_LIB_DIR).
+inline void LinkCollectors(const std::filesystem::path& dir, const std::string& cupti_lib,
+                           const std::string& blocks_lib) {
+  std::filesystem::create_directories(dir / "lib");
+  std::filesystem::create_symlink(cupti_lib, dir / "lib" / "libtwinscope_cupti.so");
+  std::filesystem::create_symlink(blocks_lib, dir / "lib" / "libtwinscope_blocks.so");
 }
 
 }  // namespace twinscope::testutil

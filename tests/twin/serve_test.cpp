@@ -34,12 +34,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using testutil::Slurp;
 
 // POST to 127.0.0.1:port; returns the whole response ("" if none).
 std::string Post(int port, const std::string& path) {
