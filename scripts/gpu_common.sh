@@ -11,6 +11,11 @@ require_gpu() {
 
 # Sets the array `gen` to CMake generator arguments: Ninja where one is found
 # (the GPU machine has it only in PyTorch's venv), else CMake's default.
+# gpu_name: the GPU's name for a table's title ($ENGINE == cpu: a dry run without one).
+gpu_name() {
+  if [[ ${ENGINE:-gpu} == cpu ]]; then echo "no GPU (dry run, --engine cpu)"; else nvidia-smi --query-gpu=name --format=csv,noheader | head -1; fi
+}
+
 cmake_generator() {
   gen=()
   if command -v ninja >/dev/null; then

@@ -43,9 +43,6 @@ T0=$(date +%s)
 # shellcheck source=scripts/gpu_common.sh
 source scripts/gpu_common.sh
 [[ $ENGINE == cpu ]] || require_gpu "gpu_demo.sh"
-gpu_name() {
-  if [[ $ENGINE == cpu ]]; then echo "no GPU (dry run, --engine cpu)"; else nvidia-smi --query-gpu=name --format=csv,noheader | head -1; fi
-}
 
 LOGS=$LOG/logs.txt  # every log, concatenated (only 8 files come back)
 : >"$LOGS"
