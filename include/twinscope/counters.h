@@ -73,7 +73,9 @@ inline constexpr char kToggleSyncs[] = "patch_toggle_stream_syncs";   // streams
 inline constexpr char kToggleNs[] = "patch_toggle_ns";                // host time spent toggling (syncs included)
 inline constexpr char kTogglesDeferred[] = "patch_toggles_deferred";  // launches kept coming: toggled later
 inline constexpr char kModulesPinnedByGraph[] =
-    "modules_pinned_by_graph";                                          // graph exec made while patched: stay patched
+    "modules_pinned_by_graph";  // toggle mode: a graph exec was made, the target module stays patched
+inline constexpr char kModulesPinnedUnpatched[] =
+    "modules_pinned_unpatched";  // ... but could not be patched then: stays unpatched, launches untraced
 inline constexpr char kSamplingCostNs[] = "sampling_cost_ns";           // --budget: cost charged to samples
 inline constexpr char kSamplingProgramNs[] = "sampling_program_ns";     // --budget: the program's own time
 inline constexpr char kSamplingMaxCostNs[] = "sampling_max_sample_ns";  // --budget: the costliest sample

@@ -17,6 +17,7 @@
 
 #include <unistd.h>
 
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -32,6 +33,18 @@ namespace twinscope::blocks {
 
 std::atomic<bool> g_shut_down{false};
 thread_local bool tl_in_callback = false;
+std::atomic<bool> g_call_log{false};
+
+void CallLog(const char* fmt, ...) {
+  if (!g_call_log.load(std::memory_order_relaxed)) return;
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "twinscope calls [%llu] %s\n", static_cast<unsigned long long>(CurrentThreadId()), line);
+  std::fflush(stderr);
+}
 
 const char* ResultString(SanitizerResult r) {
   const char* s = nullptr;
@@ -75,7 +88,9 @@ void SANITIZERAPI Callback(void* userdata, Sanitizer_CallbackDomain domain, Sani
     return;
   }
   tl_in_callback = true;
+  CallLog("callback domain %d cbid %u in", int(domain), unsigned(cbid));
   Firewall("block probe Sanitizer callback", [&] { BlockProbe::Get().OnCallback(domain, cbid, data); });
+  CallLog("callback domain %d cbid %u out", int(domain), unsigned(cbid));
   tl_in_callback = false;
 }
 
@@ -108,6 +123,7 @@ int BlockProbe::Initialize() {
     return 1;
   }
   config_ = std::move(*config);
+  g_call_log.store(config_.call_log, std::memory_order_relaxed);
   selector_ = std::make_unique<KernelSelector>(config_.patterns);
   sampler_ = std::make_unique<Sampler>(config_.sampling);
   if (selector_->empty())
@@ -199,7 +215,7 @@ void BlockProbe::OnCallback(Sanitizer_CallbackDomain domain, Sanitizer_CallbackI
     }
     case SANITIZER_CB_DOMAIN_GRAPHS: {
       if (cbid == SANITIZER_CBID_GRAPHS_LAUNCH_END) {
-        OnGraphLaunchEnd();
+        OnGraphLaunchEnd(static_cast<const Sanitizer_GraphLaunchData*>(data)->stream);
         return;
       }
       if (cbid == SANITIZER_CBID_GRAPHS_GRAPHEXEC_CREATING) {

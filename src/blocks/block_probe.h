@@ -112,7 +112,7 @@ struct ModuleState {
   bool patched = false;  // the patch runs in its kernels now
   bool failed = false;   // patching failed: its launches are not traced (modules_patch_failed)
   bool ever_patched = false;
-  bool pinned = false;  // unpatching failed: it stays patched for good
+  bool pinned = false;  // unpatching failed, or a graph exec was made: it keeps its patch state for good
   // Toggle mode: every launch of its kernels bumps `epoch` and adds its stream
   // to `streams` (streams that may still run its kernels); a stream leaves
   // the set when the probe has synchronised it with no launch of the module
@@ -161,6 +161,10 @@ extern std::atomic<uint64_t> g_module_generation;
 
 // This thread is inside one of our callbacks (or our own Sanitizer calls).
 extern thread_local bool tl_in_callback;
+// TWINSCOPE_BLOCKS_GRAPH_DIAG=calls: one stderr line per callback (in and out)
+// and per blocking Sanitizer call of a toggle or drain, to find where a run hangs.
+extern std::atomic<bool> g_call_log;
+void CallLog(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 // Toggle mode: this thread is between the BEGIN and END of a launch of a
 // target module / inside a graph launch with such nodes (open_target_launches_).
 extern thread_local bool tl_target_launch_open;
@@ -228,7 +232,9 @@ class BlockProbe final : public NvtxListener {
   // ---- launch tracing (launch_tracing.cpp) ----
   void OnLaunchBegin(const Sanitizer_LaunchData& d, const GraphNodeRef* graph);
   void OnLaunchEnd(const Sanitizer_LaunchData& d);
-  void OnGraphLaunchEnd();
+  void OnGraphLaunchEnd(CUstream stream);
+  // Whether the end of a launch on `stream` is a point to toggle patching at (config_.toggle_at).
+  bool ToggleAtEnd(CUstream stream) const;
   // The off buffer for a launch on `stream` of `ctx`, or null (counted).
   void* OffBufferLocked(CUcontext ctx, Sanitizer_StreamHandle stream);
   // Hands an untraced launch of a patched module the off buffer (null if none).
@@ -291,6 +297,9 @@ class BlockProbe final : public NvtxListener {
   std::string subscribe_error_;
   bool disabled_ = false;
   bool shut_down_ = false;
+  // Toggle mode: a graph exec was created, so target modules stay patched for
+  // good, also those loaded later (patch_control.cpp, OnGraphExecCreating).
+  bool graphs_seen_ = false;
 
   std::unordered_set<CUcontext> patch_loaded_;  // contexts with our patch image
   std::unordered_map<CUmodule, ModuleState> modules_;

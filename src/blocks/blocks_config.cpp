@@ -75,6 +75,18 @@ StatusOr<BlocksConfig> ConfigFromEnv() {
   c.naive = EnvInt(env::kNaive, 0) != 0;
   const std::string diag = EnvString(env::kGraphDiag);
   c.graph_log = diag.find("log") != std::string::npos;
+  c.call_log = diag.find("calls") != std::string::npos;
+
+  const std::string at = EnvString(env::kToggleAt, "default");
+  if (at == "end") {
+    c.toggle_at = ToggleAt::kEnd;
+  } else if (at == "default") {
+    c.toggle_at = ToggleAt::kDefaultStreamEnd;
+  } else if (at == "sync") {
+    c.toggle_at = ToggleAt::kSync;
+  } else {
+    return Status::Error(std::string(env::kToggleAt) + "=" + at + " must be \"end\", \"default\" or \"sync\"");
+  }
 
   // Toggling pays two syncs and a re-patch per sample: worth it only when
   // launches are sampled out; tracing every launch keeps modules patched.

@@ -126,6 +126,9 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, const GraphNodeRef
   if (graph_node) graph_node_launches_.fetch_add(1, std::memory_order_relaxed);
   const uint64_t seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   const LaunchClass c = Classify(d);
+  CallLog("launch %s stream %p%s: selected %d target %d", d.functionName ? d.functionName : "?",
+          static_cast<void*>(graph_node ? d.hApiStream : d.hStream), graph_node ? " (graph node)" : "", c.selected,
+          c.target);
   // The common case: no lock, no key. (Eager launches of another kernel of a
   // patched module run its patch with no launch data, which returns at once.)
   if (!c.selected) CountLaunch(d.function);
@@ -253,10 +256,22 @@ void BlockProbe::OnLaunchEnd(const Sanitizer_LaunchData& d) {
   tl_open_launch_seq = UINT64_MAX;
   const bool closed = tl_target_launch_open;
   tl_target_launch_open = false;
-  AfterLaunch(seq, d.gridId, closed);
+  AfterLaunch(seq, d.gridId, closed, ToggleAtEnd(d.stream));
 }
 
-void BlockProbe::OnGraphLaunchEnd() {
+bool BlockProbe::ToggleAtEnd(CUstream stream) const {
+  switch (config_.toggle_at) {
+    case ToggleAt::kEnd:
+      return true;
+    case ToggleAt::kDefaultStreamEnd:
+      return stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD;
+    case ToggleAt::kSync:
+      return false;
+  }
+  return false;
+}
+
+void BlockProbe::OnGraphLaunchEnd(CUstream stream) {
   const bool closed = tl_target_graph_open;
   tl_target_graph_open = false;
   if (tl_graph_tables_open) {
@@ -264,7 +279,7 @@ void BlockProbe::OnGraphLaunchEnd() {
     std::lock_guard<std::mutex> lock(mu_);
     graph_tables_.erase(CurrentThreadId());  // this thread's graph launch is submitted: its tables are done
   }
-  AfterLaunch(UINT64_MAX, 0, closed);
+  AfterLaunch(UINT64_MAX, 0, closed, ToggleAtEnd(stream));
 }
 
 void BlockProbe::AfterLaunch(uint64_t traced_seq, uint64_t grid_id, bool closed, bool safe_point) {

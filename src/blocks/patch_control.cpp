@@ -70,8 +70,12 @@ void BlockProbe::OnModuleLoaded(const Sanitizer_ResourceModuleData& m) {
   if (s.target) {
     if (std::find(targets_.begin(), targets_.end(), m.module) == targets_.end()) targets_.push_back(m.module);
     // A module just loaded runs nothing yet: patch it now if it should be.
-    if (config_.patch == PatchMode::kAlways) {
-      SetPatchedLocked(m.module, s, true);
+    if (config_.patch == PatchMode::kAlways || graphs_seen_) {
+      // After a graph exec was made (toggle mode), for good: see OnGraphExecCreating.
+      if (SetPatchedLocked(m.module, s, true) && graphs_seen_) {
+        s.pinned = true;
+        ++counts_[counters::kModulesPinnedByGraph];
+      }
     } else if (sampler_->WantsNext(MonotonicNs())) {
       const uint64_t t0 = MonotonicNs();
       SetPatchedLocked(m.module, s, true);
@@ -92,7 +96,9 @@ void BlockProbe::OnModuleUnloading(std::unique_lock<std::mutex>& lock, CUmodule 
 
 bool BlockProbe::SetPatchedLocked(CUmodule m, ModuleState& s, bool patched) {
   if (!patched) {
+    CallLog("unpatch module %p", static_cast<void*>(m));
     SanitizerResult r = sanitizerUnpatchModule(m);
+    CallLog("unpatch module %p: %d", static_cast<void*>(m), int(r));
     if (r != SANITIZER_SUCCESS) {
       SanitizerError("sanitizerUnpatchModule (the module stays patched for good)", r);
       s.pinned = true;
@@ -116,7 +122,9 @@ bool BlockProbe::SetPatchedLocked(CUmodule m, ModuleState& s, bool patched) {
   SanitizerResult r = sanitizerPatchInstructions(SANITIZER_INSTRUCTION_BLOCK_ENTER, m, TWINSCOPE_BLOCK_ENTER_PATCH);
   if (r == SANITIZER_SUCCESS)
     r = sanitizerPatchInstructions(SANITIZER_INSTRUCTION_BLOCK_EXIT, m, TWINSCOPE_BLOCK_EXIT_PATCH);
+  CallLog("patch module %p", static_cast<void*>(m));
   if (r == SANITIZER_SUCCESS) r = sanitizerPatchModule(m);
+  CallLog("patch module %p: %d", static_cast<void*>(m), int(r));
   if (r != SANITIZER_SUCCESS) {
     SanitizerError("patching a module that holds a target kernel", r);
     ++counts_[counters::kModulesPatchFailed];
@@ -169,8 +177,11 @@ bool BlockProbe::QuiesceLocked(std::unique_lock<std::mutex>& lock, CUmodule m) {
     lock.unlock();
     {
       OwnCalls own;
-      for (Sanitizer_StreamHandle h : streams)
+      for (Sanitizer_StreamHandle h : streams) {
+        CallLog("toggle: sync stream %p", static_cast<void*>(h));
         if (r == SANITIZER_SUCCESS) r = sanitizerStreamSynchronize(h);
+        CallLog("toggle: sync stream %p: %d", static_cast<void*>(h), int(r));
+      }
     }
     lock.lock();
     counts_[counters::kToggleSyncs] += streams.size();
@@ -242,17 +253,46 @@ void BlockProbe::SafePointLocked(std::unique_lock<std::mutex>& lock) {
 }
 
 void BlockProbe::OnGraphExecCreating() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (config_.patch != PatchMode::kToggle || shut_down_) return;
-  for (CUmodule m : targets_) {
-    auto it = modules_.find(m);
-    if (it == modules_.end() || !it->second.patched || it->second.pinned) continue;
-    it->second.pinned = true;
-    if (++counts_[counters::kModulesPinnedByGraph] == 1)
-      LogInfo(
-          "block probe: a CUDA graph was instantiated while a target module was patched (around a sampled launch): "
-          "that module stays patched from now on (modules_pinned_by_graph)");
+  // A graph exec runs its kernel nodes with the patch state their module had
+  // when it was instantiated: launched after a toggle, an exec made unpatched
+  // stopped the H200 with "illegal instruction" (bench/RESULTS.md, toggle
+  // mode and graphs). So from the first exec on, target modules are patched
+  // now and stay patched, and so are those loaded later (OnModuleLoaded);
+  // their graph nodes and eager launches are still sampled, at the patch's cost.
+  if (!graphs_seen_) {
+    graphs_seen_ = true;
+    LogInfo(
+        "block probe: the program instantiates CUDA graphs: target modules stay patched from now on "
+        "(modules_pinned_by_graph); sampled-out launches of them pay the patch call");
   }
+  const std::vector<CUmodule> targets = targets_;
+  for (CUmodule m : targets) {
+    auto it = modules_.find(m);
+    if (it == modules_.end() || it->second.pinned || it->second.failed) continue;
+    if (!it->second.patched) {
+      CallLog("graph exec: patching module %p", static_cast<void*>(m));
+      if (!QuiesceLocked(lock, m)) {
+        // Kernels of it may be in flight: it cannot be patched now, so it
+        // stays unpatched for good and its launches go untraced (counted).
+        it = modules_.find(m);
+        if (it == modules_.end()) continue;
+        it->second.pinned = true;
+        ++counts_[counters::kModulesPinnedUnpatched];
+        LogError(
+            "block probe: a CUDA graph was instantiated while a target module could not be patched: its "
+            "launches are not traced from now on (modules_pinned_unpatched)");
+        continue;
+      }
+      it = modules_.find(m);
+      if (it == modules_.end() || it->second.failed) continue;
+      if (!it->second.patched && !SetPatchedLocked(m, it->second, true)) continue;
+    }
+    it->second.pinned = true;
+    ++counts_[counters::kModulesPinnedByGraph];
+  }
+  PublishCountersLocked();
 }
 
 void BlockProbe::ForgetStream(std::unique_lock<std::mutex>& lock, Sanitizer_StreamHandle h) {

@@ -66,7 +66,7 @@ class Sampler {
   uint64_t cost_ns() const { return cost_ns_; }          // all costs reported
   uint64_t program_ns(uint64_t now_ns) const;            // since the first matching launch, minus cost_ns
   uint64_t estimate_ns() const { return estimate_ns_; }  // running average of reported costs
-  uint64_t max_cost_ns() const { return max_cost_ns_; }   // the largest one: the most a budget can be overdrawn
+  uint64_t max_cost_ns() const { return max_cost_ns_; }  // the largest one: the most a budget can be overdrawn
   bool done() const { return o_.max_launches != 0 && traced_ >= o_.max_launches; }
 
  private:

@@ -58,15 +58,29 @@ int main(int argc, char** argv) {
     ++m;
   };
   cudaStream_t sa, sb, sg;
-  CHECK(cudaStreamCreate(&sa));
-  CHECK(cudaStreamCreate(&sb));
-  CHECK(cudaStreamCreate(&sg));
+  // TOGGLE_WL_NONBLOCKING=1 (diagnosis): streams that do not sync with the legacy default stream.
+  const unsigned stream_flags = std::getenv("TOGGLE_WL_NONBLOCKING") ? cudaStreamNonBlocking : cudaStreamDefault;
+  CHECK(cudaStreamCreateWithFlags(&sa, stream_flags));
+  CHECK(cudaStreamCreateWithFlags(&sb, stream_flags));
+  CHECK(cudaStreamCreateWithFlags(&sg, stream_flags));
 
   // Progress on stderr, flushed, so a run that hangs says where (the toggle workload timed out on the H200).
   auto phase = [&](const char* name) {
     std::fprintf(stderr, "blocks_toggle_workload: %s at matching %ld\n", name, m);
     std::fflush(stderr);
   };
+  // TOGGLE_WL_WARM (diagnosis, scripts/gpu_toggle_diag.sh): launch on both streams before the first
+  // toggle, "other" a kernel of another module, "same" one of the target's module.
+  if (const char* warm = std::getenv("TOGGLE_WL_WARM")) {
+    for (cudaStream_t s : {sa, sb}) {
+      if (std::string(warm) == "same")
+        blocks_gpu::LaunchGrid3d(out3d, g3, b3, s);
+      else
+        blocks_gpu::LaunchGemmLike(x, x, x, 1 << 20, 256, s);
+    }
+    CHECK(cudaDeviceSynchronize());
+    phase("warmed");
+  }
   phase("eager");
   const long eager_first = m;
   for (int i = 0; i < iters; ++i) {
