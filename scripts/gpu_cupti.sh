@@ -16,7 +16,8 @@
 #                                 interleaved, 3 repetitions                     (~5 min)
 #   scripts/gpu_cupti.sh ablate   what each per-launch step costs: 300,000 eager launches under
 #                                 twinscope with TWINSCOPE_CUPTI_SKIP=<step> (benchmark-only knob)
-#                                 and without API records, against plain and the floors (~2 min)
+#                                 and without API records, against plain and the floors, ABLATE_REPS (3)
+#                                 interleaved rounds (~2 min)
 #   scripts/gpu_cupti.sh sigkill  a busy PyTorch program (tests/gpu/sigkill_torch.py) under
 #                                 `twinscope record`, SIGKILLed after KILL_AFTER s (default 20);
 #                                 `twinscope stats` on its trace: the last counters beside what
@@ -168,7 +169,7 @@ fi
 if [[ $MODE == ablate ]]; then
   rm -f "$LOG"/*.jsonl
   variants=(plain bare bare_cb twinscope skip_pending skip_capture skip_stream skip_key skip_all no_api)
-  for rep in 1 2 3; do
+  for rep in $(seq "${ABLATE_REPS:-3}"); do
     for v in "${variants[@]}"; do
       run=(env)
       case $v in

@@ -102,7 +102,8 @@ int main(int argc, char** argv) {
     failures.push_back(std::to_string(missed_eager) + " multiples of N not traced in the eager/two-stream phases");
   for (const char* c : {counters::kBlocksOverflow, counters::kBlocksMissing, counters::kBlocksIncomplete,
                         counters::kBlocksLost, counters::kLaunchesNoBuffer, counters::kSanitizerErrors,
-                        counters::kLaunchesSelectedUnpatched, counters::kWriterDropped, counters::kModulesPatchFailed})
+                        counters::kLaunchesSelectedUnpatched, counters::kWriterDropped, counters::kModulesPatchFailed,
+                        counters::kModulesPinnedUnpatched})
     if (counter(c) != 0) failures.push_back(std::string(c) + " = " + std::to_string(counter(c)));
   if (status.value("tool_state", std::string()) != "ok")
     failures.push_back("tool_state = " + status.value("tool_state", std::string("?")));
@@ -145,6 +146,11 @@ int main(int argc, char** argv) {
                   : "P replays run at native speed after unpatch: graph nodes run the patch state of the graph launch";
   if (sampled_n['U'] && sampled_ok['U'] == 0)
     finding += "; U (instantiated unpatched) gives no blocks when patched: use --patch always for graphs";
+  // Since graph execs pin target modules patched (docs/block-probe.md), both execs run patched.
+  finding += "; modules pinned by graph execs: " + std::to_string(counter(counters::kModulesPinnedByGraph)) +
+             ", pinned unpatched: " + std::to_string(counter(counters::kModulesPinnedUnpatched));
+  if (counter(counters::kModulesPinnedByGraph) == 0)
+    failures.push_back("no module pinned patched though the workload instantiated graphs");
   graphs["finding"] = finding;
 
   nlohmann::json out;
