@@ -12,7 +12,7 @@
 # primary's tokens/s alone (replay) and beside the shadow (live), the mirror's added p50/p99 latency.
 # Each run's figures come from its DIR/summary.json and DIR/mirror-latency.json (src/cli/cmd_demo.cpp).
 # At most 8 files come back in $OUT/demo_seed (else ./gpu-logs/demo_seed); the work folder is $WORK.
-# Environment: BUILD_DIR (build-gpu-seed), MODEL (1b), REQUESTS (8), MAX_TOKENS (48), LATENCY (20 pairs),
+# Environment: RUNS ("replay live drift": which runs), BUILD_DIR (build-gpu-seed), MODEL (1b), REQUESTS (8), MAX_TOKENS (48), LATENCY (20 pairs),
 # BUDGET_S (420 s from the start, build included: a run that would start with less than 60 s of it left is
 # skipped, and each run is cut at what is left),
 # PREBUILT (a build folder with bin/twinscope to use instead of building), ENGINE (gpu; `cpu` is a dry
@@ -113,9 +113,14 @@ run() {
   fi
   { echo "===== $name: stdout"; cat "$WORK/$name.out"; echo "===== $name: stderr"; cat "$WORK/$name.err"; } >>"$LOGS"
 }
-run replay --mirror-latency "$LATENCY"
-run live --live --mirror-latency "$LATENCY"
-run drift --live --no-lockstep
+for name in ${RUNS:-replay live drift}; do
+  case $name in
+    replay) run replay --mirror-latency "$LATENCY" ;;
+    live) run live --live --mirror-latency "$LATENCY" ;;
+    drift) run drift --live --no-lockstep ;;
+    *) fail "RUNS: unknown run $name (replay, live, drift)" ;;
+  esac
+done
 
 # ---- what comes back (8 files at most) ------------------------------------------------------------------------
 [[ -d $WORK/replay ]] && "$TS" stats "$WORK/replay" >"$LOG/replay-stats.txt" 2>&1
@@ -180,6 +185,6 @@ for name in replay live drift; do
   rc=$(cat "$WORK/$name.rc" 2>/dev/null || echo "not run")
   [[ $rc == 0 || $rc == skipped ]] || status=1
 done
-[[ -f $WORK/replay/summary.json ]] || status=1
+[[ " ${RUNS:-replay} " != *" replay "* || -f $WORK/replay/summary.json ]] || status=1
 ((status == 0)) || echo "gpu_demo_seed.sh: FAILED: a run did not finish (table above, logs in $LOGS)" >&2
 exit $status

@@ -31,6 +31,7 @@ namespace {
 
 constexpr size_t kCublasWorkspace = 32u << 20;
 constexpr size_t kGraphReserve = 512u << 20;  // graphs, cuBLAS and the context's own growth
+constexpr size_t kRuntimeSlack = 256u << 20;  // the context, the stream and cuBLAS handle beyond own_bytes_
 
 #define DEMO_CUDA(call)                                                                                        \
   do {                                                                                                         \
@@ -87,12 +88,14 @@ class GpuEngine : public Engine {
     void* raw = nullptr;
     DEMO_CUDA(cudaMalloc(&raw, count * sizeof(T)));
     allocations_.push_back(raw);
+    own_bytes_ += count * sizeof(T);
     *p = static_cast<T*>(raw);
     return Status::Ok();
   }
   Status AllocBf16(void** p, size_t count) {
     DEMO_CUDA(cudaMalloc(p, count * 2));
     allocations_.push_back(*p);
+    own_bytes_ += count * 2;
     return Status::Ok();
   }
   template <typename T>
@@ -118,6 +121,7 @@ class GpuEngine : public Engine {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::vector<void*> allocations_, host_allocations_;
+  size_t own_bytes_ = 0;  // device bytes this server allocated (weights, buffers, workspace)
   int max_tokens_ = 0, max_rows_ = 0, max_blocks_per_seq_ = 0;
 
   // Weights.
@@ -231,6 +235,7 @@ Status GpuEngine::Init() {
   DEMO_OK(AllocBf16(&logits_, R * m.vocab));
   DEMO_CUDA(cudaMalloc(&workspace_, kCublasWorkspace));
   allocations_.push_back(workspace_);
+  own_bytes_ += kCublasWorkspace;
   DEMO_CUBLAS(cublasSetWorkspace(cublas_, workspace_, kCublasWorkspace));
   DEMO_OK(Alloc(&d_ids_, T));
   DEMO_OK(Alloc(&d_pos_, T));
@@ -257,7 +262,13 @@ Status GpuEngine::Init() {
   // The KV cache: what is left of this server's share.
   size_t free1 = 0;
   DEMO_CUDA(cudaMemGetInfo(&free1, &total));
-  const size_t used = free0 > free1 ? free0 - free1 : 0;
+  // What this server took: its own allocations, plus what the free memory says
+  // the context, stream and cuBLAS took, but never more than that plus
+  // kRuntimeSlack: a twin started at the same moment allocates too, and
+  // cudaMemGetInfo counts the whole GPU (a live twin's primary once counted the
+  // shadow's 58 GiB as its own).
+  const size_t delta = free0 > free1 ? free0 - free1 : 0;
+  const size_t used = std::min(delta, own_bytes_ + kRuntimeSlack);
   const double budget = opt_.memory_fraction * static_cast<double>(total);
   const size_t block_bytes = size_t(2) * m.layers * opt_.block_size * m.kv_heads * m.head_dim * 2;
   const double left = budget - static_cast<double>(used) - static_cast<double>(kGraphReserve);
