@@ -183,7 +183,7 @@ EOF
 status=0
 for name in replay live drift; do
   rc=$(cat "$WORK/$name.rc" 2>/dev/null || echo "not run")
-  [[ $rc == 0 || $rc == skipped ]] || status=1
+  [[ $rc == 0 || $rc == skipped || $rc == "not run" ]] || status=1
 done
 [[ " ${RUNS:-replay} " != *" replay "* || -f $WORK/replay/summary.json ]] || status=1
 ((status == 0)) || echo "gpu_demo_seed.sh: FAILED: a run did not finish (table above, logs in $LOGS)" >&2
