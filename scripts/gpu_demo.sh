@@ -91,7 +91,7 @@ else
   cmake -S . -B "$BUILD" "${gen[@]}" "${opts[@]}" -DTWINSCOPE_WITH_DEMO=OFF -DTWINSCOPE_WITH_MIRROR=OFF >"$WORK/build.log" 2>&1
 fi
 echo "== build the tracer (twinscope, twinscope_cupti, twinscope_blocks) for the record/blocks runs"
-if cmake --build "$BUILD" -j "$(nproc)" --target twinscope twinscope_cupti twinscope_blocks >>"$WORK/build.log" 2>&1; then
+if cmake --build "$BUILD" -j "$(nproc)" --target twinscope twinscope_cupti twinscope_guard twinscope_blocks >>"$WORK/build.log" 2>&1; then
   have_tracer=1
 else
   echo "   tracer build failed: the record/blocks runs are skipped (tail of the log in logs.txt)" | tee -a "$LOGS"

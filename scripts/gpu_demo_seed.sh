@@ -58,7 +58,7 @@ build() {
   cmake_generator
   chartjs_arg
   local opts=(-DCMAKE_BUILD_TYPE=Release -DTWINSCOPE_BUILD_TESTS=OFF -DTWINSCOPE_BUILD_EXAMPLES=OFF
-    -DTWINSCOPE_WITH_DEMO=ON -DTWINSCOPE_CUDA_ARCHITECTURES="${arch:-90}" "${chartjs[@]}")
+    -DTWINSCOPE_WITH_DEMO=ON -DTWINSCOPE_WITH_MIRROR=ON -DTWINSCOPE_CUDA_ARCHITECTURES="${arch:-90}" "${chartjs[@]}")
   [[ -f /usr/include/sqlite3.h ]] || opts+=(-DTWINSCOPE_WITH_SQLITE=OFF)
   # cuBLAS: the toolkit's, else the one in PyTorch's venv (headers and library), as scripts/gpu_demo.sh.
   if [[ ! -f /usr/local/cuda/include/cublas_v2.h ]]; then
@@ -71,7 +71,7 @@ build() {
   fi
   echo "== build ($BUILD, sm_${arch:-90}${chartjs:+, Chart.js inlined})"
   if ! { cmake -S . -B "$BUILD" "${gen[@]}" "${opts[@]}" &&
-    cmake --build "$BUILD" -j "$(nproc)" --target twinscope twinscope_cupti twinscope_blocks twinscope-demo-server; } \
+    cmake --build "$BUILD" -j "$(nproc)" --target twinscope twinscope_cupti twinscope_guard twinscope_blocks twinscope-demo-server; } \
     >"$WORK/build.log" 2>&1; then
     tail -40 "$WORK/build.log" | tee -a "$LOGS"
     fail "the build failed (log above)"

@@ -26,7 +26,7 @@ if [[ ! -x $BUILD/bin/twinscope ]]; then
   [[ -f .gpu-carry/chart.umd.js ]] && opts+=(-DTWINSCOPE_CHARTJS="$PWD/.gpu-carry/chart.umd.js")
   cmake_generator
   cmake -S . -B "$BUILD" "${gen[@]}" "${opts[@]}" >"$RUNS/cmake.log" 2>&1 || { cat "$RUNS/cmake.log"; exit 1; }
-  cmake --build "$BUILD" -j "$(nproc)" --target twinscope twinscope_cupti twinscope_blocks twinscope_example \
+  cmake --build "$BUILD" -j "$(nproc)" --target twinscope twinscope_cupti twinscope_guard twinscope_blocks twinscope_example \
     >"$RUNS/build.log" 2>&1 || { tail -40 "$RUNS/build.log"; exit 1; }
 fi
 T=$BUILD/bin/twinscope
