@@ -168,13 +168,16 @@ fi
 # ---- ablate ---------------------------------------------------------------------------
 if [[ $MODE == ablate ]]; then
   rm -f "$LOG"/*.jsonl
-  variants=(plain bare bare_cb twinscope skip_pending skip_capture skip_stream skip_key skip_all no_api)
+  # ABLATE_VARIANTS picks some; bare_cb_driver / bare_cb_runtime: the floor with empty callbacks on one domain.
+  read -r -a variants <<<"${ABLATE_VARIANTS:-plain bare bare_cb twinscope skip_pending skip_capture skip_stream skip_key skip_all no_api}"
   for rep in $(seq "${ABLATE_REPS:-3}"); do
     for v in "${variants[@]}"; do
       run=(env)
       case $v in
         bare) run=(env CUDA_INJECTION64_PATH="$BARE") ;;
         bare_cb) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_CALLBACKS=1) ;;
+        bare_cb_driver) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_CALLBACKS=driver) ;;
+        bare_cb_runtime) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_CALLBACKS=runtime) ;;
         twinscope) run=(traced "$LOG/a.tsc") ;;
         skip_all) run=(traced "$LOG/a.tsc" TWINSCOPE_CUPTI_SKIP=pending,capture,stream,key) ;;
         skip_*) run=(traced "$LOG/a.tsc" TWINSCOPE_CUPTI_SKIP="${v#skip_}") ;;

@@ -73,7 +73,8 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "enable MEMSET");
   }
   const char* cb = std::getenv("BARE_CUPTI_CALLBACKS");
-  if (cb && std::strcmp(cb, "1") == 0) {
+  // "1": both domains, as the collector; "driver" / "runtime": one domain only (what each costs).
+  if (cb && (std::strcmp(cb, "1") == 0 || std::strcmp(cb, "driver") == 0 || std::strcmp(cb, "runtime") == 0)) {
     CUpti_SubscriberHandle subscriber = nullptr;
     if (Check(cuptiSubscribe(&subscriber, OnApi, nullptr), "cuptiSubscribe")) {
       const struct {
@@ -82,6 +83,8 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
       } domains[] = {{CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE},
                      {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE}};
       for (const auto& d : domains) {
+        if (std::strcmp(cb, "driver") == 0 && d.domain != CUPTI_CB_DOMAIN_DRIVER_API) continue;
+        if (std::strcmp(cb, "runtime") == 0 && d.domain != CUPTI_CB_DOMAIN_RUNTIME_API) continue;
         for (uint32_t id = 1; id < d.size; ++id) {
           const char* name = nullptr;
           if (cuptiGetCallbackName(d.domain, id, &name) != CUPTI_SUCCESS || !name) continue;
