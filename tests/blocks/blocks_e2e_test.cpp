@@ -455,6 +455,8 @@ void ExpectCleanToggling(const AppRun& r) {
   EXPECT_EQ(r.fake_stats.at("toggles_with_module_in_flight"), 0u);
   EXPECT_EQ(r.fake_stats.at("patch_changed_during_launch"), 0u);
   EXPECT_EQ(r.fake_stats.at("concurrent_patch_calls"), 0u);
+  EXPECT_EQ(r.fake_stats.at("toggles_in_launch_end_nondefault"), 0u) << "an unpatch there hung the H200";
+  EXPECT_EQ(r.fake_stats.at("graph_exec_patch_state_changed"), 0u) << "illegal instruction on the H200";
   EXPECT_EQ(r.LogCount("patch_module_without_instructions"), 0u) << "re-patched without issuing the instructions";
   for (const auto& l : r.rec.launches) {
     EXPECT_TRUE(l.flags & kFlagPatchToggled);
@@ -572,13 +574,15 @@ TEST(BlocksE2E, AlwaysModeKeepsTheModulePatched) {
   for (const auto& l : r.rec.launches) EXPECT_FALSE(l.flags & kFlagPatchToggled);
 }
 
-// Graph launches: a graph's nodes run with the patch state of the graph
-// launch; the probe toggles around whole graph launches (at GRAPHS_LAUNCH_END
-// and the program's syncs, here after each replay), and a candidate node that
-// met an unpatched module is traced in the next patched graph launch, flagged
-// as a catch-up.
+// Graph launches. A graph exec runs its nodes with the patch state its
+// module had when the exec was instantiated (the H200: an exec made unpatched
+// and launched after a re-patch stopped with "illegal instruction"; the fake
+// models it). So toggle mode no longer toggles around graph launches: at the
+// first instantiation it patches the target module and keeps it patched, and
+// still samples the nodes (sampled-out ones take off entries of the table).
+// Earlier this test expected toggles at each GRAPHS_LAUNCH_END and catch-ups.
 TEST(BlocksE2E, ToggleModeAroundGraphLaunches) {
-  std::string body = "@modules\nstream g\n";
+  std::string body = "@modules\nstream g\ngraph_instantiate\n";
   for (int r = 0; r < 6; ++r)
     body += "graph_begin g\ngraph target " + std::string(kTarget) + " 20,1,1 64,1,1 stream=g repeat=3\n" +
             "graph target neighbour_kernel 4,1,1 32,1,1 stream=g\ngraph_end g\nstream_sync g\n";
@@ -586,24 +590,27 @@ TEST(BlocksE2E, ToggleModeAroundGraphLaunches) {
                     {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "4"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ExpectCleanToggling(r);
-  // Replays hold target nodes 0-2, 3-5, ...: 0 traced; 4 meets an unpatched
-  // module (armed at the end of that replay) and is traced late as 6; 8, 12
-  // traced on time; 16 meets an unpatched module and is still pending at exit.
-  // Counted: the launches that met an unpatched module with a candidate
-  // pending (4, 5, 16, 17).
-  EXPECT_EQ(SampleIndices(r), (std::vector<uint32_t>{0, 6, 8, 12}));
+  EXPECT_EQ(r.Counter(counters::kModulesPinnedByGraph), 1u);
+  EXPECT_EQ(r.LogCount("graph_exec 1 module 1 patched=1"), 1u) << "the exec was made patched";
+  // Every candidate node is traced on time: the module is patched at every replay.
+  EXPECT_EQ(SampleIndices(r), (std::vector<uint32_t>{0, 4, 8, 12, 16}));
   for (const auto& l : r.rec.launches) {
     EXPECT_TRUE(l.flags & kFlagGraph);
-    EXPECT_EQ((l.flags & kFlagSampleCatchUp) != 0, l.sample_index == 6) << l.sample_index;
+    EXPECT_FALSE(l.flags & kFlagSampleCatchUp) << l.sample_index;
   }
-  EXPECT_EQ(r.Counter(counters::kLaunchesSampledUnpatched), 4u);
+  EXPECT_EQ(r.Counter(counters::kLaunchesSampledUnpatched), 0u);
   EXPECT_EQ(r.Counter(counters::kLaunchesMatching), 18u);
-  EXPECT_GT(r.fake_stats["launches_executed_unpatched"], 0u);
+  EXPECT_EQ(r.fake_stats["modules_unpatched"], 0u);
+  EXPECT_EQ(r.fake_stats["launches_executed_unpatched"], 0u) << "pinned patched: no node runs natively";
+  EXPECT_EQ(r.fake_stats["launches_executed_off"], 13u + 6u) << "sampled-out target nodes and the neighbours";
 }
 
 // A graph instantiated while toggle mode has the module patched (just before a
 // sampled launch) may hold on to the patched code: the module then stays
-// patched for good (the fake logs an unpatch after such an instantiation).
+// patched for good (the fake logs an unpatch after such an instantiation, and
+// an exec launched with another patch state than it was made with). Now the
+// probe pins at any instantiation (see the next test for an unpatched one);
+// here the exec is also replayed, and its sampled node traced.
 TEST(BlocksE2E, ToggleModeKeepsAModulePatchedOnceAGraphWasMadeWhileItWas) {
   AppRun r = RunApp("toggle_pinned", Script(R"(@modules
 stream g
@@ -611,16 +618,196 @@ launch target )" + std::string(kTarget) + R"( 10,1,1 64,1,1 repeat=5
 graph_instantiate
 launch target )" + kTarget + R"( 10,1,1 64,1,1 repeat=10
 sync
+graph_begin g
+graph target )" + kTarget + R"( 10,1,1 64,1,1 stream=g repeat=5
+graph_end g
+stream_sync g
 )"),
                     {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "5"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ExpectCleanToggling(r);  // no unpatch after the instantiation
   EXPECT_EQ(r.Counter(counters::kModulesPinnedByGraph), 1u);
   EXPECT_EQ(r.LogCount("unpatch_module"), 1u) << "only the one after launch 0, before the instantiation";
-  EXPECT_EQ(SampleIndices(r), (std::vector<uint32_t>{0, 5, 10}));
+  EXPECT_EQ(SampleIndices(r), (std::vector<uint32_t>{0, 5, 10, 15}));
+  EXPECT_TRUE(r.rec.launches.back().flags & kFlagGraph);
   // Re-patched at the end of launch 4 for launch 5, so the instantiation
   // after launch 4 finds the module patched.
-  EXPECT_EQ(r.fake_stats["launches_executed_off"], 8u) << "6-9, 11-14: patched for good, on the off buffer";
+  EXPECT_EQ(r.fake_stats["launches_executed_off"], 12u) << "6-9, 11-14, 16-19: patched for good, on the off buffer";
+}
+
+// A graph instantiated while the module is unpatched (between samples): an
+// exec made so and launched once the module is patched again faults on the
+// H200. The probe patches the module inside the instantiation's callback
+// (the exec then takes the patched code) and pins it; eager launches and the
+// exec's replays after it are still sampled. Fails with the probe of before
+// c856f6c, which pinned only modules that happened to be patched.
+TEST(BlocksE2E, ToggleModePatchesAndPinsAModuleUnpatchedAtAnInstantiation) {
+  std::string body = "@modules\nstream g\nlaunch target " + std::string(kTarget) +
+                     " 20,1,1 64,1,1 repeat=2\ngraph_instantiate E\nlaunch target " + kTarget +
+                     " 20,1,1 64,1,1 repeat=6\nsync\n";
+  for (int replay = 0; replay < 3; ++replay)
+    body += "graph_begin g E\ngraph target " + std::string(kTarget) +
+            " 20,1,1 64,1,1 stream=g repeat=2\ngraph target neighbour_kernel 4,1,1 32,1,1 stream=g\n"
+            "graph_end g\nstream_sync g\n";
+  AppRun r =
+      RunApp("toggle_graph_unpatched", Script(body), {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "4"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectCleanToggling(r);
+  const size_t inst = r.LogFind("graph_instantiate 1");
+  ASSERT_NE(inst, std::string::npos);
+  EXPECT_LT(r.LogFind("unpatch_module 1"), inst) << "unpatched after launch 1, before the instantiation";
+  EXPECT_LT(r.LogFind("patch_module 1", inst), r.LogFind("graph_exec 1 module 1", inst)) << "patched in its callback";
+  EXPECT_EQ(r.LogCount("graph_exec 1 module 1 patched=1"), 1u);
+  EXPECT_EQ(r.LogCount("unpatch_module 1"), 1u) << "never again after the instantiation";
+  EXPECT_EQ(r.Counter(counters::kModulesPinnedByGraph), 1u);
+  EXPECT_EQ(r.Counter(counters::kModulesPinnedUnpatched), 0u);
+  // 2 + 6 eager launches, then 3 replays of 2 target nodes: 8 and 12 are nodes.
+  EXPECT_EQ(SampleIndices(r), (std::vector<uint32_t>{0, 4, 8, 12}));
+  ASSERT_EQ(r.rec.launches.size(), 4u);
+  EXPECT_FALSE(r.rec.launches[1].flags & kFlagGraph);
+  EXPECT_TRUE(r.rec.launches[2].flags & kFlagGraph);
+  EXPECT_TRUE(r.rec.launches[3].flags & kFlagGraph);
+  EXPECT_EQ(r.Counter(counters::kLaunchesSampledUnpatched), 0u);
+  EXPECT_EQ(r.LogCount("exec neighbour_kernel patched=1"), 3u) << "every replay ran with the exec's (patched) code";
+}
+
+// A module holding the target loaded after a graph exec was made: patched at
+// load and pinned (a later exec may hold its kernels), never unpatched; its
+// eager launches and the nodes of an exec made after it are sampled.
+TEST(BlocksE2E, ToggleModePinsAModuleLoadedAfterAGraphExec) {
+  AppRun r = RunApp("toggle_graph_late_module",
+                    Script(R"(@modules
+stream g
+graph_instantiate
+module late )" + std::string(TWINSCOPE_TEST_TARGET_CUBIN) +
+                           R"(
+launch late )" + kTarget + R"( 20,1,1 64,1,1 repeat=5
+sync
+graph_instantiate F
+graph_begin g F
+graph late )" + kTarget + R"( 20,1,1 64,1,1 stream=g repeat=2
+graph_end g
+stream_sync g
+)"),
+                    {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "2"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectCleanToggling(r);
+  const size_t loaded = r.LogFind("module_loaded 3");
+  ASSERT_NE(loaded, std::string::npos);
+  EXPECT_LT(r.LogFind("patch_module 3", loaded), r.LogFind("launch " + std::string(kTarget), loaded));
+  EXPECT_EQ(r.LogCount("unpatch_module"), 0u);
+  EXPECT_EQ(r.Counter(counters::kModulesPinnedByGraph), 2u) << "the first target at the instantiation, late at load";
+  EXPECT_EQ(r.LogCount("graph_exec 2 module 3 patched=1"), 1u);
+  EXPECT_EQ(SampleIndices(r), (std::vector<uint32_t>{0, 2, 4, 6}));
+  EXPECT_TRUE(r.rec.launches.back().flags & kFlagGraph);
+  EXPECT_EQ(r.fake_stats["launches_executed_unpatched"], 0u);
+  EXPECT_EQ(r.fake_stats["launches_executed_off"], 3u);
+}
+
+// Patch and unpatch calls made right after a launch (in its LAUNCH_END
+// callback) rather than at one of the program's syncs.
+size_t TogglesAtALaunchEnd(const AppRun& r) {
+  size_t n = 0;
+  for (size_t i = 0; i < r.log.size(); ++i) {
+    if (r.log[i].rfind("patch_module ", 0) != 0 && r.log[i].rfind("unpatch_module ", 0) != 0) continue;
+    for (size_t j = i; j-- > 0;) {
+      if (r.log[j].rfind("app_", 0) == 0 || r.log[j].rfind("module_loaded", 0) == 0) break;
+      if (r.log[j].rfind("launch ", 0) == 0) {
+        ++n;
+        break;
+      }
+    }
+  }
+  return n;
+}
+
+// The target on a stream the program made: unpatching at the LAUNCH_END of
+// such a launch hung the H200, so the probe toggles at the program's syncs
+// instead (the module stays patched between them, and the sampler takes the
+// launches it wants meanwhile). Fails with the probe of before c856f6c, which
+// toggled at every LAUNCH_END (the fake logs toggle_in_launch_end_nondefault).
+TEST(BlocksE2E, ToggleModeOnAStreamOfTheProgramTogglesAtSyncsOnly) {
+  const std::string launch = "launch target " + std::string(kTarget) + " 30,1,1 64,1,1 stream=a";
+  {
+    // No sync until the end: patched throughout, every 4th launch traced.
+    AppRun r = RunApp("toggle_user_stream_nosync",
+                      Script("@modules\nstream a\n" + launch +
+                             " repeat=12\nlaunch target neighbour_kernel 4,1,1 "
+                             "32,1,1 stream=a\n"),
+                      {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "4"}});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ExpectCleanToggling(r);
+    EXPECT_EQ(SampleIndices(r), (std::vector<uint32_t>{0, 4, 8}));
+    EXPECT_EQ(r.Counter(counters::kLaunchesSampledUnpatched), 0u);
+    EXPECT_EQ(r.fake_stats["modules_unpatched"], 0u);
+    EXPECT_EQ(r.Counter(counters::kModulesRepatched), 0u);
+    EXPECT_EQ(r.fake_stats["launches_executed_off"], 9u + 1u) << "sampled-out launches and the neighbour";
+    EXPECT_EQ(r.fake_stats["launches_executed_unpatched"], 0u);
+  }
+  {
+    // A sync after every second launch: unpatched at the syncs before launches
+    // 2 and 6 (not wanted), re-patched at those before 4 and 8, unpatched at the last.
+    std::string body = "@modules\nstream a\n";
+    for (int i = 0; i < 5; ++i) body += launch + " repeat=2\nstream_sync a\n";
+    AppRun r =
+        RunApp("toggle_user_stream_syncs", Script(body), {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "4"}});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ExpectCleanToggling(r);
+    EXPECT_EQ(SampleIndices(r), (std::vector<uint32_t>{0, 4, 8}));
+    EXPECT_EQ(r.Counter(counters::kLaunchesSampledUnpatched), 0u);
+    EXPECT_EQ(r.fake_stats["modules_unpatched"], 3u);
+    EXPECT_EQ(r.Counter(counters::kModulesRepatched), 2u);
+    EXPECT_EQ(TogglesAtALaunchEnd(r), 0u) << "every toggle at a sync";
+    EXPECT_EQ(r.fake_stats["launches_executed_unpatched"], 4u) << "2, 3, 6, 7";
+    EXPECT_EQ(r.fake_stats["launches_executed_off"], 3u) << "1, 5, 9";
+  }
+}
+
+// TWINSCOPE_BLOCKS_TOGGLE_AT: where toggle mode may patch and unpatch besides
+// the program's syncs. The target alternates between a stream of the
+// program (candidates 0, 4, 8) and the NULL stream.
+TEST(BlocksE2E, ToggleAtChoosesTheLaunchEndsToToggleAt) {
+  std::string body = "@modules\nstream a\n";
+  for (int i = 0; i < 9; ++i)
+    body += "launch target " + std::string(kTarget) + " 30,1,1 64,1,1" + (i % 2 == 0 ? " stream=a\n" : "\n");
+  body += "sync\n";
+  auto run = [&](const char* at) {
+    std::map<std::string, std::string> env = {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "4"}};
+    if (*at) env["TWINSCOPE_BLOCKS_TOGGLE_AT"] = at;
+    return RunApp(std::string("toggle_at_") + (*at ? at : "unset"), Script(body), env);
+  };
+  for (const char* at : {"", "default"}) {
+    // At the ends of the NULL-stream launches 1, 3, 5, 7 (unpatch, patch, ...) and the final sync.
+    AppRun r = run(at);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ExpectCleanToggling(r);
+    EXPECT_EQ(SampleIndices(r), (std::vector<uint32_t>{0, 4, 8})) << at;
+    EXPECT_EQ(TogglesAtALaunchEnd(r), 4u) << at;
+    EXPECT_EQ(r.fake_stats["modules_unpatched"], 3u) << at;
+  }
+  {
+    AppRun r = run("sync");  // only at the final sync
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ExpectCleanToggling(r);
+    EXPECT_EQ(SampleIndices(r), (std::vector<uint32_t>{0, 4, 8}));
+    EXPECT_EQ(TogglesAtALaunchEnd(r), 0u);
+    EXPECT_EQ(r.fake_stats["modules_unpatched"], 1u);
+  }
+  {
+    // At every end, also of launches on stream a: what hung the H200, and the fake says so.
+    AppRun r = run("end");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_GT(r.fake_stats["toggles_in_launch_end_nondefault"], 0u);
+    EXPECT_GT(r.LogCount("error toggle_in_launch_end_nondefault"), 0u);
+    EXPECT_EQ(SampleIndices(r), (std::vector<uint32_t>{0, 4, 8}));
+  }
+  {
+    AppRun r = run("later");
+    EXPECT_EQ(r.exit_code, 0) << "the program must not be affected";
+    EXPECT_NE(r.err.find("TWINSCOPE_BLOCKS_TOGGLE_AT=later"), std::string::npos) << r.err;
+    EXPECT_EQ(r.status["tool_state"], "config_error");
+    EXPECT_EQ(r.fake_stats["modules_patched"], 0u);
+  }
 }
 
 // Several threads launch the target module's kernels on their own streams: the

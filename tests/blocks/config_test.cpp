@@ -18,7 +18,7 @@ class ConfigTest : public ::testing::Test {
     for (const char* n :
          {twinscope::env::kKernelPatterns, twinscope::env::kEvery, twinscope::env::kMaxLaunches,
           twinscope::env::kOutput, env::kRing, env::kMaxSlots, env::kDeviceMb, twinscope::env::kPerSecond,
-          twinscope::env::kBudget, twinscope::env::kBlocksPatch, env::kNaive})
+          twinscope::env::kBudget, twinscope::env::kBlocksPatch, env::kNaive, env::kToggleAt})
       unsetenv(n);
   }
 };
@@ -87,6 +87,27 @@ TEST_F(ConfigTest, PatchModeDefaultsToToggleWhenSampling) {
   c = ConfigFromEnv();
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->patch, PatchMode::kToggle);
+}
+
+// Where toggle mode may toggle besides syncs: the ends of NULL-stream
+// launches by default (an unpatch at the end of a launch on another stream
+// hung the H200).
+TEST_F(ConfigTest, ToggleAtValues) {
+  auto c = ConfigFromEnv();
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->toggle_at, ToggleAt::kDefaultStreamEnd);
+  for (auto [value, want] : {std::pair{"end", ToggleAt::kEnd}, std::pair{"default", ToggleAt::kDefaultStreamEnd},
+                             std::pair{"sync", ToggleAt::kSync}}) {
+    setenv(env::kToggleAt, value, 1);
+    c = ConfigFromEnv();
+    ASSERT_TRUE(c.ok()) << value << ": " << c.status().message();
+    EXPECT_EQ(c->toggle_at, want) << value;
+  }
+  setenv(env::kToggleAt, "launch", 1);
+  c = ConfigFromEnv();
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("TWINSCOPE_BLOCKS_TOGGLE_AT=launch"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("\"end\", \"default\" or \"sync\""), std::string::npos);
 }
 
 TEST_F(ConfigTest, BadSamplingValuesAreClearErrors) {

@@ -56,6 +56,8 @@ struct Op {
   FakesanPlan plan{};
   bool decided_patched = false;  // the module's patch state when the BEGIN callback returned
   bool run_patched = false;      // ... at submission: what the launch runs (patch and instructions in place)
+  uintptr_t exec = 0;            // graph node: its exec (0: none instantiated)
+  bool faulted = false;          // graph node whose exec was made with another patch state: runs nothing
   // memset / h2d
   void* dst = nullptr;
   int value = 0;
@@ -66,6 +68,11 @@ struct Op {
 struct Stream {
   uintptr_t id = 0;
   std::deque<Op> pending;
+};
+
+// An instantiated graph exec: each module's patch state (HasPatches) when it was made.
+struct GraphExec {
+  std::map<uintptr_t, bool> patched;
 };
 
 struct State {
@@ -91,6 +98,9 @@ struct State {
   std::map<CUfunction, void*> function_data;  // sanitizerSetCallbackData
   uint32_t graph_launch_id = 0;               // current graph launch (fakesan_graph_begin), 0 outside one
   uint32_t next_graph_launch_id = 1;
+  std::map<uintptr_t, GraphExec> execs;  // fakesan_graph_exec_instantiate
+  uintptr_t next_exec = 1, last_exec = 0;
+  uintptr_t graph_exec = 0;  // the exec of the current graph launch, 0 outside one (or none instantiated)
   FakesanStats stats{};
   FILE* log = nullptr;
   // The last launch, for FAKESAN_EXIT_TEARDOWN's launch at exit.
@@ -103,7 +113,9 @@ struct State {
 void ExitTeardown();
 
 thread_local Op* tl_open_launch = nullptr;  // this thread's launch inside its LAUNCH_BEGIN callback
-std::atomic<int> g_in_patch_call{0};        // patch calls running now, on any thread
+// This thread is inside the LAUNCH_END callback of a launch on a stream other than the NULL stream.
+thread_local bool tl_in_nondefault_launch_end = false;
+std::atomic<int> g_in_patch_call{0};  // patch calls running now, on any thread
 
 State& S() {
   static State* s = [] {
@@ -128,6 +140,7 @@ void Log(const char* fmt, ...) {
 }
 
 Sanitizer_StreamHandle Handle(Stream* s) { return reinterpret_cast<Sanitizer_StreamHandle>(s); }
+CUgraphExec ExecHandle(uintptr_t exec) { return reinterpret_cast<CUgraphExec>(uintptr_t{0x6E0} + 0x10 * exec); }
 CUstream CuStream(Stream* s) { return reinterpret_cast<CUstream>(s->id == 0 ? 0 : 0x5000 + s->id); }
 
 Stream* StreamOf(Sanitizer_StreamHandle h) {
@@ -335,6 +348,10 @@ void Execute(Op& op) {
       std::memcpy(op.dst, op.bytes.data(), op.bytes.size());
       return;
     case Op::kLaunch: {
+      if (op.faulted) {
+        Log("exec %s faulted", op.name.c_str());
+        return;
+      }
       // It runs the code it was submitted with: patched (patch and instructions in place) or not.
       Log("exec %s patched=%d userdata=%d", op.name.c_str(), op.run_patched ? 1 : 0, op.userdata ? 1 : 0);
       if (!op.run_patched) ++S().stats.launches_executed_unpatched;
@@ -373,6 +390,39 @@ void CheckNoneInFlight(const Module& m, const char* what) {
       }
 }
 
+// A graph node runs the code its exec was instantiated with: a patch state
+// that changed since is an error, and the node writes nothing (on the H200 an
+// exec made unpatched, launched after a re-patch: "illegal instruction").
+void CheckExecPatchState(Op& op) {
+  if (op.exec == 0) return;  // no exec instantiated: the module's state at submission
+  auto e = S().execs.find(op.exec);
+  if (e == S().execs.end()) return;
+  auto p = e->second.patched.find(op.module->id);
+  if (p == e->second.patched.end()) {
+    op.faulted = true;
+    Log("error graph_node_of_module_not_in_exec %s exec=%llu", op.name.c_str(),
+        static_cast<unsigned long long>(op.exec));
+    return;
+  }
+  if (p->second == op.run_patched) return;
+  op.faulted = true;
+  ++S().stats.graph_exec_patch_state_changed;
+  Log("error graph_exec_patch_state_changed %s exec=%llu instantiated_patched=%d now_patched=%d "
+      "(illegal instruction on the H200)",
+      op.name.c_str(), static_cast<unsigned long long>(op.exec), p->second ? 1 : 0, op.run_patched ? 1 : 0);
+}
+
+// A patch or unpatch inside the LAUNCH_END callback of a launch on a stream
+// other than the NULL stream: on the H200 sanitizerUnpatchModule never
+// returned there (it did at the END of NULL-stream launches and at syncs).
+// Logged and counted; the call then goes ahead, so the run goes on.
+void CheckNotInNondefaultLaunchEnd(const Module& m, const char* what) {
+  if (!tl_in_nondefault_launch_end) return;
+  ++S().stats.toggles_in_launch_end_nondefault;
+  Log("error toggle_in_launch_end_nondefault %s %llu (would hang on the H200)", what,
+      static_cast<unsigned long long>(m.id));
+}
+
 // The launch's BEGIN callback returned: from here to its submission the
 // module's patch state must not change (the launch was prepared for it).
 // FAKESAN_SUBMIT_US stretches that window, as a busy driver may.
@@ -388,6 +438,7 @@ void Submit(Stream* s, Module* m, Op op) {
     auto fd = S().function_data.find(op.function);
     op.userdata = fd != S().function_data.end() ? fd->second : nullptr;
     if (op.run_patched && op.userdata == nullptr) Log("error graph_node_patched_without_data %s", op.name.c_str());
+    CheckExecPatchState(op);
   } else if (op.userdata == nullptr) {
     auto fd = S().function_data.find(op.function);  // no launch data: the function's, if any
     if (fd != S().function_data.end()) op.userdata = fd->second;
@@ -438,6 +489,7 @@ int Launch(bool graph, uintptr_t module, const char* name, uint32_t gx, uint32_t
   op.grid_key = d.gridId + 1;
   op.function = d.function;
   op.graph_node = graph;
+  if (graph) op.exec = st.graph_exec;
   d.hLaunch = reinterpret_cast<Sanitizer_LaunchHandle>(&op);
   d.device = 0;
   tl_open_launch = &op;
@@ -452,7 +504,7 @@ int Launch(bool graph, uintptr_t module, const char* name, uint32_t gx, uint32_t
     d.apiStream = CuStream(s);
     d.hApiStream = Handle(s);
     Sanitizer_GraphNodeLaunchData g{};
-    g.graphExec = reinterpret_cast<CUgraphExec>(uintptr_t{0x6E0});
+    g.graphExec = ExecHandle(op.exec);
     g.launchId = st.graph_launch_id != 0 ? st.graph_launch_id : 0x10000u + static_cast<uint32_t>(d.gridId);
     g.node = reinterpret_cast<CUgraphNode>(uintptr_t{0x70DE});
     g.nodeType = CU_GRAPH_NODE_TYPE_KERNEL;
@@ -471,7 +523,9 @@ int Launch(bool graph, uintptr_t module, const char* name, uint32_t gx, uint32_t
     Sanitizer_LaunchData end = d;
     end.gridDim_x = end.gridDim_y = end.gridDim_z = 0;  // as the real Sanitizer: valid at BEGIN only
     end.blockDim_x = end.blockDim_y = end.blockDim_z = 0;
+    tl_in_nondefault_launch_end = stream != 0;
     Fire(SANITIZER_CB_DOMAIN_LAUNCH, SANITIZER_CBID_LAUNCH_END, &end);
+    tl_in_nondefault_launch_end = false;
   }
   return 0;
 }
@@ -643,6 +697,7 @@ SanitizerResult sanitizerPatchModule(CUmodule module) {
   auto* m = reinterpret_cast<Module*>(module);
   if (!m) return SANITIZER_ERROR_INVALID_PARAMETER;
   CheckNoneInFlight(*m, "patch_module");
+  CheckNotInNondefaultLaunchEnd(*m, "patch_module");
   if (m->patched_instructions.empty()) {
     // As measured on the H200: re-patching after an unpatch without issuing
     // the instructions again gives launches without blocks.
@@ -660,6 +715,7 @@ SanitizerResult sanitizerUnpatchModule(CUmodule module) {
   auto* m = reinterpret_cast<Module*>(module);
   if (!m) return SANITIZER_ERROR_INVALID_PARAMETER;
   CheckNoneInFlight(*m, "unpatch_module");
+  CheckNotInNondefaultLaunchEnd(*m, "unpatch_module");
   if (m->in_patched_exec) Log("error unpatch_after_patched_instantiation %llu", static_cast<unsigned long long>(m->id));
   m->patched = false;
   m->patched_instructions.clear();
@@ -946,37 +1002,63 @@ int fakesan_graph_node_launch(uintptr_t module, const char* name, uint32_t gx, u
 
 // A whole graph launch on `stream`: GRAPHS_LAUNCH_BEGIN now, its kernel nodes
 // (fakesan_graph_node_launch) in between, GRAPHS_LAUNCH_END at fakesan_graph_end.
-static void FireGraphLaunch(uint32_t cbid, uintptr_t stream) {
+static void FireGraphLaunch(uint32_t cbid, uintptr_t exec, uintptr_t stream) {
   State& s = S();
   Lock lk(s.mu);
   Stream* st = StreamById(stream);
   if (!st) return;
+  const bool begin = cbid == SANITIZER_CBID_GRAPHS_LAUNCH_BEGIN;
+  if (begin) s.graph_exec = exec;
   Sanitizer_GraphLaunchData g{};
   g.context = s.context;
   g.stream = CuStream(st);
   g.hStream = Handle(st);
-  g.graphExec = reinterpret_cast<CUgraphExec>(uintptr_t{0x6E0});
-  s.graph_launch_id = cbid == SANITIZER_CBID_GRAPHS_LAUNCH_BEGIN ? s.next_graph_launch_id++ : 0;
-  Log("%s stream=%llu", cbid == SANITIZER_CBID_GRAPHS_LAUNCH_BEGIN ? "graph_launch_begin" : "graph_launch_end",
-      static_cast<unsigned long long>(stream));
+  g.graphExec = ExecHandle(s.graph_exec);
+  s.graph_launch_id = begin ? s.next_graph_launch_id++ : 0;
+  Log("%s stream=%llu exec=%llu", begin ? "graph_launch_begin" : "graph_launch_end",
+      static_cast<unsigned long long>(stream), static_cast<unsigned long long>(s.graph_exec));
+  if (!begin) s.graph_exec = 0;
   lk.unlock();
   Fire(SANITIZER_CB_DOMAIN_GRAPHS, cbid, &g);
 }
 
-void fakesan_graph_instantiate(void) {
+uintptr_t fakesan_graph_exec_instantiate(void) {
   State& s = S();
   Lock lk(s.mu);
-  for (auto& [id, m] : s.modules)
-    if (m->patched) m->in_patched_exec = true;
-  Log("graph_instantiate");
+  const uintptr_t exec = s.next_exec++;
+  Log("graph_instantiate %llu", static_cast<unsigned long long>(exec));
   Sanitizer_GraphExecData d{};
-  d.graphExec = reinterpret_cast<CUgraphExec>(uintptr_t{0x6E0});
+  d.graphExec = ExecHandle(exec);
   lk.unlock();
   Fire(SANITIZER_CB_DOMAIN_GRAPHS, SANITIZER_CBID_GRAPHS_GRAPHEXEC_CREATING, &d);
+  // The exec is made after its CREATING callback: it takes the patch state
+  // the tool left (patching there worked on the H200).
+  lk.lock();
+  GraphExec& e = s.execs[exec];
+  for (auto& [id, m] : s.modules) {
+    e.patched[id] = HasPatches(*m);
+    if (m->patched) m->in_patched_exec = true;
+    Log("graph_exec %llu module %llu patched=%d", static_cast<unsigned long long>(exec),
+        static_cast<unsigned long long>(id), HasPatches(*m) ? 1 : 0);
+  }
+  s.last_exec = exec;
+  return exec;
 }
 
-void fakesan_graph_begin(uintptr_t stream) { FireGraphLaunch(SANITIZER_CBID_GRAPHS_LAUNCH_BEGIN, stream); }
-void fakesan_graph_end(uintptr_t stream) { FireGraphLaunch(SANITIZER_CBID_GRAPHS_LAUNCH_END, stream); }
+void fakesan_graph_instantiate(void) { fakesan_graph_exec_instantiate(); }
+
+void fakesan_graph_exec_begin(uintptr_t exec, uintptr_t stream) {
+  FireGraphLaunch(SANITIZER_CBID_GRAPHS_LAUNCH_BEGIN, exec, stream);
+}
+void fakesan_graph_begin(uintptr_t stream) {
+  uintptr_t exec;
+  {
+    Lock lk(S().mu);
+    exec = S().last_exec;
+  }
+  fakesan_graph_exec_begin(exec, stream);
+}
+void fakesan_graph_end(uintptr_t stream) { FireGraphLaunch(SANITIZER_CBID_GRAPHS_LAUNCH_END, 0, stream); }
 
 void fakesan_stream_sync(uintptr_t stream) {
   State& s = S();
@@ -1039,7 +1121,8 @@ __attribute__((destructor)) static void WriteStatsAtExit() {
                "launches_executed_off %llu\nlaunches_null_data_patched %llu\ncallbacks_after_unsubscribe %llu\n"
                "host_allocs %llu\nhost_frees %llu\nmodules_unpatched %llu\nlaunches_executed_unpatched %llu\n"
                "toggles_with_module_in_flight %llu\npatch_changed_during_launch %llu\nconcurrent_patch_calls %llu\n"
-               "graph_nodes_without_table_entry %llu\n",
+               "graph_nodes_without_table_entry %llu\ntoggles_in_launch_end_nondefault %llu\n"
+               "graph_exec_patch_state_changed %llu\n",
                (unsigned long long)s.callbacks_fired, (unsigned long long)s.launches,
                (unsigned long long)s.launches_executed_patched, (unsigned long long)s.d2h_copies,
                (unsigned long long)s.stream_syncs, (unsigned long long)s.allocs, (unsigned long long)s.frees,
@@ -1049,7 +1132,9 @@ __attribute__((destructor)) static void WriteStatsAtExit() {
                (unsigned long long)s.host_frees, (unsigned long long)s.modules_unpatched,
                (unsigned long long)s.launches_executed_unpatched, (unsigned long long)s.toggles_with_module_in_flight,
                (unsigned long long)s.patch_changed_during_launch, (unsigned long long)s.concurrent_patch_calls,
-               (unsigned long long)s.graph_nodes_without_table_entry);
+               (unsigned long long)s.graph_nodes_without_table_entry,
+               (unsigned long long)s.toggles_in_launch_end_nondefault,
+               (unsigned long long)s.graph_exec_patch_state_changed);
   std::fclose(f);
 }
 

@@ -35,6 +35,17 @@
  * Sanitizer asks its callers to serialise them; FAKESAN_PATCH_US makes each
  * patch call take that long; FAKESAN_PATCHED_RUN_US makes a launch that runs
  * the patch with a buffer take that much longer when it executes).
+ * A patch or unpatch from inside the LAUNCH_END callback of a launch on a
+ * stream other than the NULL stream logs "error
+ * toggle_in_launch_end_nondefault" (counted): on the H200 sanitizerUnpatchModule
+ * never returned there (at the END of NULL-stream launches, and at syncs, it did).
+ * Graph execs (fakesan_graph_exec_instantiate) keep the patch state each module
+ * had when they were instantiated (after the GRAPHEXEC_CREATING callback): a
+ * kernel node of an exec launched while its module's patch state differs from
+ * that logs "error graph_exec_patch_state_changed" (counted) and writes
+ * nothing (on the H200: an exec made unpatched and launched after a re-patch
+ * stopped with "illegal instruction"). Graph launches of no instantiated exec
+ * (scripts that never instantiate) run the module's state at submission.
  * A graph kernel node of a patched module launched without launch data logs
  * "error graph_node_patched_without_launch_data" (on the H200 such a node
  * crashed with "misaligned address": its patch does not see null).
@@ -82,12 +93,14 @@ typedef struct {
   uint64_t callbacks_after_unsubscribe; /* callbacks that would have fired had the tool stayed subscribed */
   uint64_t host_allocs;                 /* sanitizerAllocHost (pinned host memory) */
   uint64_t host_frees;
-  uint64_t modules_unpatched;               /* sanitizerUnpatchModule calls */
-  uint64_t launches_executed_unpatched;     /* ran without the patch (native) */
-  uint64_t toggles_with_module_in_flight;   /* errors, see above */
-  uint64_t patch_changed_during_launch;     /* errors, see above */
-  uint64_t concurrent_patch_calls;          /* errors, see above */
-  uint64_t graph_nodes_without_table_entry; /* a graph node's patch found no entry of its shape in the table */
+  uint64_t modules_unpatched;                /* sanitizerUnpatchModule calls */
+  uint64_t launches_executed_unpatched;      /* ran without the patch (native) */
+  uint64_t toggles_with_module_in_flight;    /* errors, see above */
+  uint64_t patch_changed_during_launch;      /* errors, see above */
+  uint64_t concurrent_patch_calls;           /* errors, see above */
+  uint64_t graph_nodes_without_table_entry;  /* a graph node's patch found no entry of its shape in the table */
+  uint64_t toggles_in_launch_end_nondefault; /* errors, see above (a hang on the H200) */
+  uint64_t graph_exec_patch_state_changed;   /* errors, see above (illegal instruction on the H200) */
 } FakesanStats;
 
 void fakesan_set_mode(int mode); /* before fakesan_init */
@@ -104,14 +117,19 @@ int fakesan_launch(uintptr_t module, const char* name, uint32_t gx, uint32_t gy,
 /* A kernel node of a CUDA graph launched on `stream` (GRAPHS NODE_LAUNCH_BEGIN). */
 int fakesan_graph_node_launch(uintptr_t module, const char* name, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx,
                               uint32_t by, uint32_t bz, uintptr_t stream, const FakesanPlan* plan);
-/* A whole graph launch on `stream` (GRAPHS LAUNCH_BEGIN / LAUNCH_END); its
- * kernel nodes are fakesan_graph_node_launch calls in between. */
-void fakesan_graph_begin(uintptr_t stream);
-/* cudaGraphInstantiate (GRAPHS GRAPHEXEC_CREATING). Unpatching a module that
- * was patched at an instantiation logs "error
- * unpatch_after_patched_instantiation": the exec's nodes may hold on to the
- * patched code (not known to be safe; a GPU run hung where it happened). */
+/* cudaGraphInstantiate (GRAPHS GRAPHEXEC_CREATING): a new exec (ids from 1),
+ * which keeps every loaded module's patch state as it is when the callback
+ * returns. Unpatching a module that was patched at an instantiation logs
+ * "error unpatch_after_patched_instantiation": the exec's nodes may hold on to
+ * the patched code (a GPU run hung where it happened). */
+uintptr_t fakesan_graph_exec_instantiate(void);
+/* A whole launch of exec `exec` on `stream` (GRAPHS LAUNCH_BEGIN / LAUNCH_END);
+ * its kernel nodes are fakesan_graph_node_launch calls in between, and must be
+ * of modules loaded when it was instantiated. exec 0: no instantiated exec. */
+void fakesan_graph_exec_begin(uintptr_t exec, uintptr_t stream);
+/* The same for the exec instantiated last (0 if none). */
 void fakesan_graph_instantiate(void);
+void fakesan_graph_begin(uintptr_t stream);
 void fakesan_graph_end(uintptr_t stream);
 void fakesan_stream_sync(uintptr_t stream); /* like cudaStreamSynchronize */
 void fakesan_ctx_sync(void);                /* like cudaDeviceSynchronize */

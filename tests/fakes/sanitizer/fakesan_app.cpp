@@ -11,8 +11,10 @@
 //          [sms=N] [split=1] [drop=K] [start=N] [spacing=N] [duration=N] [repeat=N]
 //          [gap_us=N]                 (sleep N us after each repeat: program time)
 //   graph  <module> <kernel> <grid> <block> [same options]   (a graph kernel node)
-//   graph_begin <stream alias>        graph_end <stream alias>   (bracket a whole graph launch)
-//   graph_instantiate                 (cudaGraphInstantiate)
+//   graph_instantiate [<exec>]        (cudaGraphInstantiate: a new exec, named <exec> if given)
+//   graph_begin <stream alias> [<exec>]   graph_end <stream alias>
+//                                     (bracket a whole launch of <exec>; default: the exec instantiated
+//                                      last, or none if no exec was: then nodes are not checked against it)
 //   threads <n> launch|graph ...      (the launch line on n threads at once, each its own stream
 //                                      if the line names stream=new)
 //   sleep_us <N>
@@ -126,7 +128,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fakesan_app: cannot read %s\n", argv[1]);
     return 2;
   }
-  std::map<std::string, uintptr_t> modules, streams;
+  std::map<std::string, uintptr_t> modules, streams, execs;
   streams["0"] = 0;
   bool initialized = false;
   std::string text;
@@ -188,10 +190,14 @@ int main(int argc, char** argv) {
       for (auto& t : threads) t.join();
       for (int t = 0; t < n; ++t)
         if (!ok[t]) return Fail(lineno, "the fake refused a launch of " + l.kernel) + 1;
-    } else if (cmd == "graph_instantiate") {
-      fakesan_graph_instantiate();
+    } else if (cmd == "graph_instantiate" && w.size() <= 2) {
+      const uintptr_t e = fakesan_graph_exec_instantiate();
+      if (w.size() == 2) execs[w[1]] = e;
     } else if (cmd == "graph_begin" && w.size() == 2) {
       fakesan_graph_begin(streams.at(w[1]));
+    } else if (cmd == "graph_begin" && w.size() == 3) {
+      if (!execs.count(w[2])) return Fail(lineno, "unknown exec " + w[2]);
+      fakesan_graph_exec_begin(execs.at(w[2]), streams.at(w[1]));
     } else if (cmd == "graph_end" && w.size() == 2) {
       fakesan_graph_end(streams.at(w[1]));
     } else if (cmd == "sleep_us" && w.size() == 2) {
