@@ -95,6 +95,25 @@ for round in 1 2; do
     done
   done
 done
+# The times: us per iteration per round, and the median's ratio to plain.
+python3 - "$LOG" >"$LOG/cost.summary.txt" <<'EOF3'
+import json, statistics, sys
+log = sys.argv[1]
+def us(name):
+    try:
+        return [json.loads(l)["us_per_iter"] for l in open(f"{log}/cost.{name}.jsonl") if l.strip().startswith("{")]
+    except Exception:
+        return []
+plain = us("plain")
+base = statistics.median(plain) if plain else None
+print(f"{'variant':18} {'us/iter per round':>24}  x plain")
+print(f"{'plain':18} {' '.join(f'{x:.2f}' for x in plain):>24}")
+for mode in ("always", "toggle"):
+    for n in (1, 10, 100, 1000):
+        xs = us(f"{mode}.{n}")
+        ratio = f"{statistics.median(xs) / base:.2f}x" if xs and base else "-"
+        print(f"{mode + ' every ' + str(n):18} {' '.join(f'{x:.2f}' for x in xs):>24}  {ratio}")
+EOF3
 echo "   per variant: traced / matching launches, blocks recorded / expected, missing, toggles, writer drops"
 python3 - "$BIN/twinscope" "$LOG" >"$LOG/cost.counters.txt" <<'EOF2'
 import json, subprocess, sys
