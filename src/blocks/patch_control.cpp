@@ -265,7 +265,8 @@ void BlockProbe::OnGraphExecCreating() {
     graphs_seen_ = true;
     LogInfo(
         "block probe: the program instantiates CUDA graphs: target modules stay patched from now on "
-        "(modules_pinned_by_graph); sampled-out launches of them pay the patch call");
+        "(modules_pinned_by_graph); sampled-out launches of them pay the patch call%s",
+        config_.sampling.budget_pct > 0 ? ", which --budget cannot bound" : "");
   }
   const std::vector<CUmodule> targets = targets_;
   for (CUmodule m : targets) {

@@ -80,6 +80,13 @@ std::string SamplingLine(const stats::TraceStats& s) {
     p += ": re-patched " + FormatCount(c(counters::kModulesRepatched)) + ", unpatched " +
          FormatCount(c(counters::kModulesUnpatched)) + ", " + FormatNs(double(c(counters::kToggleNs))) +
          " toggling; due while unpatched " + FormatCount(c(counters::kLaunchesSampledUnpatched));
+  if (const uint64_t pinned = c(counters::kModulesPinnedByGraph))
+    p += "; " + FormatCount(pinned) +
+         " module(s) patched for good by CUDA graphs (every launch of their kernels "
+         "pays the patch" +
+         (h->value("budget_pct", 0.0) > 0 ? ", beyond the budget's reach)" : ")");
+  if (const uint64_t unpatched = c(counters::kModulesPinnedUnpatched))
+    p += "; " + FormatCount(unpatched) + " module(s) left unpatched for good by CUDA graphs (not traced)";
   how.push_back(p);
   for (size_t i = 0; i < how.size(); ++i) line += (i ? "; " : "") + how[i];
   return line + ")";

@@ -313,11 +313,13 @@ TraceStats StatsBuilder::Finish(const std::unordered_map<StringId, std::string>&
   s.shadow = s.role == "shadow" || !blocks_.empty();
   if (s.shadow) {
     for (const char* name :
-         {counters::kLaunchesSeen, counters::kLaunchesTraced, counters::kLaunchesSkipped, counters::kBlocksExpected,
-          counters::kBlocksRecorded, counters::kBlocksOverflow, counters::kModulesLoaded, counters::kModulesPatched,
-          counters::kSanitizerCallbacks, counters::kWriterDropped, counters::kLaunchesMatching,
-          counters::kLaunchesSampledUnpatched, counters::kModulesRepatched, counters::kModulesUnpatched,
-          counters::kToggleNs, counters::kTogglesDeferred, counters::kSamplingCostNs, counters::kSamplingProgramNs}) {
+         {counters::kLaunchesSeen,         counters::kLaunchesTraced,        counters::kLaunchesSkipped,
+          counters::kBlocksExpected,       counters::kBlocksRecorded,        counters::kBlocksOverflow,
+          counters::kModulesLoaded,        counters::kModulesPatched,        counters::kSanitizerCallbacks,
+          counters::kWriterDropped,        counters::kLaunchesMatching,      counters::kLaunchesSampledUnpatched,
+          counters::kModulesRepatched,     counters::kModulesUnpatched,      counters::kToggleNs,
+          counters::kTogglesDeferred,      counters::kSamplingCostNs,        counters::kSamplingProgramNs,
+          counters::kModulesPinnedByGraph, counters::kModulesPinnedUnpatched}) {
       s.probe_counters[name] = CounterValue(status_, name);
     }
     std::vector<uint64_t> seqs;

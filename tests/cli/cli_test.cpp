@@ -189,6 +189,17 @@ TEST_F(CliTest, StatsShadowTrace) {
   EXPECT_EQ(Twinscope({"stats", P("s.tsc"), "--strict"}).code, 3);
 }
 
+// Toggle mode with CUDA graphs: stats says that graphs kept a module patched, out of the budget's reach.
+TEST_F(CliTest, StatsSaysGraphsPinnedAModulePatched) {
+  testing::WriteSampledShadowTrace(P("pinned.tsc"), 1);
+  Outcome r = Twinscope({"stats", P("pinned.tsc")});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("; 1 module(s) patched for good by CUDA graphs (every launch of their kernels pays the "
+                       "patch, beyond the budget's reach)"),
+            std::string::npos)
+      << r.out;
+}
+
 // A sampled shadow trace: stats says how many launches were traced of how many, and why.
 TEST_F(CliTest, StatsSaysWhatWasSampled) {
   testing::WriteSampledShadowTrace(P("sampled.tsc"));
@@ -198,6 +209,7 @@ TEST_F(CliTest, StatsSaysWhatWasSampled) {
                        "toggle: re-patched 2, unpatched 2, 150 us toggling"),
             std::string::npos)
       << r.out;
+  EXPECT_EQ(r.out.find("patched for good by CUDA graphs"), std::string::npos) << r.out;
   r = Twinscope({"stats", P("sampled.tsc"), "--json"});
   auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["shadow_launches"].size(), 1u);

@@ -188,7 +188,7 @@ void WriteShadowTrace(const std::string& path) {
   if (!w->Close(&error)) throw std::runtime_error("Close: " + error);
 }
 
-void WriteSampledShadowTrace(const std::string& path) {
+void WriteSampledShadowTrace(const std::string& path, uint64_t pinned_by_graph) {
   auto w = Open(
       path, {{"role", "shadow"},
              {"pid", 5152},
@@ -221,6 +221,7 @@ void WriteSampledShadowTrace(const std::string& path) {
   w->SetCounter(counters::kToggleNs, 150000);
   w->SetCounter(counters::kSamplingCostNs, 1000000);
   w->SetCounter(counters::kSamplingProgramNs, 40000000);
+  if (pinned_by_graph) w->SetCounter(counters::kModulesPinnedByGraph, pinned_by_graph);
   std::string error;
   if (!w->Close(&error)) throw std::runtime_error("Close: " + error);
 }

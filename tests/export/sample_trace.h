@@ -25,7 +25,8 @@ void WriteShadowTrace(const std::string& path);
 // 2 blocks), counters launches_matching 20, launches_traced 2,
 // modules_repatched 2, modules_unpatched 2, patch_toggle_ns 150000,
 // sampling_cost_ns 1000000, sampling_program_ns 40000000.
-void WriteSampledShadowTrace(const std::string& path);
+// pinned_by_graph: the modules_pinned_by_graph counter (toggle mode, CUDA graphs made).
+void WriteSampledShadowTrace(const std::string& path, uint64_t pinned_by_graph = 0);
 
 // Flips one byte inside the payload of chunk number `chunk` (0-based) so the
 // reader stops there with a checksum error. Returns false if there is no
