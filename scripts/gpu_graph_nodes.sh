@@ -28,7 +28,8 @@ LOG=$W/graph_nodes.log
 # (--every N)). Every traced target node must have all its 96 blocks.
 VARIANTS=${GRAPH_VARIANTS:-"0 10 0 ats - ; 1 10 0 ats - ; 0 10 3 ats - ; 0 10 0 t - ; 0 10 0 tt - ; 0 10 0 tat - ;
   1 10 0 tsatt - ; 0 12 0 tatt every3 ; 1 6 2 atta every2"}
-IFS=';' read -ra VLIST <<<"$VARIANTS"
+# One line: `read` stops at the first newline (the last three variants were never run before this).
+IFS=';' read -ra VLIST <<<"$(tr '\n' ' ' <<<"$VARIANTS")"
 for v in "${VLIST[@]}"; do
   set -- $v
   [[ $# -ge 5 ]] || continue
