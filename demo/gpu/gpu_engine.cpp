@@ -24,14 +24,13 @@
 #include <cstdio>
 #include <map>
 
+#include "common/kv_budget.h"
 #include "gpu/kernels.h"
 
 namespace twinscope::demo {
 namespace {
 
 constexpr size_t kCublasWorkspace = 32u << 20;
-constexpr size_t kGraphReserve = 512u << 20;  // graphs, cuBLAS and the context's own growth
-constexpr size_t kRuntimeSlack = 256u << 20;  // the context, the stream and cuBLAS handle beyond own_bytes_
 
 #define DEMO_CUDA(call)                                                                                        \
   do {                                                                                                         \
@@ -262,36 +261,19 @@ Status GpuEngine::Init() {
   // The KV cache: what is left of this server's share.
   size_t free1 = 0;
   DEMO_CUDA(cudaMemGetInfo(&free1, &total));
-  // What this server took: its own allocations, plus what the free memory says
-  // the context, stream and cuBLAS took, but never more than that plus
-  // kRuntimeSlack: a twin started at the same moment allocates too, and
-  // cudaMemGetInfo counts the whole GPU (a live twin's primary once counted the
-  // shadow's 58 GiB as its own).
-  const size_t delta = free0 > free1 ? free0 - free1 : 0;
-  const size_t used = std::min(delta, own_bytes_ + kRuntimeSlack);
-  const double budget = opt_.memory_fraction * static_cast<double>(total);
-  const size_t block_bytes = size_t(2) * m.layers * opt_.block_size * m.kv_heads * m.head_dim * 2;
-  const double left = budget - static_cast<double>(used) - static_cast<double>(kGraphReserve);
-  const int64_t min_blocks = (opt_.max_model_len + opt_.block_size - 1) / opt_.block_size;
-  char buf[1024];
-  if (left < static_cast<double>(block_bytes) * min_blocks) {
-    std::snprintf(
-        buf, sizeof buf,
-        "--gpu-memory-fraction %.2f gives this server %.0f MiB of %s's %.0f MiB; weights and buffers take "
-        "%.0f MiB and %.0f MiB is kept for graphs, leaving too little for a KV cache of one %d-token sequence "
-        "(%.0f MiB): raise the fraction, or use a smaller --model or --max-model-len",
-        opt_.memory_fraction, budget / (1 << 20), prop.name, MiB(total), MiB(used), MiB(kGraphReserve),
-        opt_.max_model_len, MiB(block_bytes * min_blocks));
-    return Status::Error(buf);
-  }
-  const size_t kv_bytes = static_cast<size_t>(left) / block_bytes * block_bytes;
-  if (kv_bytes + kGraphReserve > free1) {
-    std::snprintf(buf, sizeof buf,
-                  "the KV cache would take %.0f MiB but only %.0f MiB of %s are free (other processes hold the rest?): "
-                  "lower --gpu-memory-fraction",
-                  MiB(kv_bytes), MiB(free1), prop.name);
-    return Status::Error(buf);
-  }
+  KvBudgetInput kv;
+  kv.memory_fraction = opt_.memory_fraction;
+  kv.total = total;
+  kv.free_before = free0;
+  kv.free_after = free1;
+  kv.own_bytes = own_bytes_;
+  kv.block_bytes = size_t(2) * m.layers * opt_.block_size * m.kv_heads * m.head_dim * 2;
+  kv.min_blocks = (opt_.max_model_len + opt_.block_size - 1) / opt_.block_size;
+  kv.max_model_len = opt_.max_model_len;
+  kv.gpu_name = prop.name;
+  StatusOr<size_t> sized = KvCacheBytes(kv);
+  if (!sized.ok()) return sized.status();
+  const size_t kv_bytes = *sized, block_bytes = kv.block_bytes;
   DEMO_CUDA(cudaMalloc(&kv_cache_, kv_bytes));
   allocations_.push_back(kv_cache_);
   const int64_t num_blocks = static_cast<int64_t>(kv_bytes / block_bytes);
