@@ -14,7 +14,8 @@
 #                                 plain / bare CUPTI floor / floor + empty API callbacks /
 #                                 twinscope (/ torch.profiler),
 #                                 interleaved, 3 repetitions                     (~5 min)
-#   scripts/gpu_cupti.sh ablate   what each per-launch step costs: 300,000 eager launches under
+#   scripts/gpu_cupti.sh ablate   what each per-launch step costs: 300,000 eager launches (wall time, and
+#                                 the launch calls alone in bursts of 256: bench_kernels --eager-burst) under
 #                                 twinscope with TWINSCOPE_CUPTI_SKIP=<step> (benchmark-only knob)
 #                                 and without API records, against plain and the floors, ABLATE_REPS (3)
 #                                 interleaved rounds (~2 min)
@@ -183,31 +184,39 @@ if [[ $MODE == ablate ]]; then
         skip_*) run=(traced "$LOG/a.tsc" TWINSCOPE_CUPTI_SKIP="${v#skip_}") ;;
         no_api) run=(traced "$LOG/a.tsc" TWINSCOPE_KINDS=kernel,memcpy,memset,nvtx) ;;
       esac
-      "${run[@]}" TWINSCOPE_QUIET=1 "$BIN/bench_kernels" --eager 300000 --graph-kernels 1 --graph-replays 1 2>>"$LOG/$v.log" |
-        grep '"eager"' >>"$LOG/$v.jsonl"
+      "${run[@]}" TWINSCOPE_QUIET=1 "$BIN/bench_kernels" --eager 300000 --eager-burst 256 --graph-kernels 1 \
+        --graph-replays 1 2>>"$LOG/$v.log" | grep '"eager' >>"$LOG/$v.jsonl"
     done
   done
   python3 - "$LOG" "${variants[@]}" <<'EOF'
 import json, statistics, sys
 log, variants = sys.argv[1], sys.argv[2:]
-med = {}
-for v in variants:
-    try:
-        xs = [json.loads(l)["ns_per_kernel"] for l in open(f"{log}/{v}.jsonl") if l.strip()]
-        med[v] = (statistics.median(xs), xs)
-    except Exception:
-        pass
-plain = med.get("plain", (None,))[0]
-ts = med.get("twinscope", (None,))[0]
-print(f"{'variant':14} {'median ns/launch':>16} {'added vs plain':>15} {'saved vs twinscope':>19}  runs")
-for v in variants:
-    if v not in med:
-        print(f"{v:14} (no result)")
-        continue
-    m, xs = med[v]
-    added = f"{m - plain:+.0f}" if plain else "-"
-    saved = f"{ts - m:+.0f}" if ts and v not in ("plain", "bare", "bare_cb", "twinscope") else ""
-    print(f"{v:14} {m:16.0f} {added:>15} {saved:>19}  {' '.join(f'{x:.0f}' for x in xs)}")
+# eager: wall time of the loop through its sync; eager_call: the launch calls alone, in bursts
+# (bench/gpu/bench_kernels.cu says why the second is the application thread's cost).
+for workload in ("eager", "eager_call"):
+    med = {}
+    for v in variants:
+        try:
+            xs = [j["ns_per_kernel"] for j in map(json.loads, filter(str.strip, open(f"{log}/{v}.jsonl")))
+                  if j.get("workload") == workload]
+            if xs:
+                med[v] = (statistics.median(xs), xs)
+        except Exception:
+            pass
+    plain = med.get("plain", (None,))[0]
+    ts = med.get("twinscope", (None,))[0]
+    bare = med.get("bare", (None,))[0]
+    print(f"{workload}: {'variant':14} {'median ns/launch':>16} {'added vs plain':>15} {'saved vs twinscope':>19}  runs")
+    for v in variants:
+        if v not in med:
+            print(f"{v:14} (no result)")
+            continue
+        m, xs = med[v]
+        added = f"{m - plain:+.0f}" if plain else "-"
+        saved = f"{ts - m:+.0f}" if ts and v not in ("plain", "bare", "bare_cb", "twinscope") else ""
+        print(f"{v:14} {m:16.0f} {added:>15} {saved:>19}  {' '.join(f'{x:.0f}' for x in xs)}")
+    if plain and ts and bare and bare > plain:
+        print(f"twinscope added / bare added ({workload}, medians): {(ts - plain) / (bare - plain):.2f}")
 EOF
   exit 0
 fi
@@ -274,7 +283,7 @@ if [[ $MODE == confirm ]]; then
     # The order rotates each round, so drift over the run does not favour one variant.
     for ((i = 0; i < 3; i++)); do
       v=${kvariants[$(((i + r) % 3))]}
-      record "$r" "$v" kernels as_variant "$v" "$BIN/bench_kernels" --eager "$EAGER" --graph-kernels 100 \
+      record "$r" "$v" kernels as_variant "$v" "$BIN/bench_kernels" --eager "$EAGER" --eager-burst 256 --graph-kernels 100 \
         --graph-replays "$GRAPH_REPLAYS"
     done
     if [[ -n $PY && $r -le $TORCH_ROUNDS ]]; then

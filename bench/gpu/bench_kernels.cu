@@ -3,9 +3,16 @@
 // final synchronize, divided by the kernels launched).
 //   eager: N launches of a 1-block tiny kernel on one stream
 //   graph: a CUDA graph of K tiny kernels replayed R times
-// Usage: bench_kernels [--eager N] [--graph-kernels K] [--graph-replays R]
+//   eager_call (--eager-burst B): the same N launches in bursts of B, timing
+//     only the launch calls of each burst (a sync between bursts, untimed):
+//     the launch's cost on the application thread. With the GPU slower than
+//     plain launches, "eager" times the GPU when untraced and the CPU when
+//     traced, which inflates the added cost of the traced variants; bursts
+//     short enough for the launch queue never wait for it.
+// Usage: bench_kernels [--eager N] [--eager-burst B] [--graph-kernels K] [--graph-replays R]
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -35,18 +42,21 @@ static void Report(const char* workload, long long kernels, Clock::time_point t0
 }
 
 int main(int argc, char** argv) {
-  long long eager = 1000000, replays = 10000;
+  long long eager = 1000000, replays = 10000, burst = 0;
   int graph_kernels = 100;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--eager")
       eager = std::atoll(argv[i + 1]);
+    else if (a == "--eager-burst")
+      burst = std::atoll(argv[i + 1]);
     else if (a == "--graph-kernels")
       graph_kernels = std::atoi(argv[i + 1]);
     else if (a == "--graph-replays")
       replays = std::atoll(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: %s [--eager N] [--graph-kernels K] [--graph-replays R]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--eager N] [--eager-burst B] [--graph-kernels K] [--graph-replays R]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -68,6 +78,22 @@ int main(int argc, char** argv) {
     CHECK(cudaGetLastError());
     CHECK(cudaStreamSynchronize(s));
     Report("eager", eager, t0);
+  }
+  if (eager > 0 && burst > 0) {
+    double calls_s = 0;
+    for (long long done = 0; done < eager;) {
+      const long long n = std::min(burst, eager - done);
+      const auto b0 = Clock::now();
+      for (long long i = 0; i < n; ++i) tiny<<<1, 32, 0, s>>>(counter);
+      calls_s += std::chrono::duration<double>(Clock::now() - b0).count();
+      CHECK(cudaStreamSynchronize(s));
+      done += n;
+    }
+    CHECK(cudaGetLastError());
+    std::printf("{\"workload\": \"eager_call\", \"kernels\": %lld, \"burst\": %lld, \"seconds\": %.4f, "
+                "\"ns_per_kernel\": %.1f}\n",
+                eager, burst, calls_s, calls_s * 1e9 / static_cast<double>(eager));
+    std::fflush(stdout);
   }
   if (graph_kernels > 0 && replays > 0) {
     cudaGraph_t g;

@@ -15,7 +15,8 @@ import json
 import statistics
 import sys
 
-REFERENCE = {"eager": "bare", "graph": "bare", "torch_eager": "profiler", "torch_graph": "profiler"}
+REFERENCE = {"eager": "bare", "eager_call": "bare", "graph": "bare", "torch_eager": "profiler",
+             "torch_graph": "profiler"}
 
 
 def main(path):
@@ -37,7 +38,7 @@ def main(path):
     ok = True
     print(f"{'workload':12} {'variant':10} {'rounds':>6} {'median ns':>10} {'added':>8}  "
           f"{'twinscope added / reference added, per round: median [min..max]':}")
-    for wl in ["eager", "graph", "torch_eager", "torch_graph"]:
+    for wl in ["eager", "eager_call", "graph", "torch_eager", "torch_graph"]:
         if wl not in ns:
             continue
         by = ns[wl]
