@@ -5,14 +5,15 @@
 //   eager:   the target (1000 tokens x 512 threads), a kernel of the SAME module
 //            (grid3d) and one of another module, on one stream, no syncs
 //   streams: the target on stream A and the same-module kernel on stream B at once
-//   graphs:  two CUDA graphs holding the target, one captured and instantiated
-//            while toggle mode keeps the module unpatched ("U"), one while it is
-//            patched ("P"): toggle mode patches the module exactly when the next
-//            matching launch is a multiple of N, so the workload knows when. Both
-//            are replayed alternately, each replay synchronised and timed: a
-//            replay at a multiple of N must be traced with all its blocks, and
-//            the time of the others says whether a node runs the patch state of
-//            its graph launch (native time) or of its instantiation (P slow).
+//   graphs:  two CUDA graphs holding the target, "U" instantiated where the
+//            module would be unpatched and "P" where it would be patched (toggle
+//            mode patches it when the next matching launch is a multiple of N).
+//            Since a graph exec keeps the patch state of its instantiation (an
+//            exec made unpatched faulted when launched after a re-patch), the
+//            probe patches and pins the module at the first instantiation, so
+//            both run patched. Both are replayed alternately, each replay
+//            synchronised and timed: a replay at a multiple of N must be traced
+//            with all its blocks.
 // Writes argv[1] (JSON): N, the SM count, each phase's first and last matching
 // index, and per replay {exec, index, us}.
 //   blocks_toggle_workload <expect.json> <N> [eager_iters]
