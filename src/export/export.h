@@ -33,5 +33,8 @@ StatusOr<ExportResult> ExportChrome(const std::string& trace, const std::string&
 // Fails with "built without SQLite" when TWINSCOPE_WITH_SQLITE was off.
 StatusOr<ExportResult> ExportSqlite(const std::string& trace, const std::string& out);
 bool SqliteAvailable();
+// The error of a SQLite export in a build without SQLite: rebuild with it, or
+// `instead` ("" or advice ending in ", or ").
+Status SqliteMissing(const std::string& instead);
 
 }  // namespace twinscope::exporters

@@ -1,68 +1,80 @@
 // SQLite helpers shared by the trace exporter (sqlite_export.cpp) and the
-// joined export (export/join): a database that throws std::runtime_error with
-// SQLite's own message, and a binder for one statement's values. Internal to
-// src/export; built only with TWINSCOPE_WITH_SQLITE.
+// joined export (export/join): a database written once in one transaction,
+// its prepared statements and a binder for one row's values; every failure is
+// a std::runtime_error with SQLite's own message. Internal to src/export;
+// built only with TWINSCOPE_WITH_SQLITE.
 #pragma once
 
 #include <sqlite3.h>
 
 #include <cstdint>
-#include <stdexcept>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
-#include <vector>
 
 #include "twinscope/records.h"
+#include "twinscope/trace_reader.h"
 
 namespace twinscope::exporters {
 
-class Db {
+class Db;
+class Row;
+
+// One prepared statement of a Db, finalized with this object (which must not
+// outlive its Db). Bind() starts a row at the first `?`; Row::Insert() runs
+// the statement with the row's values.
+class Statement {
  public:
-  explicit Db(const std::string& path) {
-    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                        nullptr) != SQLITE_OK) {
-      std::string m = db_ ? sqlite3_errmsg(db_) : "out of memory";
-      sqlite3_close(db_);
-      db_ = nullptr;
-      throw std::runtime_error("cannot create " + path + ": " + m);
-    }
-  }
-  ~Db() {
-    for (auto* s : statements_) sqlite3_finalize(s);
-    if (db_) sqlite3_close(db_);
-  }
-  void Exec(const char* sql) {
-    char* err = nullptr;
-    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-      std::string m = err ? err : "unknown error";
-      sqlite3_free(err);
-      throw std::runtime_error(std::string("SQLite: ") + m);
-    }
-  }
-  sqlite3_stmt* Prepare(const char* sql) {
-    sqlite3_stmt* s = nullptr;
-    if (sqlite3_prepare_v2(db_, sql, -1, &s, nullptr) != SQLITE_OK) Fail("prepare");
-    statements_.push_back(s);
-    return s;
-  }
-  void Step(sqlite3_stmt* s) {
-    if (sqlite3_step(s) != SQLITE_DONE) Fail("insert");
-    sqlite3_reset(s);
-    ++rows;
-  }
-  [[noreturn]] void Fail(const char* what) {
-    throw std::runtime_error(std::string("SQLite ") + what + ": " + sqlite3_errmsg(db_));
-  }
-  uint64_t rows = 0;
+  Row Bind();
+  // Runs the statement with the values bound, then resets it for the next
+  // row. Throws "SQLite insert: ..." when SQLite refuses it.
+  void Step();
 
  private:
-  sqlite3* db_ = nullptr;
-  std::vector<sqlite3_stmt*> statements_;
+  friend class Db;
+  friend class Row;
+  struct Finalize {
+    void operator()(sqlite3_stmt* s) const { sqlite3_finalize(s); }
+  };
+  Statement(Db* db, sqlite3_stmt* s) : db_(db), s_(s) {}
+  Db* db_;
+  std::unique_ptr<sqlite3_stmt, Finalize> s_;
 };
 
-// Binds values to the ?s of one statement in order.
+// A database written once by this process, for one export. Not thread-safe.
+class Db {
+ public:
+  // Creates `path` afresh (an older file there is removed), with the fast
+  // settings of a one-writer bulk load (no journal, no syncs), makes `schema`
+  // and begins the one transaction all rows go into. Throws "cannot replace
+  // PATH: ...", "cannot create PATH: ..." or "SQLite: ...".
+  Db(const std::string& path, const char* schema);
+  ~Db();
+  Db(const Db&) = delete;
+  Db& operator=(const Db&) = delete;
+
+  // INSERT INTO `table` VALUES (?, ...) with `columns` placeholders.
+  Statement Insert(const std::string& table, int columns);
+  // Commits the rows, then runs `after` (indexes and views, made once the
+  // rows are in).
+  void Commit(const char* after);
+  // The `strings` table both databases have (id, value): every string of `reader`.
+  void WriteStrings(const TraceReader& reader);
+
+  uint64_t rows() const { return rows_; }  // rows inserted so far
+
+ private:
+  friend class Statement;
+  void Exec(const char* sql);                // throws "SQLite: ..."
+  [[noreturn]] void Fail(const char* what);  // throws "SQLite WHAT: <SQLite's message>"
+  sqlite3* db_ = nullptr;
+  uint64_t rows_ = 0;
+};
+
+// Binds values to the ?s of one statement in order; Insert() runs it.
 class Row {
  public:
-  explicit Row(sqlite3_stmt* s) : s_(s) {}
+  explicit Row(Statement& s) : st_(s), s_(s.s_.get()) {}
   Row& I(uint64_t v) {  // unsigned values are stored with the same 64 bits
     sqlite3_bind_int64(s_, ++i_, static_cast<sqlite3_int64>(v));
     return *this;
@@ -71,11 +83,11 @@ class Row {
     sqlite3_bind_null(s_, ++i_);
     return *this;
   }
-  Row& Text(const char* t) {  // `t` must outlive the statement's next step
+  Row& Text(const char* t) {  // up to its NUL; `t` must outlive Insert()
     sqlite3_bind_text(s_, ++i_, t, -1, SQLITE_STATIC);
     return *this;
   }
-  Row& Text(const std::string& t) {  // copied
+  Row& Text(const std::string& t) {  // all of it, copied
     sqlite3_bind_text(s_, ++i_, t.data(), static_cast<int>(t.size()), SQLITE_TRANSIENT);
     return *this;
   }
@@ -85,11 +97,17 @@ class Row {
   }
   Row& Opt(bool present, uint64_t v) { return present ? I(v) : Null(); }
   Row& Dims(Dim3 d) { return I(d.x).I(d.y).I(d.z); }  // three columns: x, y, z
+  // start_ns, end_ns, duration_ns (NULL unless `valid`).
+  Row& Span(uint64_t start, uint64_t end, bool valid) { return I(start).I(end).Opt(valid, end - start); }
+  void Insert() { st_.Step(); }
 
  private:
+  Statement& st_;
   sqlite3_stmt* s_;
   int i_ = 0;
 };
+
+inline Row Statement::Bind() { return Row(*this); }
 
 // The columns of one KernelRecord, as the `kernels` tables of both
 // databases hold them (docs/sqlite-schema.md), and their binder.
@@ -101,9 +119,7 @@ class Row {
   "name_id INTEGER, demangled_id INTEGER, key_hash INTEGER, key_path_id INTEGER, key_ordinal INTEGER"
 constexpr int kKernelColumnCount = 26;
 inline Row& BindKernel(Row& row, const KernelRecord& r, bool valid) {
-  return row.I(r.start_ns)
-      .I(r.end_ns)
-      .Opt(valid, r.end_ns - r.start_ns)
+  return row.Span(r.start_ns, r.end_ns, valid)
       .I(!valid)
       .I(r.device)
       .I(r.context)
@@ -125,16 +141,14 @@ inline Row& BindKernel(Row& row, const KernelRecord& r, bool valid) {
       .I(r.key.ordinal);
 }
 
-// "(?,?,...)" with `n` placeholders.
-inline std::string Placeholders(int n) {
-  std::string s = "(";
-  for (int i = 0; i < n; ++i) s += i ? ",?" : "?";
-  return s + ")";
+// block_linear, block_order, x, y, z, sm: the last columns of both `blocks` tables.
+inline Row& BindBlockPlace(Row& row, const BlockRecord& r) {
+  return row.I(r.block_linear).I(r.order).I(r.x).I(r.y).I(r.z).I(r.sm);
 }
 
-// Fast settings for a database written once by one process.
-constexpr const char* kBulkLoadPragmas =
-    "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA page_size=65536; PRAGMA locking_mode=EXCLUSIVE; "
-    "PRAGMA temp_store=MEMORY; PRAGMA cache_size=-262144;";
+// A JSON value as a `meta` table holds it (one line; invalid UTF-8 replaced).
+inline std::string MetaJson(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 }  // namespace twinscope::exporters

@@ -3,12 +3,17 @@
 // and views are created after the rows.
 #include "export/export.h"
 
+namespace twinscope::exporters {
+
+Status SqliteMissing(const std::string& instead) {
+  return Status::Error(
+      "this twinscope was built without SQLite (TWINSCOPE_WITH_SQLITE=OFF: sqlite3.h was not available); " + instead +
+      "rebuild with libsqlite3-dev installed");
+}
+
+}  // namespace twinscope::exporters
+
 #ifdef TWINSCOPE_HAVE_SQLITE
-
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 
 #include "export/sqlite_db.h"
 #include "export/timeline_scan.h"
@@ -76,88 +81,55 @@ CREATE VIEW launches_named AS
   FROM launches l LEFT JOIN strings s ON s.id = l.kernel_id LEFT JOIN strings p ON p.id = l.key_path_id;
 )sql";
 
-bool Valid(uint64_t start, uint64_t end, uint32_t flags) {
-  return !(flags & kFlagInvalidTimestamp) && start != 0 && end != 0 && end >= start;
+// device, context, stream, correlation_id, graph_id, graph_node_id, flags:
+// the last columns of memcpys and memsets.
+template <class R>
+Row& BindPlace(Row& row, const R& r) {
+  return row.I(r.device).I(r.context).I(r.stream).I(r.correlation_id).I(r.graph_id).I(r.graph_node_id).I(r.flags);
 }
 
 class SqliteSink : public RecordSink {
  public:
-  explicit SqliteSink(Db& db) : db_(db) {
-    kernel_ = db.Prepare(("INSERT INTO kernels VALUES " + Placeholders(kKernelColumnCount)).c_str());
-    memcpy_ = db.Prepare(("INSERT INTO memcpys VALUES " + Placeholders(15)).c_str());
-    memset_ = db.Prepare(("INSERT INTO memsets VALUES " + Placeholders(13)).c_str());
-    api_ = db.Prepare(("INSERT INTO api_calls VALUES " + Placeholders(8)).c_str());
-    nvtx_ = db.Prepare(("INSERT INTO nvtx_ranges VALUES " + Placeholders(9)).c_str());
-    launch_ = db.Prepare(("INSERT INTO launches VALUES " + Placeholders(23)).c_str());
-    block_ = db.Prepare(("INSERT INTO blocks VALUES " + Placeholders(10)).c_str());
-  }
+  explicit SqliteSink(Db& db)
+      : kernel_(db.Insert("kernels", kKernelColumnCount)),
+        memcpy_(db.Insert("memcpys", 15)),
+        memset_(db.Insert("memsets", 13)),
+        api_(db.Insert("api_calls", 8)),
+        nvtx_(db.Insert("nvtx_ranges", 9)),
+        launch_(db.Insert("launches", 23)),
+        block_(db.Insert("blocks", 10)) {}
 
   void OnKernel(const KernelRecord& r) override {
-    const bool v = Valid(r.start_ns, r.end_ns, r.flags);
-    if (!v) ++invalid;
-    Row row(kernel_);
-    BindKernel(row, r, v);
-    db_.Step(kernel_);
+    Row row = kernel_.Bind();
+    BindKernel(row, r, Counted(ValidSpan(r.start_ns, r.end_ns, r.flags))).Insert();
   }
   void OnMemcpy(const MemcpyRecord& r) override {
-    const bool v = Valid(r.start_ns, r.end_ns, r.flags);
-    if (!v) ++invalid;
-    Row(memcpy_)
-        .I(r.start_ns)
-        .I(r.end_ns)
-        .Opt(v, r.end_ns - r.start_ns)
-        .I(!v)
-        .I(r.bytes)
-        .Text(CopyKindName(r.copy_kind))
-        .I(r.src_kind)
-        .I(r.dst_kind)
-        .I(r.device)
-        .I(r.context)
-        .I(r.stream)
-        .I(r.correlation_id)
-        .I(r.graph_id)
-        .I(r.graph_node_id)
-        .I(r.flags);
-    db_.Step(memcpy_);
+    const bool v = Counted(ValidSpan(r.start_ns, r.end_ns, r.flags));
+    Row row = memcpy_.Bind();
+    row.Span(r.start_ns, r.end_ns, v).I(!v).I(r.bytes).Text(CopyKindName(r.copy_kind)).I(r.src_kind).I(r.dst_kind);
+    BindPlace(row, r).Insert();
   }
   void OnMemset(const MemsetRecord& r) override {
-    const bool v = Valid(r.start_ns, r.end_ns, r.flags);
-    if (!v) ++invalid;
-    Row(memset_)
-        .I(r.start_ns)
-        .I(r.end_ns)
-        .Opt(v, r.end_ns - r.start_ns)
-        .I(!v)
-        .I(r.bytes)
-        .I(r.value)
-        .I(r.device)
-        .I(r.context)
-        .I(r.stream)
-        .I(r.correlation_id)
-        .I(r.graph_id)
-        .I(r.graph_node_id)
-        .I(r.flags);
-    db_.Step(memset_);
+    const bool v = Counted(ValidSpan(r.start_ns, r.end_ns, r.flags));
+    Row row = memset_.Bind();
+    BindPlace(row.Span(r.start_ns, r.end_ns, v).I(!v).I(r.bytes).I(r.value), r).Insert();
   }
   void OnApi(const ApiRecord& r) override {
-    const bool v = Valid(r.start_ns, r.end_ns, 0);
-    Row(api_)
-        .I(r.start_ns)
-        .I(r.end_ns)
-        .Opt(v, r.end_ns - r.start_ns)
+    api_.Bind()
+        .Span(r.start_ns, r.end_ns, ValidSpan(r.start_ns, r.end_ns))
         .I(r.thread_id)
         .I(r.correlation_id)
         .Text(r.domain == static_cast<uint32_t>(ApiDomain::kDriver) ? "driver" : "runtime")
         .I(r.cbid)
-        .I(r.name);
-    db_.Step(api_);
+        .I(r.name)
+        .Insert();
   }
   void OnNvtx(const NvtxRecord& r) override {
     const char* kind = r.kind == static_cast<uint32_t>(NvtxKind::kMark)       ? "mark"
                        : r.kind == static_cast<uint32_t>(NvtxKind::kStartEnd) ? "start_end"
                                                                               : "push_pop";
     const bool closed = r.end_ns != 0 && r.end_ns >= r.start_ns;
-    Row(nvtx_)
+    nvtx_.Bind()
         .I(r.start_ns)
         .Opt(closed, r.end_ns)
         .Opt(closed, r.end_ns - r.start_ns)
@@ -166,11 +138,11 @@ class SqliteSink : public RecordSink {
         .Text(kind)
         .Opt(r.domain != 0, r.domain)
         .I(r.name)
-        .I(r.depth);
-    db_.Step(nvtx_);
+        .I(r.depth)
+        .Insert();
   }
   void OnLaunch(const LaunchRecord& r) override {
-    Row(launch_)
+    launch_.Bind()
         .I(r.seq)
         .I(r.cpu_ns)
         .I(r.thread_id)
@@ -187,24 +159,13 @@ class SqliteSink : public RecordSink {
         .Dims(r.block)
         .Dims(r.cluster)
         .I(r.flags)
-        .I(r.blocks_recorded);
-    db_.Step(launch_);
+        .I(r.blocks_recorded)
+        .Insert();
   }
   void OnBlock(const BlockRecord& r) override {
-    const bool v = Valid(r.enter_ns, r.exit_ns, 0);
-    if (!v) ++invalid;
-    Row(block_)
-        .I(r.launch_seq)
-        .I(r.enter_ns)
-        .I(r.exit_ns)
-        .Opt(v, r.exit_ns - r.enter_ns)
-        .I(r.block_linear)
-        .I(r.order)
-        .I(r.x)
-        .I(r.y)
-        .I(r.z)
-        .I(r.sm);
-    db_.Step(block_);
+    Row row = block_.Bind();
+    row.I(r.launch_seq).Span(r.enter_ns, r.exit_ns, Counted(ValidSpan(r.enter_ns, r.exit_ns)));
+    BindBlockPlace(row, r).Insert();
   }
   void OnStatus(const nlohmann::json& status, bool) override { last_status = status; }
 
@@ -212,11 +173,12 @@ class SqliteSink : public RecordSink {
   nlohmann::json last_status = nlohmann::json::object();
 
  private:
-  Db& db_;
-  sqlite3_stmt *kernel_, *memcpy_, *memset_, *api_, *nvtx_, *launch_, *block_;
+  bool Counted(bool valid) {  // counts the records with invalid times
+    invalid += !valid;
+    return valid;
+  }
+  Statement kernel_, memcpy_, memset_, api_, nvtx_, launch_, block_;
 };
-
-std::string Dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
 }  // namespace
 
@@ -226,53 +188,39 @@ StatusOr<ExportResult> ExportSqlite(const std::string& trace, const std::string&
   std::string error;
   auto reader = TraceReader::Open(trace, &error);
   if (!reader) return Status::Error(error);
-  if (unlink(out.c_str()) != 0 && errno != ENOENT)
-    return Status::Error("cannot replace " + out + ": " + std::strerror(errno));
   ExportResult result;
   try {
-    Db db(out);
-    db.Exec(kBulkLoadPragmas);
-    db.Exec(kSchema);
-    db.Exec("BEGIN");
+    Db db(out, kSchema);
     SqliteSink sink(db);
     result.report = reader->Read(sink);
     result.records = result.report.records;
 
-    sqlite3_stmt* str = db.Prepare("INSERT INTO strings VALUES (?,?)");
-    for (const auto& [id, value] : reader->strings()) {
-      sqlite3_bind_int64(str, 1, id);
-      sqlite3_bind_text(str, 2, value.data(), static_cast<int>(value.size()), SQLITE_STATIC);
-      db.Step(str);
-    }
-    sqlite3_stmt* counter = db.Prepare("INSERT INTO counters VALUES (?,?)");
+    db.WriteStrings(*reader);
+    Statement counter = db.Insert("counters", 2);
     if (sink.last_status.contains("counters") && sink.last_status["counters"].is_object()) {
       for (const auto& [name, value] : sink.last_status["counters"].items()) {
         if (!value.is_number_integer()) continue;
-        sqlite3_bind_text(counter, 1, name.c_str(), -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int64(
-            counter, 2,
-            value.is_number_unsigned() ? static_cast<sqlite3_int64>(value.get<uint64_t>()) : value.get<int64_t>());
-        db.Step(counter);
+        counter.Bind()
+            .Text(name.c_str())
+            .I(value.is_number_unsigned() ? value.get<uint64_t>() : static_cast<uint64_t>(value.get<int64_t>()))
+            .Insert();
       }
     }
-    sqlite3_stmt* meta = db.Prepare("INSERT INTO meta VALUES (?,?)");
+    Statement meta = db.Insert("meta", 2);
     auto put = [&](const std::string& key, const std::string& value) {
-      sqlite3_bind_text(meta, 1, key.c_str(), -1, SQLITE_TRANSIENT);
-      sqlite3_bind_text(meta, 2, value.c_str(), -1, SQLITE_TRANSIENT);
-      db.Step(meta);
+      meta.Bind().Text(key.c_str()).Text(value.c_str()).Insert();  // each up to its first NUL
     };
     const auto& header = reader->header();
-    put("header", Dump(header));
+    put("header", MetaJson(header));
     put("role", header.value("role", std::string()));
     put("format_version", std::to_string(reader->version()));
-    put("status", Dump(sink.last_status));
+    put("status", MetaJson(sink.last_status));
     put("read_end", ReadEndName(result.report.end));
     put("read_message", result.report.message);
     put("records", std::to_string(result.report.records));
     put("source", trace);
-    db.Exec("COMMIT");
-    db.Exec(kIndexesAndViews);
-    result.written = db.rows;
+    db.Commit(kIndexesAndViews);
+    result.written = db.rows();
     result.skipped_invalid = 0;
     if (sink.invalid) {
       result.warnings.push_back(std::to_string(sink.invalid) +
@@ -294,9 +242,7 @@ namespace twinscope::exporters {
 bool SqliteAvailable() { return false; }
 
 StatusOr<ExportResult> ExportSqlite(const std::string&, const std::string&) {
-  return Status::Error(
-      "this twinscope was built without SQLite (TWINSCOPE_WITH_SQLITE=OFF: sqlite3.h was not available); export to "
-      "chrome, or rebuild with libsqlite3-dev installed");
+  return SqliteMissing("export to chrome, or ");
 }
 
 }  // namespace twinscope::exporters

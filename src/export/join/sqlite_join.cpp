@@ -7,11 +7,7 @@
 
 #ifdef TWINSCOPE_HAVE_SQLITE
 
-#include <unistd.h>
-
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <unordered_map>
 
 #include "export/join/block_detail.h"
@@ -93,8 +89,6 @@ CREATE VIEW blocks_on_primary AS
 
 std::string TopLevel(const std::string& path) { return path.substr(0, path.find('/')); }
 
-std::string Dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
-
 std::string Joined(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
@@ -104,8 +98,7 @@ std::string Joined(const std::vector<std::string>& v) {
 // The primary's kernel records, each tied to the target launch it is.
 class KernelSink : public RecordSink {
  public:
-  KernelSink(Db& db, const join::JoinedModel& m) : db_(db) {
-    stmt_ = db.Prepare(("INSERT INTO kernels VALUES " + Placeholders(kKernelColumnCount + 2)).c_str());
+  KernelSink(Db& db, const join::JoinedModel& m) : stmt_(db.Insert("kernels", kKernelColumnCount + 2)) {
     for (size_t i = 0; i < m.primary.size(); ++i)
       if (m.primary[i].have_kernel) launch_of_.emplace(SpotOf(m.primary[i]), i);
   }
@@ -113,16 +106,14 @@ class KernelSink : public RecordSink {
     const bool v = ValidSpan(r.start_ns, r.end_ns, r.flags);
     if (!v) ++invalid;
     auto it = v ? launch_of_.find(SpotOf(r)) : launch_of_.end();
-    Row row(stmt_);
+    Row row = stmt_.Bind();
     row.I(id_++);
-    BindKernel(row, r, v).Opt(it != launch_of_.end(), it != launch_of_.end() ? it->second : 0);
-    db_.Step(stmt_);
+    BindKernel(row, r, v).Opt(it != launch_of_.end(), it != launch_of_.end() ? it->second : 0).Insert();
   }
   uint64_t invalid = 0;
 
  private:
-  Db& db_;
-  sqlite3_stmt* stmt_;
+  Statement stmt_;
   uint64_t id_ = 0;
   std::unordered_map<KernelSpot, size_t, KernelSpotHash> launch_of_;  // -> launches.id
 };
@@ -131,8 +122,7 @@ class KernelSink : public RecordSink {
 // to the launch's first block entry).
 class BlockSink : public RecordSink {
  public:
-  BlockSink(Db& db, const join::JoinedModel& m) : db_(db) {
-    stmt_ = db.Prepare(("INSERT INTO blocks VALUES " + Placeholders(13)).c_str());
+  BlockSink(Db& db, const join::JoinedModel& m) : stmt_(db.Insert("blocks", 13)) {
     for (size_t j = 0; j < m.shadow.size(); ++j)
       launches_.emplace(m.shadow[j].seq, std::make_pair(m.primary.size() + j, m.shadow[j].blocks.first_enter_ns));
   }
@@ -142,28 +132,16 @@ class BlockSink : public RecordSink {
     auto it = launches_.find(r.launch_seq);
     const bool known = it != launches_.end();
     const uint64_t t0 = known ? it->second.second : 0;
-    Row(stmt_)
-        .Opt(known, known ? it->second.first : 0)
-        .I(r.launch_seq)
-        .I(r.enter_ns)
-        .I(r.exit_ns)
-        .Opt(v, r.exit_ns - r.enter_ns)
-        .Opt(v && known && t0, r.enter_ns - t0)
-        .Opt(v && known && t0, r.exit_ns - t0)
-        .I(r.block_linear)
-        .I(r.order)
-        .I(r.x)
-        .I(r.y)
-        .I(r.z)
-        .I(r.sm);
-    db_.Step(stmt_);
+    Row row = stmt_.Bind();
+    row.Opt(known, known ? it->second.first : 0).I(r.launch_seq).Span(r.enter_ns, r.exit_ns, v);
+    row.Opt(v && known && t0, r.enter_ns - t0).Opt(v && known && t0, r.exit_ns - t0);
+    BindBlockPlace(row, r).Insert();
     ++blocks;
   }
   uint64_t invalid = 0, blocks = 0;
 
  private:
-  Db& db_;
-  sqlite3_stmt* stmt_;
+  Statement stmt_;
   std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> launches_;  // seq -> (launches.id, first enter)
 };
 
@@ -174,10 +152,10 @@ void WriteModel(Db& db, const join::JoinedModel& m) {
     match_of_primary[m.matches[i].primary] = static_cast<int64_t>(i);
     match_of_shadow[m.matches[i].shadow] = static_cast<int64_t>(i);
   }
-  sqlite3_stmt* launch = db.Prepare(("INSERT INTO launches VALUES " + Placeholders(39)).c_str());
+  Statement launch = db.Insert("launches", 39);
   for (size_t i = 0; i < P; ++i) {
     const join::PrimaryLaunch& p = m.primary[i];
-    Row row(launch);
+    Row row = launch.Bind();
     row.I(i).Text("primary").Null().Text(p.kernel);
     if (p.demangled.empty()) {
       row.Null();
@@ -189,13 +167,12 @@ void WriteModel(Db& db, const join::JoinedModel& m) {
     row.Opt(p.have_kernel, p.start_ns).Opt(p.have_kernel, p.end_ns).Opt(p.have_kernel, p.end_ns - p.start_ns);
     row.I(p.overlapped);
     for (int k = 0; k < 16; ++k) row.Null();
-    row.Opt(match_of_primary[i] >= 0, static_cast<uint64_t>(match_of_primary[i]));
-    db.Step(launch);
+    row.Opt(match_of_primary[i] >= 0, static_cast<uint64_t>(match_of_primary[i])).Insert();
   }
   for (size_t j = 0; j < m.shadow.size(); ++j) {
     const join::ShadowLaunch& s = m.shadow[j];
     const auto& b = s.blocks;
-    Row row(launch);
+    Row row = launch.Bind();
     row.I(P + j).Text("shadow").I(s.seq).Text(s.kernel).Null();
     row.Text(s.path).I(s.ordinal).I(s.hash).Dims(s.grid).Dims(s.block);
     row.I(s.cpu_ns).I(s.stream).Null().Null();
@@ -210,53 +187,54 @@ void WriteModel(Db& db, const join::JoinedModel& m) {
     const bool have = b.blocks_seen > b.invalid_times;
     row.Opt(have, b.straggler.block_linear).Opt(have, b.straggler.sm);
     row.Opt(have, b.first_enter_ns).Opt(have, b.last_exit_ns).I(b.span_ns).I(b.tail_ns).I(b.block_duration_p50_ns);
-    row.Opt(match_of_shadow[j] >= 0, static_cast<uint64_t>(match_of_shadow[j]));
-    db.Step(launch);
+    row.Opt(match_of_shadow[j] >= 0, static_cast<uint64_t>(match_of_shadow[j])).Insert();
   }
 
-  sqlite3_stmt* match = db.Prepare(("INSERT INTO matches VALUES " + Placeholders(7)).c_str());
+  Statement match = db.Insert("matches", 7);
   for (size_t i = 0; i < m.matches.size(); ++i) {
     const join::Match& mt = m.matches[i];
-    Row(match)
+    match.Bind()
         .I(i)
         .I(P + mt.shadow)
         .I(mt.primary)
         .Text(join::MatchKindName(mt.kind))
         .I(mt.shape_differs)
         .I(mt.ambiguous)
-        .Text(TopLevel(m.shadow[mt.shadow].path));
-    db.Step(match);
+        .Text(TopLevel(m.shadow[mt.shadow].path))
+        .Insert();
   }
-  sqlite3_stmt* drift = db.Prepare(("INSERT INTO drift VALUES " + Placeholders(5)).c_str());
-  for (const auto& d : m.drift) {
-    Row(drift).Text(d.range).I(d.exact).I(d.time_only).I(d.unmatched).I(d.shape_differs);
-    db.Step(drift);
-  }
-  sqlite3_stmt* step = db.Prepare(("INSERT INTO steps VALUES " + Placeholders(4)).c_str());
-  for (const auto& s : m.steps) {
-    Row(step).Text(s.range).I(s.kernels).I(s.kernel_ns).I(s.target_ns);
-    db.Step(step);
-  }
-  sqlite3_stmt* group = db.Prepare(("INSERT INTO why_slow_groups VALUES " + Placeholders(11)).c_str());
-  sqlite3_stmt* slow = db.Prepare(("INSERT INTO why_slow VALUES " + Placeholders(6)).c_str());
+  Statement drift = db.Insert("drift", 5);
+  for (const auto& d : m.drift)
+    drift.Bind().Text(d.range).I(d.exact).I(d.time_only).I(d.unmatched).I(d.shape_differs).Insert();
+  Statement step = db.Insert("steps", 4);
+  for (const auto& s : m.steps) step.Bind().Text(s.range).I(s.kernels).I(s.kernel_ns).I(s.target_ns).Insert();
+  Statement group = db.Insert("why_slow_groups", 11);
+  Statement slow = db.Insert("why_slow", 6);
   for (size_t g = 0; g < m.groups.size(); ++g) {
     const join::ShapeGroup& sg = m.groups[g];
-    Row(group).I(g).Text(sg.kernel).Dims(sg.grid).Dims(sg.block).I(sg.launches).I(sg.median_dur_ns).I(sg.reference);
-    db.Step(group);
+    group.Bind()
+        .I(g)
+        .Text(sg.kernel)
+        .Dims(sg.grid)
+        .Dims(sg.block)
+        .I(sg.launches)
+        .I(sg.median_dur_ns)
+        .I(sg.reference)
+        .Insert();
     for (const auto& sl : sg.slow) {
-      Row(slow)
+      slow.Bind()
           .I(g)
           .I(sl.match)
           .I(sl.dur_ns)
           .Real(sl.ratio)
           .Text(Joined(join::VerdictNames(sl.verdicts)))
-          .Text(sl.text);
-      db.Step(slow);
+          .Text(sl.text)
+          .Insert();
     }
   }
 
   const join::Summary& s = m.summary;
-  sqlite3_stmt* sum = db.Prepare("INSERT INTO summary VALUES (?,?)");
+  Statement sum = db.Insert("summary", 2);
   for (const auto& [name, value] :
        std::vector<std::pair<const char*, uint64_t>>{{"shadow_launches", s.shadow_launches},
                                                      {"exact", s.exact},
@@ -270,8 +248,7 @@ void WriteModel(Db& db, const join::JoinedModel& m) {
                                                      {"time_only_evaluated", s.time_only_evaluated},
                                                      {"time_only_agree", s.time_only_agree},
                                                      {"overlapped_primary_kernels", s.overlapped_primary_kernels}}) {
-    Row(sum).Text(name).I(value);
-    db.Step(sum);
+    sum.Bind().Text(name).I(value).Insert();
   }
 }
 
@@ -283,14 +260,9 @@ StatusOr<ExportResult> ExportJoinSqlite(const join::JoinedModel& m, const std::s
   if (!primary) return Status::Error("primary: " + error);
   auto shadow = TraceReader::Open(m.shadow_path, &error);
   if (!shadow) return Status::Error("shadow: " + error);
-  if (unlink(out.c_str()) != 0 && errno != ENOENT)
-    return Status::Error("cannot replace " + out + ": " + std::strerror(errno));
   ExportResult result;
   try {
-    Db db(out);
-    db.Exec(kBulkLoadPragmas);
-    db.Exec(kSchema);
-    db.Exec("BEGIN");
+    Db db(out, kSchema);
     WriteModel(db, m);
     KernelSink kernels(db, m);
     const ReadReport prep = primary->Read(kernels);
@@ -299,34 +271,26 @@ StatusOr<ExportResult> ExportJoinSqlite(const join::JoinedModel& m, const std::s
     result.report = prep;
     result.records = prep.records + srep.records;
 
-    sqlite3_stmt* str = db.Prepare("INSERT INTO strings VALUES (?,?)");
-    for (const auto& [id, value] : primary->strings()) {
-      Row(str).I(id).Text(value);
-      db.Step(str);
-    }
-    sqlite3_stmt* meta = db.Prepare("INSERT INTO meta VALUES (?,?)");
-    auto put = [&](const char* key, const std::string& value) {
-      Row(meta).Text(key).Text(value);
-      db.Step(meta);
-    };
+    db.WriteStrings(*primary);
+    Statement meta = db.Insert("meta", 2);
+    auto put = [&](const char* key, const std::string& value) { meta.Bind().Text(key).Text(value).Insert(); };
     put("format", "twinscope-join-sqlite");
     put("version", "1");
     put("primary", m.primary_path);
     put("shadow", m.shadow_path);
-    put("primary_header", Dump(primary->header()));
-    put("shadow_header", Dump(shadow->header()));
+    put("primary_header", MetaJson(primary->header()));
+    put("shadow_header", MetaJson(shadow->header()));
     put("primary_read_end", ReadEndName(prep.end));
     put("shadow_read_end", ReadEndName(srep.end));
     put("concurrent", m.options.concurrent ? "1" : "0");
     put("primary_t0_ns", std::to_string(m.primary_t0_ns));
-    put("target_kernels", Dump(m.summary.target_kernels));
-    put("warnings", Dump(m.warnings));
+    put("target_kernels", MetaJson(m.summary.target_kernels));
+    put("warnings", MetaJson(m.warnings));
     put("block_times",
         "blocks.enter_ns/exit_ns are the shadow's GPU clock, stretched by instrumentation; blocks_on_primary scales "
         "them onto the primary kernel's interval");
-    db.Exec("COMMIT");
-    db.Exec(kIndexesAndViews);
-    result.written = db.rows;
+    db.Commit(kIndexesAndViews);
+    result.written = db.rows();
     if (kernels.invalid)
       result.warnings.push_back(std::to_string(kernels.invalid) +
                                 " primary kernels have invalid timestamps (invalid_timestamp = 1 / duration_ns NULL)");
@@ -349,11 +313,7 @@ StatusOr<ExportResult> ExportJoinSqlite(const join::JoinedModel& m, const std::s
 
 namespace twinscope::exporters {
 
-StatusOr<ExportResult> ExportJoinSqlite(const join::JoinedModel&, const std::string&) {
-  return Status::Error(
-      "this twinscope was built without SQLite (TWINSCOPE_WITH_SQLITE=OFF: sqlite3.h was not available); rebuild with "
-      "libsqlite3-dev installed");
-}
+StatusOr<ExportResult> ExportJoinSqlite(const join::JoinedModel&, const std::string&) { return SqliteMissing(""); }
 
 }  // namespace twinscope::exporters
 
