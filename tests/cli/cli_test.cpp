@@ -1,10 +1,8 @@
 // Runs the built `twinscope` binary as a user would and checks exit codes,
 // messages and outputs of record, blocks, stats and export.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -12,11 +10,11 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../testutil/spawn.h"
 #include "format/trace_writer.h"
 #include "sample_trace.h"
 #include "twinscope/counters.h"
@@ -26,41 +24,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Outcome {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using testutil::Outcome;
+using testutil::Slurp;
 
 // Starts `argv` with extra environment variables, stdout/stderr to files.
 pid_t Start(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& out,
             const std::string& err) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(o, 1);
-    dup2(e, 2);
-    for (const auto& kv : env) putenv(const_cast<char*>(kv.c_str()));
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(250);
-  }
-  return pid;
-}
-
-int Wait(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
+  return testutil::SpawnWithOutput(argv, testutil::EnvironmentWith(env), out, err);
 }
 
 class CliTest : public ::testing::Test {
@@ -83,11 +53,7 @@ class CliTest : public ::testing::Test {
   Outcome Twinscope(std::vector<std::string> args, std::vector<std::string> env = {}) {
     args.insert(args.begin(), TWINSCOPE_BIN);
     env.push_back(lib_env_);
-    Outcome r;
-    r.code = Wait(Start(args, env, P("stdout"), P("stderr")));
-    r.out = Slurp(P("stdout"));
-    r.err = Slurp(P("stderr"));
-    return r;
+    return testutil::RunToEnd(std::move(args), testutil::EnvironmentWith(env), dir_);
   }
 
   void WriteCleanTrace(const std::string& path) {
@@ -355,7 +321,7 @@ TEST_F(CliTest, RecordWithoutCollectorLibraryNamesWhereItLooked) {
   fs::create_directories(dir_ / "alone" / "bin");
   fs::copy_file(TWINSCOPE_BIN, dir_ / "alone" / "bin" / "twinscope");
   std::vector<std::string> args = {(dir_ / "alone" / "bin" / "twinscope").string(), "record", "--", "/bin/true"};
-  int code = Wait(Start(args, {"TWINSCOPE_LIB_DIR="}, P("stdout"), P("stderr")));
+  int code = testutil::WaitForExit(Start(args, {"TWINSCOPE_LIB_DIR="}, P("stdout"), P("stderr")));
   std::string err = Slurp(P("stderr"));
   EXPECT_EQ(code, 1) << err;
   EXPECT_NE(err.find("cannot find libtwinscope_cupti.so"), std::string::npos) << err;
@@ -378,14 +344,14 @@ TEST_F(CliTest, ForwardsSignalsToTheProgram) {
   pid_t pid = Start(args, {lib_env_}, P("stdout"), P("stderr"));
   ASSERT_TRUE(WaitForFile(P("ready1")));
   kill(pid, SIGTERM);
-  EXPECT_EQ(Wait(pid), 42) << Slurp(P("stderr"));
+  EXPECT_EQ(testutil::WaitForExit(pid), 42) << Slurp(P("stderr"));
 
   // SIGINT with the program's default handling: it dies, twinscope returns 128+2.
   args = {TWINSCOPE_BIN, "record", "-o", P("t.tsc"), "--", FAKE_APP_BIN, "wait-default", P("ready2")};
   pid = Start(args, {lib_env_}, P("stdout"), P("stderr"));
   ASSERT_TRUE(WaitForFile(P("ready2")));
   kill(pid, SIGINT);
-  EXPECT_EQ(Wait(pid), 128 + SIGINT);
+  EXPECT_EQ(testutil::WaitForExit(pid), 128 + SIGINT);
   EXPECT_NE(Slurp(P("stderr")).find("killed by SIGINT"), std::string::npos);
 
   // SIGHUP too.
@@ -393,7 +359,7 @@ TEST_F(CliTest, ForwardsSignalsToTheProgram) {
   pid = Start(args, {lib_env_}, P("stdout"), P("stderr"));
   ASSERT_TRUE(WaitForFile(P("ready3")));
   kill(pid, SIGHUP);
-  EXPECT_EQ(Wait(pid), 128 + SIGHUP);
+  EXPECT_EQ(testutil::WaitForExit(pid), 128 + SIGHUP);
 }
 
 }  // namespace

@@ -3,14 +3,11 @@
 // `export DIR --format ...` on a twin/join folder writes the joined views,
 // with bounds from the command line.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "../testutil/spawn.h"
 #include "export/join/join_export.h"
 #include "join_scene.h"
 
@@ -19,23 +16,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Outcome {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-Outcome Twinscope(const std::string& dir, const std::string& args) {
-  const std::string out = dir + "/cli.out", err = dir + "/cli.err";
-  const int status = std::system((std::string(TWINSCOPE_BIN) + " " + args + " >" + out + " 2>" + err).c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(out), Slurp(err)};
-}
+using testutil::Outcome;
+using testutil::Slurp;
 
 class JoinCli : public ::testing::Test {
  protected:
@@ -46,13 +28,17 @@ class JoinCli : public ::testing::Test {
     testing::WriteTwin(dir_, testing::SceneLaunches(), o);
   }
   void TearDown() override { fs::remove_all(dir_); }
+  Outcome Twinscope(std::vector<std::string> args) {  // its output in dir_/stdout.txt, dir_/stderr.txt
+    args.insert(args.begin(), TWINSCOPE_BIN);
+    return testutil::RunToEnd(std::move(args), testutil::EnvironmentWithout({}), dir_);
+  }
   std::string dir_;
 };
 
 TEST_F(JoinCli, JoinWritesEveryViewItHas) {
   const std::string out = dir_ + "/out";
   fs::create_directories(out);
-  Outcome r = Twinscope(dir_, "join " + dir_ + "/primary.tsc " + dir_ + "/shadow.tsc -o " + out);
+  Outcome r = Twinscope({"join", dir_ + "/primary.tsc", dir_ + "/shadow.tsc", "-o", out});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("joined model: " + out + "/join.json"), std::string::npos) << r.out;
   if (exporters::PerfettoAvailable()) {
@@ -70,7 +56,7 @@ TEST_F(JoinCli, JoinWritesEveryViewItHas) {
 }
 
 TEST_F(JoinCli, ExportOfATwinFolder) {
-  Outcome r = Twinscope(dir_, "export " + dir_ + " --format chrome --max-block-launches 2 -o " + dir_ + "/j.json");
+  Outcome r = Twinscope({"export", dir_, "--format", "chrome", "--max-block-launches", "2", "-o", dir_ + "/j.json"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("joined run"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("blocks of 2 launches drawn (16 blocks), 3 launches as spans only"), std::string::npos) << r.err;
@@ -78,7 +64,7 @@ TEST_F(JoinCli, ExportOfATwinFolder) {
   auto doc = nlohmann::json::parse(Slurp(dir_ + "/j.json"));
   EXPECT_EQ(doc["otherData"]["join"]["launches_drawn_with_blocks"], 2);
 
-  r = Twinscope(dir_, "export " + dir_ + " --format perfetto -o " + dir_ + "/j.perfetto-trace");
+  r = Twinscope({"export", dir_, "--format", "perfetto", "-o", dir_ + "/j.perfetto-trace"});
   if (exporters::PerfettoAvailable()) {
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.err.find("blocks of 5 launches drawn (40 blocks)"), std::string::npos) << r.err;
@@ -86,13 +72,13 @@ TEST_F(JoinCli, ExportOfATwinFolder) {
     EXPECT_EQ(r.code, 1);
     EXPECT_NE(r.err.find("built without the Perfetto exporter"), std::string::npos) << r.err;
   }
-  r = Twinscope(dir_, "export " + dir_ + " --format sqlite -o " + dir_ + "/j.sqlite");
+  r = Twinscope({"export", dir_, "--format", "sqlite", "-o", dir_ + "/j.sqlite"});
   EXPECT_EQ(r.code, exporters::SqliteAvailable() ? 0 : 1) << r.err;
 
   // A single trace still exports as before, and to Perfetto.
-  r = Twinscope(dir_, "export " + dir_ + "/primary.tsc --format perfetto -o " + dir_ + "/p.perfetto-trace");
+  r = Twinscope({"export", dir_ + "/primary.tsc", "--format", "perfetto", "-o", dir_ + "/p.perfetto-trace"});
   EXPECT_EQ(r.code, exporters::PerfettoAvailable() ? 0 : 1) << r.err;
-  r = Twinscope(dir_, "export " + dir_ + "/missing --format chrome -o " + dir_ + "/x");
+  r = Twinscope({"export", dir_ + "/missing", "--format", "chrome", "-o", dir_ + "/x"});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("missing"), std::string::npos) << r.err;
 }

@@ -1,5 +1,5 @@
 // Test helper: runs a program with a given environment, its stdout and stderr
-// into files (header-only; used by the twin, demo and serving end-to-end tests).
+// into files (header-only; used by the CLI, twin, demo and serving end-to-end tests).
 #pragma once
 
 #include <fcntl.h>
@@ -33,6 +33,14 @@ inline std::vector<std::string> EnvironmentWithout(const std::vector<std::string
   return env;
 }
 
+// This process's environment with `set` ("NAME=value") put in, each
+// replacing any value NAME had.
+inline std::vector<std::string> EnvironmentWith(const std::vector<std::string>& set) {
+  std::vector<std::string> names;
+  for (const auto& kv : set) names.push_back(kv.substr(0, kv.find('=') + 1));
+  return EnvironmentWithout(names, set);
+}
+
 // Starts argv[0] (a path) with `env`, stdout to `out_path`, stderr to
 // `err_path`. Returns the pid, or -1 if it could not be started.
 inline pid_t SpawnWithOutput(std::vector<std::string> argv, std::vector<std::string> env, const std::string& out_path,
@@ -60,6 +68,15 @@ inline std::string Slurp(const std::filesystem::path& p) {
   return ss.str();
 }
 
+// Waits for `pid` to end: its exit code, 1000 + the signal if it was killed,
+// -1 if `pid` is not a started program (SpawnWithOutput's -1).
+inline int WaitForExit(pid_t pid) {
+  if (pid <= 0) return -1;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
+}
+
 // How a program run to its end went: exit code (1000 + signal if killed), stdout, stderr.
 struct Outcome {
   int code = -1;
@@ -75,9 +92,7 @@ inline Outcome RunToEnd(std::vector<std::string> argv, std::vector<std::string> 
   const pid_t pid = SpawnWithOutput(std::move(argv), std::move(env), out, err);
   if (pid <= 0) return r;
   if (then) then(pid);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
+  r.code = WaitForExit(pid);
   r.out = Slurp(out);
   r.err = Slurp(err);
   return r;
