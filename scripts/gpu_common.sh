@@ -9,6 +9,31 @@ require_gpu() {
   fi
 }
 
+# demo_run_start NAME LOGNAME BUILD WORK: the start of the demo GPU scripts (gpu_demo.sh,
+# gpu_demo_seed.sh), run from the repository root. Sets ROOT, BUILD ($BUILD_DIR, else BUILD),
+# LOG ($OUT, else ROOT/gpu-logs, then /LOGNAME), WORK ($WORK, else WORK) and the demo's defaults
+# MODEL (1b), REQUESTS (8), MAX_TOKENS (48), ENGINE (gpu); empties $WORK, makes it and $LOG, puts
+# CUDA's bin first on PATH, sets T0 (the start, date +%s), requires a GPU unless ENGINE=cpu (a dry
+# run; NAME in the message) and makes LOGS=$LOG/logs.txt empty: every log, concatenated there
+# (only 8 files come back).
+demo_run_start() {
+  ROOT=$PWD
+  BUILD=${BUILD_DIR:-$3}
+  LOG=${OUT:-$ROOT/gpu-logs}/$2
+  WORK=${WORK:-$4}
+  MODEL=${MODEL:-1b}
+  REQUESTS=${REQUESTS:-8}
+  MAX_TOKENS=${MAX_TOKENS:-48}
+  ENGINE=${ENGINE:-gpu}
+  rm -rf "$WORK"
+  mkdir -p "$LOG" "$WORK"
+  export PATH=/usr/local/cuda/bin:$PATH
+  T0=$(date +%s)
+  [[ $ENGINE == cpu ]] || require_gpu "$1"
+  LOGS=$LOG/logs.txt
+  : >"$LOGS"
+}
+
 # Sets the array `gen` to CMake generator arguments: Ninja where one is found
 # (the GPU machine has it only in PyTorch's venv), else CMake's default.
 # gpu_name: the GPU's name for a table's title ($ENGINE == cpu: a dry run without one).

@@ -25,27 +25,11 @@
 # the same steps, no kernels).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
-BUILD=${BUILD_DIR:-build-gpu-demo}
-LOG=${OUT:-$ROOT/gpu-logs}/demo
-WORK=${WORK:-/tmp/twinscope-gpu-demo}
-SAN=${SANITIZER_ROOT:-/usr/local/cuda/compute-sanitizer}
-MODEL=${MODEL:-1b}
-REQUESTS=${REQUESTS:-8}
-MAX_TOKENS=${MAX_TOKENS:-48}
-FRACTION=${FRACTION:-0.1}
-ENGINE=${ENGINE:-gpu}
-rm -rf "$WORK"
-mkdir -p "$LOG" "$WORK"
-export PATH=/usr/local/cuda/bin:$PATH
-T0=$(date +%s)
-
 # shellcheck source=scripts/gpu_common.sh
 source scripts/gpu_common.sh
-[[ $ENGINE == cpu ]] || require_gpu "gpu_demo.sh"
-
-LOGS=$LOG/logs.txt  # every log, concatenated (only 8 files come back)
-: >"$LOGS"
+demo_run_start gpu_demo.sh demo build-gpu-demo /tmp/twinscope-gpu-demo
+SAN=${SANITIZER_ROOT:-/usr/local/cuda/compute-sanitizer}
+FRACTION=${FRACTION:-0.1}
 fail() {
   echo "gpu_demo.sh: FAILED: $*" | tee -a "$LOGS" >&2
   for f in "$WORK"/*.err; do [[ -f $f ]] && { echo "== $f"; tail -15 "$f"; } >>"$LOGS"; done

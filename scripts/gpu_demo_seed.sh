@@ -21,27 +21,11 @@
 # Carry .gpu-carry (scripts/carry-chartjs.sh) for the reports' step chart.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-ROOT=$PWD
-BUILD=${BUILD_DIR:-build-gpu-seed}
-LOG=${OUT:-$ROOT/gpu-logs}/demo_seed
-WORK=${WORK:-/tmp/twinscope-gpu-demo-seed}
-MODEL=${MODEL:-1b}
-REQUESTS=${REQUESTS:-8}
-MAX_TOKENS=${MAX_TOKENS:-48}
-LATENCY=${LATENCY:-20}
-BUDGET_S=${BUDGET_S:-420}
-ENGINE=${ENGINE:-gpu}
-rm -rf "$WORK"
-mkdir -p "$LOG" "$WORK"
-export PATH=/usr/local/cuda/bin:$PATH
-T0=$(date +%s)
-
 # shellcheck source=scripts/gpu_common.sh
 source scripts/gpu_common.sh
-[[ $ENGINE == cpu ]] || require_gpu "gpu_demo_seed.sh"
-
-LOGS=$LOG/logs.txt  # every log, concatenated (only 8 files come back)
-: >"$LOGS"
+demo_run_start gpu_demo_seed.sh demo_seed build-gpu-seed /tmp/twinscope-gpu-demo-seed
+LATENCY=${LATENCY:-20}
+BUDGET_S=${BUDGET_S:-420}
 fail() {
   echo "gpu_demo_seed.sh: FAILED: $*" | tee -a "$LOGS" >&2
   exit 1
