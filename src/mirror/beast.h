@@ -3,10 +3,12 @@
 // without including it, which g++ 12's libstdc++ no longer pulls in.
 #pragma once
 
+// clang-format off
+#include <utility>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <utility>
+// clang-format on
 
 namespace twinscope::mirror {
 namespace asio = boost::asio;
