@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/iso_time.h"
 #include "server/text.h"
 
 namespace twinscope::demo {
@@ -36,16 +37,7 @@ void Log(const char* fmt, const std::string& a, const std::string& b = "") {
 
 }  // namespace
 
-std::string IsoTimeNow() {
-  const int64_t us = UnixMicrosNow();
-  time_t secs = static_cast<time_t>(us / 1000000);
-  struct tm tm;
-  gmtime_r(&secs, &tm);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(us % 1000000));
-  return buf;
-}
+std::string IsoTimeNow() { return IsoTimeUtcNow(); }
 
 int64_t UnixMicrosNow() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())

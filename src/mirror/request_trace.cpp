@@ -1,25 +1,9 @@
 // The mirror's counters as JSON and the request log's line for one request.
 #include "mirror/request_trace.h"
 
-#include <time.h>
-
-#include <cstdio>
+#include "base/iso_time.h"
 
 namespace twinscope::mirror {
-namespace {
-
-std::string IsoTime(std::chrono::system_clock::time_point t) {
-  auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-  time_t secs = static_cast<time_t>(us / 1000000);
-  struct tm tm;
-  gmtime_r(&secs, &tm);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(us % 1000000));
-  return buf;
-}
-
-}  // namespace
 
 MirrorCounters AtomicCounters::Load() const {
   MirrorCounters s;
@@ -99,7 +83,7 @@ RequestTrace::~RequestTrace() {
               {"method", method},
               {"path", path},
               {"client", client},
-              {"arrival", IsoTime(arrival_wall)},
+              {"arrival", IsoTimeUtc(arrival_wall)},
               {"arrival_unix_us", wall_us},
               {"request_bytes", request_bytes},
               {"status", client_status},
