@@ -13,49 +13,22 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "mirror_harness.h"
 #include "upstream_server.h"
 
 namespace twinscope::mirror {
 namespace {
 
+using testing::ChatBody;
 using testing::ClientResponse;
+using testing::StartMirror;
+using testing::TempLogPath;
 using testing::TestClient;
 using testing::TestUpstream;
 using testing::UpstreamBehavior;
+using testing::WaitForShadows;
 using Json = nlohmann::json;
 using namespace std::chrono_literals;
-
-std::unique_ptr<Mirror> StartMirror(const std::string& primary, const std::string& shadow,
-                                    const std::function<void(MirrorOptions&)>& tweak = {}) {
-  MirrorOptions o;
-  o.listen = "127.0.0.1:0";
-  o.primary = primary;
-  o.shadow = shadow;
-  o.threads = 2;
-  o.drain_timeout = 5s;
-  if (tweak) tweak(o);
-  auto m = std::make_unique<Mirror>(o);
-  Status s = m->Start();
-  EXPECT_TRUE(s.ok()) << s.message();
-  return m;
-}
-
-// A request-log path of this process alone: ctest runs in several build
-// directories at once must not remove or read each other's logs.
-std::string TempLogPath(const std::string& name) {
-  return ::testing::TempDir() + "/" + name + "." + std::to_string(::getpid()) + ".jsonl";
-}
-
-std::string ChatBody(int i = 0) {
-  return Json{{"model", "demo"}, {"messages", {{{"role", "user"}, {"content", "hello " + std::to_string(i)}}}}}.dump();
-}
-
-// Waits until both sides of every request sent so far have ended (the
-// client may have its reply a moment before the mirror has counted it).
-void WaitForShadows(const Mirror& m) {
-  EXPECT_TRUE(TestUpstream::WaitFor(
-      [&] { return m.counters().shadow_inflight == 0 && m.counters().primary_inflight == 0; }, 10s));
-}
 
 TEST(Mirror, PlainRequestGetsPrimaryReplyAndShadowGetsTheSameRequest) {
   TestUpstream primary, shadow;

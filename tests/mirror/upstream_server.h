@@ -4,10 +4,14 @@
 //   /stream?n=N&gap_ms=G   SSE, chunked: N events "data: i" G ms apart, then "data: [DONE]"
 //   /big?bytes=N           N bytes of a fixed pattern (Content-Length)
 //   /sleep?ms=M            like the default, after M ms
+//   /cut_header            the start of a response header, then a reset (RST)
+//   /cut_body?bytes=N      a header announcing 2N bytes, N of them, then a close
 //   anything else          JSON: {"role","id","method","target","body_bytes","body_hash"}
 // Behaviour for every request: `delay_ms` before replying, `hang` (read the
 // request, never answer), `close_after_reply` (close the connection right
-// after each reply while claiming keep-alive). What it saw is recorded.
+// after each reply while claiming keep-alive), `interim` (1xx replies sent
+// before each final one), `close_on_reuse` (read the second request of a
+// connection, then close it unanswered). What it saw is recorded.
 #pragma once
 
 #include <array>
@@ -57,6 +61,10 @@ struct UpstreamBehavior {
   int delay_ms = 0;
   bool hang = false;
   bool close_after_reply = false;
+  // A server whose keep-alive timer fired just as a request came: to the
+  // mirror, a pooled connection that looked open and closes under its request.
+  bool close_on_reuse = false;
+  std::vector<int> interim{};  // e.g. {100, 103}: "HTTP/1.1 103 Early Hints" etc. before each final reply
   int threads = 1;
 };
 
@@ -138,7 +146,7 @@ class TestUpstream {
     beast::flat_buffer buf;
     beast::error_code ec;
     s.socket().set_option(tcp::no_delay(true), ec);
-    for (;;) {
+    for (int on_connection = 1;; ++on_connection) {
       http::request_parser<http::string_body> parser;
       parser.body_limit(256u << 20);
       co_await http::async_read(s, buf, parser, asio::redirect_error(asio::use_awaitable, ec));
@@ -156,6 +164,10 @@ class TestUpstream {
         std::lock_guard<std::mutex> lock(mu_);
         seen_.push_back(seen);
       }
+      if (behavior_.close_on_reuse && on_connection > 1) {
+        s.socket().shutdown(tcp::socket::shutdown_both, ec);
+        co_return;
+      }
       if (behavior_.hang) {
         // Never answer; hold the connection until the peer closes it.
         std::array<char, 256> sink;
@@ -163,8 +175,19 @@ class TestUpstream {
         co_return;
       }
       co_await Sleep(delay_ms_.load());
+      for (int code : behavior_.interim) {
+        std::string head = "HTTP/1.1 " + std::to_string(code) +
+                           (code == 103 ? " Early Hints\r\nLink: </style.css>; rel=preload" : " Continue") + "\r\n\r\n";
+        co_await asio::async_write(s, asio::buffer(head), asio::redirect_error(asio::use_awaitable, ec));
+        if (ec) co_return;
+      }
       std::string_view path = PathOf(req.target());
       bool ok = true;
+      if (path == "/cut_header" || path == "/cut_body") {
+        co_await Cut(s, req);
+        ++cancels_;
+        co_return;
+      }
       if (path == "/stream") {
         ok = co_await Stream(s, req);
       } else if (path == "/big") {
@@ -204,6 +227,27 @@ class TestUpstream {
         co_return;
       }
     }
+  }
+
+  // A reply broken off: /cut_header sends part of a header, waits for the
+  // peer to have read it, and resets the connection (an error the mirror
+  // would take for a stale connection, were it not for the bytes before it);
+  // /cut_body sends a whole header and half the body it announces, then closes.
+  asio::awaitable<void> Cut(beast::tcp_stream& s, const http::request<http::string_body>& req) {
+    beast::error_code ec;
+    std::string out;
+    if (PathOf(req.target()) == "/cut_header") {
+      out = "HTTP/1.1 200 OK\r\nContent-Type: appl";
+    } else {
+      size_t n = std::stoull("0" + QueryParam(req.target(), "bytes"));
+      out = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: " + std::to_string(2 * n) +
+            "\r\n\r\n";
+      for (size_t i = 0; i < n; ++i) out += PatternByte(i);
+    }
+    co_await asio::async_write(s, asio::buffer(out), asio::redirect_error(asio::use_awaitable, ec));
+    co_await Sleep(50);
+    if (PathOf(req.target()) == "/cut_header") s.socket().set_option(asio::socket_base::linger(true, 0), ec);
+    s.socket().close(ec);
   }
 
   // Returns false if the peer went away before the stream ended.
