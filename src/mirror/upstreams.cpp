@@ -149,7 +149,9 @@ awaitable<bool> Mirror::Impl::RelayPrimary(Worker& w, beast::tcp_stream& client,
   beast::error_code ec;
   for (int attempt = 0;; ++attempt) {
     watch->upstream = nullptr;
-    up = w.primary_pool.Take(opt_.upstream_idle);
+    // A retry goes out on a new connection: another pooled one may have been
+    // closed by the server at the same moment as the first.
+    up = attempt == 0 ? w.primary_pool.Take(opt_.upstream_idle) : nullptr;
     const bool reused = up != nullptr;
     if (!up) {
       up = std::make_unique<beast::tcp_stream>(*w.ioc);
@@ -298,7 +300,7 @@ awaitable<void> Mirror::Impl::ShadowCopy(Worker& w, std::shared_ptr<http::reques
     std::optional<http::response_parser<http::buffer_body>> p;
     beast::error_code ec;
     for (int attempt = 0;; ++attempt) {
-      up = w.shadow_pool.Take(opt_.upstream_idle);
+      up = attempt == 0 ? w.shadow_pool.Take(opt_.upstream_idle) : nullptr;  // a retry: a new connection
       const bool reused = up != nullptr;
       if (!up) {
         up = std::make_unique<beast::tcp_stream>(*w.ioc);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -159,6 +160,34 @@ TEST(MirrorUpstreamQuirks, StaleKeepAliveConnectionIsRetriedOnAFreshOne) {
     EXPECT_EQ(leg["retried"], true) << side << ": " << leg.dump();
   }
   std::remove(path.c_str());
+}
+
+// The retry promised above is on a fresh connection: a second pooled
+// connection, closed by the same server at the same time, must not be used.
+TEST(MirrorUpstreamQuirks, RetryDoesNotTakeAnotherStaleConnectionFromThePool) {
+  UpstreamBehavior closing;
+  closing.close_on_reuse = true;
+  TestUpstream primary(closing), shadow(closing);
+  auto m = StartMirror(primary.url(), shadow.url(), [](MirrorOptions& o) { o.threads = 1; });
+  {  // Two requests at once leave two connections to each upstream in the pool.
+    auto slow = [port = m->port()] { return TestClient(port).Request(http::verb::get, "/sleep?ms=200").status; };
+    auto a = std::async(std::launch::async, slow), b = std::async(std::launch::async, slow);
+    ASSERT_EQ(a.get(), 200);
+    ASSERT_EQ(b.get(), 200);
+  }
+  WaitForShadows(*m);
+  ASSERT_EQ(primary.connections(), 2);
+  ASSERT_EQ(shadow.connections(), 2);
+  TestClient c(m->port());
+  ClientResponse r = c.Request(http::verb::post, "/v1/x", ChatBody());
+  EXPECT_EQ(r.status, 200) << r.error << r.body;
+  WaitForShadows(*m);
+  auto k = m->counters();
+  EXPECT_EQ(k.primary_retries, 1u);
+  EXPECT_EQ(k.primary_bad_gateway, 0u);
+  EXPECT_EQ(k.shadow_ok, 3u);
+  EXPECT_EQ(primary.connections(), 3);  // one new connection, for the retry
+  EXPECT_EQ(shadow.connections(), 3);
 }
 
 TEST(MirrorUpstreamQuirks, ReplyCutInItsHeaderIsNotRetried) {
