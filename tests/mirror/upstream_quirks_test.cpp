@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
 #include <future>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -46,16 +48,43 @@ void ExpectOkLeg(const Json& leg, uint64_t bytes) {
   EXPECT_FALSE(leg.contains("retried")) << leg.dump();
 }
 
+// A mirror with one I/O thread (so a request's upstream connection is the one
+// the request before it left in the pool) and a request log of its own.
+class LoggedMirror {
+ public:
+  LoggedMirror(const TestUpstream& primary, const TestUpstream& shadow, const std::string& name,
+               const std::function<void(MirrorOptions&)>& tweak = {})
+      : path_(TempLogPath(name)) {
+    std::remove(path_.c_str());
+    mirror_ = StartMirror(primary.url(), shadow.url(), [&](MirrorOptions& o) {
+      o.threads = 1;
+      o.log_path = path_;
+      if (tweak) tweak(o);
+    });
+  }
+  ~LoggedMirror() {
+    mirror_.reset();
+    std::remove(path_.c_str());
+  }
+  Mirror& operator*() { return *mirror_; }
+  Mirror* operator->() { return mirror_.get(); }
+  // Stops the mirror, which flushes the log, and returns the log's lines.
+  std::vector<Json> StopAndReadLog() {
+    mirror_->Shutdown();
+    mirror_->Wait();
+    return ReadRequestLog(path_);
+  }
+
+ private:
+  std::string path_;
+  std::unique_ptr<Mirror> mirror_;
+};
+
 TEST(MirrorUpstreamQuirks, PrimaryInterimRepliesAreSkipped) {
   UpstreamBehavior early;
   early.interim = {100, 103};
   TestUpstream primary(early), shadow;
-  std::string path = TempLogPath("mirror_interim_primary");
-  std::remove(path.c_str());
-  auto m = StartMirror(primary.url(), shadow.url(), [&](MirrorOptions& o) {
-    o.threads = 1;
-    o.log_path = path;
-  });
+  LoggedMirror m(primary, shadow, "mirror_interim_primary");
   TestClient c(m->port());
   std::string body = ChatBody();
   ClientResponse r = c.Request(http::verb::post, "/v1/chat/completions", body, {{"X-Request-Id", "early-1"}});
@@ -75,28 +104,20 @@ TEST(MirrorUpstreamQuirks, PrimaryInterimRepliesAreSkipped) {
   EXPECT_EQ(k.primary_ok, 2u);
   EXPECT_EQ(k.primary_bad_gateway, 0u);
   EXPECT_EQ(k.shadow_ok, 2u);
-  m->Shutdown();
-  m->Wait();
-  auto lines = ReadRequestLog(path);
+  auto lines = m.StopAndReadLog();
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0]["id"], "early-1");
   EXPECT_EQ(lines[0]["status"], 200);
   ExpectOkLeg(lines[0]["primary"], json_bytes);
   ExpectOkLeg(lines[1]["primary"], kBigBytes);
   ExpectOkLeg(lines[1]["shadow"], kBigBytes);
-  std::remove(path.c_str());
 }
 
 TEST(MirrorUpstreamQuirks, ShadowInterimRepliesAreSkipped) {
   UpstreamBehavior early;
   early.interim = {103};
   TestUpstream primary, shadow(early);
-  std::string path = TempLogPath("mirror_interim_shadow");
-  std::remove(path.c_str());
-  auto m = StartMirror(primary.url(), shadow.url(), [&](MirrorOptions& o) {
-    o.threads = 1;
-    o.log_path = path;
-  });
+  LoggedMirror m(primary, shadow, "mirror_interim_shadow");
   TestClient c(m->port());
   for (int i = 0; i < 2; ++i) {
     ExpectBigReply(c.Request(http::verb::get, "/big?bytes=" + std::to_string(kBigBytes)));
@@ -106,27 +127,19 @@ TEST(MirrorUpstreamQuirks, ShadowInterimRepliesAreSkipped) {
   EXPECT_EQ(k.shadow_ok, 2u);
   EXPECT_EQ(k.shadow_failed, 0u);
   EXPECT_EQ(shadow.connections(), 1);  // the shadow's connection was reused after its interim replies
-  m->Shutdown();
-  m->Wait();
-  auto lines = ReadRequestLog(path);
+  auto lines = m.StopAndReadLog();
   ASSERT_EQ(lines.size(), 2u);
   for (const Json& line : lines) {
     ExpectOkLeg(line["shadow"], kBigBytes);  // the final reply's status and whole body, not the 103
     ExpectOkLeg(line["primary"], kBigBytes);
   }
-  std::remove(path.c_str());
 }
 
 TEST(MirrorUpstreamQuirks, StaleKeepAliveConnectionIsRetriedOnAFreshOne) {
   UpstreamBehavior closing;
   closing.close_on_reuse = true;
   TestUpstream primary(closing), shadow(closing);
-  std::string path = TempLogPath("mirror_stale_retry");
-  std::remove(path.c_str());
-  auto m = StartMirror(primary.url(), shadow.url(), [&](MirrorOptions& o) {
-    o.threads = 1;
-    o.log_path = path;
-  });
+  LoggedMirror m(primary, shadow, "mirror_stale_retry");
   TestClient c(m->port());
   ASSERT_EQ(c.Request(http::verb::post, "/v1/x", ChatBody(1), {{"X-Request-Id", "k-1"}}).status, 200);
   WaitForShadows(*m);  // both connections are pooled, open, and will close under the next request
@@ -148,9 +161,7 @@ TEST(MirrorUpstreamQuirks, StaleKeepAliveConnectionIsRetriedOnAFreshOne) {
     EXPECT_EQ(seen[2].id, "k-2");
     EXPECT_EQ(up->connections(), 2);
   }
-  m->Shutdown();
-  m->Wait();
-  auto lines = ReadRequestLog(path);
+  auto lines = m.StopAndReadLog();
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_FALSE(lines[0]["primary"].contains("retried"));
   for (const char* side : {"primary", "shadow"}) {
@@ -159,7 +170,6 @@ TEST(MirrorUpstreamQuirks, StaleKeepAliveConnectionIsRetriedOnAFreshOne) {
     EXPECT_EQ(leg["status"], 200) << side << ": " << leg.dump();
     EXPECT_EQ(leg["retried"], true) << side << ": " << leg.dump();
   }
-  std::remove(path.c_str());
 }
 
 // The retry promised above is on a fresh connection: a second pooled
@@ -190,14 +200,18 @@ TEST(MirrorUpstreamQuirks, RetryDoesNotTakeAnotherStaleConnectionFromThePool) {
   EXPECT_EQ(shadow.connections(), 3);
 }
 
+// After one good request and one whose reply broke off: each upstream saw
+// both on one connection, so the broken one was not sent again.
+void ExpectSentOnceOnTheReusedConnection(const TestUpstream& primary, const TestUpstream& shadow) {
+  for (const TestUpstream* up : {&primary, &shadow}) {
+    EXPECT_EQ(up->requests(), 2) << (up == &primary ? "primary" : "shadow");
+    EXPECT_EQ(up->connections(), 1) << (up == &primary ? "primary" : "shadow");
+  }
+}
+
 TEST(MirrorUpstreamQuirks, ReplyCutInItsHeaderIsNotRetried) {
   TestUpstream primary, shadow;
-  std::string path = TempLogPath("mirror_cut_header");
-  std::remove(path.c_str());
-  auto m = StartMirror(primary.url(), shadow.url(), [&](MirrorOptions& o) {
-    o.threads = 1;
-    o.log_path = path;
-  });
+  LoggedMirror m(primary, shadow, "mirror_cut_header");
   TestClient c(m->port());
   ASSERT_EQ(c.Request(http::verb::post, "/v1/x", ChatBody()).status, 200);
   WaitForShadows(*m);  // the next request goes out on the pooled connections
@@ -209,13 +223,8 @@ TEST(MirrorUpstreamQuirks, ReplyCutInItsHeaderIsNotRetried) {
   EXPECT_EQ(k.primary_bad_gateway, 1u);
   EXPECT_EQ(k.primary_retries, 0u);
   EXPECT_EQ(k.shadow_failed, 1u);
-  for (TestUpstream* up : {&primary, &shadow}) {
-    EXPECT_EQ(up->requests(), 2);  // the cut request was sent once, on the reused connection
-    EXPECT_EQ(up->connections(), 1);
-  }
-  m->Shutdown();
-  m->Wait();
-  auto lines = ReadRequestLog(path);
+  ExpectSentOnceOnTheReusedConnection(primary, shadow);
+  auto lines = m.StopAndReadLog();
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[1]["id"], "cut-h");
   EXPECT_EQ(lines[1]["status"], 502);
@@ -226,17 +235,12 @@ TEST(MirrorUpstreamQuirks, ReplyCutInItsHeaderIsNotRetried) {
     EXPECT_TRUE(leg["error"].get<std::string>().starts_with("before the response header")) << leg.dump();
     EXPECT_FALSE(leg.contains("retried")) << side << ": " << leg.dump();
   }
-  std::remove(path.c_str());
 }
 
 TEST(MirrorUpstreamQuirks, ReplyCutInItsBodyIsReportedFailedNotRetried) {
   constexpr size_t kSent = 1000;  // of the 2000 announced
   TestUpstream primary, shadow;
-  std::string path = TempLogPath("mirror_cut_body");
-  std::remove(path.c_str());
-  auto m = StartMirror(primary.url(), shadow.url(), [&](MirrorOptions& o) {
-    o.threads = 1;
-    o.log_path = path;
+  LoggedMirror m(primary, shadow, "mirror_cut_body", [](MirrorOptions& o) {
     o.keepalive_timeout = std::chrono::seconds(10);  // a mirror that kept the cut connection open ends it here
   });
   TestClient c(m->port());
@@ -253,13 +257,8 @@ TEST(MirrorUpstreamQuirks, ReplyCutInItsBodyIsReportedFailedNotRetried) {
   EXPECT_EQ(k.primary_failed, 1u);
   EXPECT_EQ(k.primary_retries, 0u);
   EXPECT_EQ(k.shadow_failed, 1u);
-  for (TestUpstream* up : {&primary, &shadow}) {
-    EXPECT_EQ(up->requests(), 2);
-    EXPECT_EQ(up->connections(), 1);
-  }
-  m->Shutdown();
-  m->Wait();
-  auto lines = ReadRequestLog(path);
+  ExpectSentOnceOnTheReusedConnection(primary, shadow);
+  auto lines = m.StopAndReadLog();
   ASSERT_EQ(lines.size(), 2u);
   for (const char* side : {"primary", "shadow"}) {
     const Json& leg = lines[1][side];
@@ -269,7 +268,6 @@ TEST(MirrorUpstreamQuirks, ReplyCutInItsBodyIsReportedFailedNotRetried) {
     EXPECT_TRUE(leg["error"].get<std::string>().starts_with("mid-reply")) << leg.dump();
     EXPECT_FALSE(leg.contains("retried")) << side << ": " << leg.dump();
   }
-  std::remove(path.c_str());
 }
 
 }  // namespace
