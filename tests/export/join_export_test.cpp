@@ -15,6 +15,7 @@
 
 #include "export/chrome_json.h"
 #include "join_scene.h"
+#include "served_scene.h"
 
 #ifndef TWINSCOPE_NO_SQLITE
 #include <sqlite3.h>
@@ -247,6 +248,120 @@ TEST_F(JoinExport, SqliteGolden) {
           "SELECT key, value FROM meta WHERE key IN ('format', 'version', 'primary_read_end', "
           "'shadow_read_end', 'concurrent', 'primary_t0_ns', 'warnings') ORDER BY key");
   ExpectGolden("join_sqlite.txt", text);
+  // No request trace: the request tables are there, empty, and the view answers.
+  EXPECT_EQ(db.Rows("SELECT (SELECT count(*) FROM requests), (SELECT count(*) FROM served_steps), (SELECT count(*) "
+                    "FROM request_steps), (SELECT count(*) FROM step_launches), (SELECT count(*) FROM "
+                    "request_launches), (SELECT count(*) FROM meta WHERE key = 'requests')"),
+            "0|0|0|0|0|0\n");
+}
+
+// NULL for the model's -1 / 0 "unknown", else the number.
+std::string Known(int64_t v) { return v < 0 ? "NULL" : std::to_string(v); }
+std::string NonZero(uint64_t v) { return v ? std::to_string(v) : "NULL"; }
+
+// A serving run (tests/join/served_scene.h): every request, step, step of a
+// request and target launch of a step is a row, equal to the model's; the
+// request_launches view gives one request's target launches with their blocks.
+TEST_F(JoinExport, SqliteHoldsTheRequestsOfAServingRun) {
+  const join::JoinedModel m = testing::JoinServed(dir_, true);
+  const join::RequestTable& t = m.requests;
+  ASSERT_EQ(t.requests.size(), 3u);
+  ASSERT_EQ(t.steps.size(), 6u);
+  const std::string out = dir_ + "/join.sqlite";
+  auto r = ExportJoinSqlite(m, out);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  Db db(out);
+
+  size_t request_steps = 0, step_launches = 0;
+  for (const auto& q : t.requests) request_steps += q.steps.size();
+  for (const auto& s : t.steps) step_launches += s.target_launches.size();
+  EXPECT_EQ(request_steps, 9u);
+  EXPECT_EQ(step_launches, 12u);
+  EXPECT_EQ(db.Rows("SELECT (SELECT count(*) FROM requests), (SELECT count(*) FROM served_steps), (SELECT count(*) "
+                    "FROM request_steps), (SELECT count(*) FROM step_launches)"),
+            "3|6|9|12\n");
+
+  // Each request's row, column for column.
+  std::string want;
+  for (size_t i = 0; i < t.requests.size(); ++i) {
+    const join::ServedRequest& q = t.requests[i];
+    const bool any = !q.steps.empty();
+    for (const std::string& v :
+         {std::to_string(i), q.id, std::to_string(q.status), q.finish_reason.empty() ? "NULL" : q.finish_reason,
+          q.error.empty() ? "NULL" : q.error, Known(q.prompt_tokens), Known(q.completion_tokens),
+          Known(q.max_tokens), Known(q.queued_us), Known(q.first_token_us), Known(q.done_us), Known(q.prefill_step),
+          any ? std::to_string(q.steps.front()) : "NULL", any ? std::to_string(q.steps.back()) : "NULL",
+          std::to_string(q.steps.size()), std::to_string(q.prefill_steps), std::to_string(q.decode_steps),
+          std::to_string(q.steps_without_kernels), std::to_string(q.kernels), std::to_string(q.kernel_ns),
+          std::to_string(q.kernel_share_ns), std::to_string(q.targets), std::to_string(q.target_ns),
+          std::to_string(q.target_launches), std::to_string(q.shadow_exact), std::to_string(q.shadow_time_only),
+          NonZero(q.first_start_ns), NonZero(q.last_end_ns)})
+      want += v + "|";
+    want.back() = '\n';
+  }
+  EXPECT_EQ(db.Rows("SELECT * FROM requests ORDER BY id"), want);
+  // Hand-checked (tests/join/requests_test.cpp): r0 has the first token at 900 us and 8 target launches, all
+  // matched; the odd id no completion_tokens, 10 target launches, 9 matched exactly; the 400 no steps.
+  EXPECT_EQ(db.Rows("SELECT request, status, completion_tokens, first_token_us, steps, target_launches, shadow_exact, "
+                    "first_step, last_step, error FROM requests ORDER BY id"),
+            "r0|200|4|900|4|8|8|0|3|NULL\n"
+            "a/b,c:1]|200|NULL|NULL|5|10|9|0|4|NULL\n"
+            "bad|400|NULL|NULL|0|0|0|NULL|NULL|max_tokens must be an integer\n");
+
+  // The steps, column for column.
+  want.clear();
+  for (const join::ServedStep& s : t.steps) {
+    for (const std::string& v :
+         {std::to_string(s.index), s.kind, Known(s.batch), Known(s.padded), Known(s.tokens), s.range,
+          std::to_string(s.kernels), std::to_string(s.kernel_ns), std::to_string(s.targets),
+          std::to_string(s.target_ns), NonZero(s.first_start_ns), NonZero(s.last_end_ns),
+          std::to_string(s.target_launches.size()), std::to_string(s.shadow_exact), std::to_string(s.shadow_time_only)})
+      want += v + "|";
+    want.back() = '\n';
+  }
+  EXPECT_EQ(db.Rows("SELECT * FROM served_steps ORDER BY step"), want);
+
+  // One request's steps in order, with the step's kind, batch and target launches.
+  const std::string odd = "(SELECT id FROM requests WHERE request = 'a/b,c:1]')";
+  EXPECT_EQ(db.Rows("SELECT rs.position, rs.step, st.kind, st.batch, st.target_launches, st.shadow_exact FROM "
+                    "request_steps rs JOIN served_steps st USING (step) WHERE rs.request_id = " +
+                    odd + " ORDER BY rs.position"),
+            "0|0|prefill|2|2|2\n1|1|decode|2|2|2\n2|2|decode|2|2|2\n3|3|decode|2|2|2\n4|4|decode|1|2|1\n");
+
+  // The view: the odd id's target launches, in its steps' order, equal to the model's, each with the blocks
+  // its shadow launch recorded (none for the one the shadow lacks).
+  want.clear();
+  size_t rows = 0;
+  for (uint64_t step : t.requests[1].steps) {
+    const join::ServedStep& s = t.steps[step];
+    ASSERT_EQ(s.index, step);
+    for (size_t k = 0; k < s.target_launches.size(); ++k, ++rows) {
+      const join::PrimaryLaunch& p = m.primary[s.target_launches[k]];
+      const int64_t match = s.target_matches[k];
+      want += std::to_string(step) + "|" + std::to_string(s.target_launches[k]) + "|" + p.path + "|" +
+              std::to_string(p.ordinal) + "|" + std::to_string(p.end_ns - p.start_ns) + "|" + Known(match) + "|";
+      if (match < 0) {
+        want += "NULL|NULL\n";
+      } else {
+        const join::ShadowLaunch& sh = m.shadow[m.matches[match].shadow];
+        want += std::to_string(sh.seq) + "|" + std::to_string(sh.blocks.blocks_seen) + "\n";
+      }
+    }
+  }
+  EXPECT_EQ(rows, t.requests[1].target_launches);
+  EXPECT_EQ(db.Rows("SELECT step, primary_launch, key_path, key_ordinal, duration_ns, match_id, shadow_seq, "
+                    "blocks_seen FROM request_launches WHERE request = 'a/b,c:1]' ORDER BY step_position, "
+                    "launch_position"),
+            want);
+  EXPECT_EQ(db.Rows("SELECT count(*), count(match_id), sum(blocks_seen) FROM request_launches WHERE request_id = " +
+                    odd),
+            "10|9|30\n");  // blocks: 8 in each of the prefill's 2 launches, 2 in each of 7 matched decode ones
+  // The doc's example query: the request's slowest target launch and its straggler.
+  EXPECT_EQ(db.Rows("SELECT step, duration_ns, match_kind FROM request_launches WHERE request = 'r0' "
+                    "ORDER BY duration_ns DESC LIMIT 1"),
+            "2|50000|exact\n");
+  const std::string meta = db.Rows("SELECT value FROM meta WHERE key = 'requests'");
+  EXPECT_NE(meta.find("\"bad_lines\":1"), std::string::npos) << meta;
 }
 
 TEST_F(JoinExport, SqliteReplacesAFileAndSaysWhereTheShadowWasCut) {

@@ -1,7 +1,8 @@
 // SQLite database of a joined run (docs/sqlite-schema.md, "Joined runs"):
 // the model's launches (both sides), matches, drift, steps and why-slow, the
-// primary's kernel records (streamed from the primary trace) and the shadow's
-// block records (streamed from the shadow trace), each tied to its launch.
+// primary's kernel records (streamed from the primary trace), the shadow's
+// block records (streamed from the shadow trace), each tied to its launch,
+// and a serving run's requests and steps.
 // One transaction; indexes and views after the rows.
 #include "export/join/join_export.h"
 
@@ -49,6 +50,21 @@ CREATE TABLE why_slow_groups (
   reference_match INTEGER);
 CREATE TABLE why_slow (
   group_id INTEGER, match_id INTEGER, duration_ns INTEGER, ratio REAL, verdicts TEXT, text TEXT);
+CREATE TABLE requests (
+  id INTEGER PRIMARY KEY, request TEXT NOT NULL, status INTEGER, finish_reason TEXT, error TEXT,
+  prompt_tokens INTEGER, completion_tokens INTEGER, max_tokens INTEGER,
+  queued_us INTEGER, first_token_us INTEGER, done_us INTEGER, prefill_step INTEGER,
+  first_step INTEGER, last_step INTEGER, steps INTEGER, prefill_steps INTEGER, decode_steps INTEGER,
+  steps_without_kernels INTEGER, kernels INTEGER, kernel_ns INTEGER, kernel_share_ns INTEGER,
+  targets INTEGER, target_ns INTEGER, target_launches INTEGER, shadow_exact INTEGER, shadow_time_only INTEGER,
+  start_ns INTEGER, end_ns INTEGER);
+CREATE TABLE served_steps (
+  step INTEGER PRIMARY KEY, kind TEXT, batch INTEGER, padded INTEGER, tokens INTEGER, range TEXT,
+  kernels INTEGER, kernel_ns INTEGER, targets INTEGER, target_ns INTEGER, start_ns INTEGER, end_ns INTEGER,
+  target_launches INTEGER, shadow_exact INTEGER, shadow_time_only INTEGER);
+CREATE TABLE request_steps (request_id INTEGER NOT NULL, position INTEGER NOT NULL, step INTEGER NOT NULL);
+CREATE TABLE step_launches (step INTEGER NOT NULL, position INTEGER NOT NULL, launch_id INTEGER NOT NULL,
+  match_id INTEGER);
 )sql";
 
 constexpr const char* kIndexesAndViews = R"sql(
@@ -62,6 +78,9 @@ CREATE INDEX matches_shadow ON matches(shadow_launch);
 CREATE INDEX blocks_launch ON blocks(launch_id);
 CREATE INDEX blocks_sm ON blocks(sm);
 CREATE INDEX why_slow_match ON why_slow(match_id);
+CREATE INDEX request_steps_request ON request_steps(request_id, position);
+CREATE INDEX request_steps_step ON request_steps(step);
+CREATE INDEX step_launches_step ON step_launches(step, position);
 CREATE VIEW kernels_named AS
   SELECT k.*, COALESCE(d.value, n.value) AS name, n.value AS mangled_name, p.value AS key_path,
          substr(p.value, 1, instr(p.value || '/', '/') - 1) AS top_range
@@ -85,6 +104,16 @@ CREATE VIEW blocks_on_primary AS
   FROM blocks b JOIN launches s ON s.id = b.launch_id JOIN matches m ON m.shadow_launch = s.id
   JOIN launches p ON p.id = m.primary_launch
   WHERE s.span_ns > 0 AND p.duration_ns IS NOT NULL AND b.duration_ns IS NOT NULL;
+CREATE VIEW request_launches AS
+  SELECT r.id AS request_id, r.request, rs.position AS step_position, rs.step, st.kind AS step_kind,
+         sl.position AS launch_position, sl.launch_id AS primary_launch, COALESCE(p.demangled, p.kernel) AS kernel,
+         p.key_path, p.key_ordinal, p.grid_x, p.grid_y, p.grid_z, p.block_x, p.block_y, p.block_z,
+         p.start_ns, p.end_ns, p.duration_ns, p.overlapped, sl.match_id, m.kind AS match_kind,
+         s.id AS shadow_launch, s.seq AS shadow_seq, s.blocks_expected, s.blocks_seen, s.blocks_working,
+         s.sms_used, s.straggler_block, s.straggler_sm, s.span_ns, s.tail_ns
+  FROM requests r JOIN request_steps rs ON rs.request_id = r.id LEFT JOIN served_steps st ON st.step = rs.step
+  JOIN step_launches sl ON sl.step = rs.step JOIN launches p ON p.id = sl.launch_id
+  LEFT JOIN matches m ON m.id = sl.match_id LEFT JOIN launches s ON s.id = m.shadow_launch;
 )sql";
 
 std::string TopLevel(const std::string& path) { return path.substr(0, path.find('/')); }
@@ -144,6 +173,52 @@ class BlockSink : public RecordSink {
   Statement stmt_;
   std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> launches_;  // seq -> (launches.id, first enter)
 };
+
+// The per-request views of a serving run (join/requests.h): its requests,
+// its steps, the steps of each request and the target launches of each step.
+// Nothing without a request trace: the tables stay empty.
+void WriteRequests(Db& db, const join::JoinedModel& m) {
+  const join::RequestTable& t = m.requests;
+  if (!t.present) return;
+  auto known = [](Row& row, int64_t v) -> Row& { return row.Opt(v >= 0, static_cast<uint64_t>(v)); };  // -1: NULL
+  auto text_or_null = [](Row& row, const std::string& v) -> Row& { return v.empty() ? row.Null() : row.Text(v); };
+  Statement req = db.Insert("requests", 28);
+  Statement req_step = db.Insert("request_steps", 3);
+  for (size_t i = 0; i < t.requests.size(); ++i) {
+    const join::ServedRequest& r = t.requests[i];
+    Row row = req.Bind();
+    row.I(i).Text(r.id).I(r.status);
+    text_or_null(row, r.finish_reason);
+    text_or_null(row, r.error);
+    for (int64_t v : {r.prompt_tokens, r.completion_tokens, r.max_tokens, r.queued_us, r.first_token_us, r.done_us,
+                      r.prefill_step})
+      known(row, v);
+    const bool any = !r.steps.empty();
+    row.Opt(any, any ? r.steps.front() : 0).Opt(any, any ? r.steps.back() : 0).I(r.steps.size());
+    row.I(r.prefill_steps).I(r.decode_steps).I(r.steps_without_kernels);
+    row.I(r.kernels).I(r.kernel_ns).I(r.kernel_share_ns).I(r.targets).I(r.target_ns).I(r.target_launches);
+    row.I(r.shadow_exact).I(r.shadow_time_only);
+    row.Opt(r.first_start_ns != 0, r.first_start_ns).Opt(r.last_end_ns != 0, r.last_end_ns).Insert();
+    for (size_t k = 0; k < r.steps.size(); ++k) req_step.Bind().I(i).I(k).I(r.steps[k]).Insert();
+  }
+  Statement step = db.Insert("served_steps", 15);
+  Statement step_launch = db.Insert("step_launches", 4);
+  for (const join::ServedStep& s : t.steps) {
+    Row row = step.Bind();
+    row.I(s.index);
+    text_or_null(row, s.kind);
+    for (int64_t v : {s.batch, s.padded, s.tokens}) known(row, v);
+    text_or_null(row, s.range);
+    row.I(s.kernels).I(s.kernel_ns).I(s.targets).I(s.target_ns);
+    row.Opt(s.first_start_ns != 0, s.first_start_ns).Opt(s.last_end_ns != 0, s.last_end_ns);
+    row.I(s.target_launches.size()).I(s.shadow_exact).I(s.shadow_time_only).Insert();
+    for (size_t k = 0; k < s.target_launches.size(); ++k) {
+      const int64_t match = k < s.target_matches.size() ? s.target_matches[k] : -1;
+      Row sl = step_launch.Bind();
+      known(sl.I(s.index).I(k).I(s.target_launches[k]), match).Insert();
+    }
+  }
+}
 
 void WriteModel(Db& db, const join::JoinedModel& m) {
   const size_t P = m.primary.size();
@@ -264,6 +339,7 @@ StatusOr<ExportResult> ExportJoinSqlite(const join::JoinedModel& m, const std::s
   try {
     Db db(out, kSchema);
     WriteModel(db, m);
+    WriteRequests(db, m);
     KernelSink kernels(db, m);
     const ReadReport prep = primary->Read(kernels);
     BlockSink blocks(db, m);
@@ -286,6 +362,20 @@ StatusOr<ExportResult> ExportJoinSqlite(const join::JoinedModel& m, const std::s
     put("primary_t0_ns", std::to_string(m.primary_t0_ns));
     put("target_kernels", MetaJson(m.summary.target_kernels));
     put("warnings", MetaJson(m.warnings));
+    if (m.requests.present) {
+      const join::RequestTable& t = m.requests;
+      put("requests", MetaJson({{"trace", t.trace_path},
+                                {"schedule", t.schedule_path},
+                                {"lines", t.lines},
+                                {"bad_lines", t.bad_lines},
+                                {"first_bad", t.first_bad},
+                                {"requests_left_out", t.requests_left_out},
+                                {"schedule_steps", t.schedule_steps},
+                                {"schedule_bad_lines", t.schedule_bad_lines},
+                                {"steps_without_kernels", t.steps_without_kernels},
+                                {"primary_steps_without_request", t.primary_steps_without_request},
+                                {"warnings", t.warnings}}));
+    }
     put("block_times",
         "blocks.enter_ns/exit_ns are the shadow's GPU clock, stretched by instrumentation; blocks_on_primary scales "
         "them onto the primary kernel's interval");
