@@ -286,16 +286,34 @@ TEST_F(JoinExport, SqliteHoldsTheRequestsOfAServingRun) {
   for (size_t i = 0; i < t.requests.size(); ++i) {
     const join::ServedRequest& q = t.requests[i];
     const bool any = !q.steps.empty();
-    for (const std::string& v :
-         {std::to_string(i), q.id, std::to_string(q.status), q.finish_reason.empty() ? "NULL" : q.finish_reason,
-          q.error.empty() ? "NULL" : q.error, Known(q.prompt_tokens), Known(q.completion_tokens),
-          Known(q.max_tokens), Known(q.queued_us), Known(q.first_token_us), Known(q.done_us), Known(q.prefill_step),
-          any ? std::to_string(q.steps.front()) : "NULL", any ? std::to_string(q.steps.back()) : "NULL",
-          std::to_string(q.steps.size()), std::to_string(q.prefill_steps), std::to_string(q.decode_steps),
-          std::to_string(q.steps_without_kernels), std::to_string(q.kernels), std::to_string(q.kernel_ns),
-          std::to_string(q.kernel_share_ns), std::to_string(q.targets), std::to_string(q.target_ns),
-          std::to_string(q.target_launches), std::to_string(q.shadow_exact), std::to_string(q.shadow_time_only),
-          NonZero(q.first_start_ns), NonZero(q.last_end_ns)})
+    for (const std::string& v : {std::to_string(i),
+                                 q.id,
+                                 std::to_string(q.status),
+                                 q.finish_reason.empty() ? "NULL" : q.finish_reason,
+                                 q.error.empty() ? "NULL" : q.error,
+                                 Known(q.prompt_tokens),
+                                 Known(q.completion_tokens),
+                                 Known(q.max_tokens),
+                                 Known(q.queued_us),
+                                 Known(q.first_token_us),
+                                 Known(q.done_us),
+                                 Known(q.prefill_step),
+                                 any ? std::to_string(q.steps.front()) : "NULL",
+                                 any ? std::to_string(q.steps.back()) : "NULL",
+                                 std::to_string(q.steps.size()),
+                                 std::to_string(q.prefill_steps),
+                                 std::to_string(q.decode_steps),
+                                 std::to_string(q.steps_without_kernels),
+                                 std::to_string(q.kernels),
+                                 std::to_string(q.kernel_ns),
+                                 std::to_string(q.kernel_share_ns),
+                                 std::to_string(q.targets),
+                                 std::to_string(q.target_ns),
+                                 std::to_string(q.target_launches),
+                                 std::to_string(q.shadow_exact),
+                                 std::to_string(q.shadow_time_only),
+                                 NonZero(q.first_start_ns),
+                                 NonZero(q.last_end_ns)})
       want += v + "|";
     want.back() = '\n';
   }
@@ -353,9 +371,9 @@ TEST_F(JoinExport, SqliteHoldsTheRequestsOfAServingRun) {
                     "blocks_seen FROM request_launches WHERE request = 'a/b,c:1]' ORDER BY step_position, "
                     "launch_position"),
             want);
-  EXPECT_EQ(db.Rows("SELECT count(*), count(match_id), sum(blocks_seen) FROM request_launches WHERE request_id = " +
-                    odd),
-            "10|9|30\n");  // blocks: 8 in each of the prefill's 2 launches, 2 in each of 7 matched decode ones
+  EXPECT_EQ(
+      db.Rows("SELECT count(*), count(match_id), sum(blocks_seen) FROM request_launches WHERE request_id = " + odd),
+      "10|9|30\n");  // blocks: 8 in each of the prefill's 2 launches, 2 in each of 7 matched decode ones
   // The doc's example query: the request's slowest target launch and its straggler.
   EXPECT_EQ(db.Rows("SELECT step, duration_ns, match_kind FROM request_launches WHERE request = 'r0' "
                     "ORDER BY duration_ns DESC LIMIT 1"),

@@ -36,7 +36,6 @@ std::string Dir() {
   return d.string();
 }
 
-
 TEST(StepRange, OnlyTheLeadingKindAndIndexAreRead) {
   uint64_t i = 0;
   std::string k;

@@ -54,7 +54,8 @@ inline std::string RequestTrace(const std::string& dir) {
        R"("queued_us":10,"first_token_us":900,"done_us":4000,"prefill_step":0,"steps":[0,1,2,3]})"
     << "\n\n"
     << "this line is not JSON\n"
-    << nlohmann::json({{"id", kOddId}, {"status", 200}, {"prompt_tokens", 3}, {"prefill_step", 0}, {"steps", {0, 1, 2, 3, 4}}})
+    << nlohmann::json(
+           {{"id", kOddId}, {"status", 200}, {"prompt_tokens", 3}, {"prefill_step", 0}, {"steps", {0, 1, 2, 3, 4}}})
            .dump()
     << "\n"
     << R"({"id":"bad","status":400,"error":"max_tokens must be an integer","steps":[]})"
@@ -68,25 +69,25 @@ inline std::string Schedule(const std::string& dir) {
   f << R"({"type":"header","version":1})"
     << "\n";
   f << nlohmann::json({{"type", "step"},
-             {"step", 0},
-             {"kind", "prefill"},
-             {"padded", 8},
-             {"batch", {{{"id", "r0"}, {"tokens", 5}}, {{"id", kOddId}, {"tokens", 3}}}}})
+                       {"step", 0},
+                       {"kind", "prefill"},
+                       {"padded", 8},
+                       {"batch", {{{"id", "r0"}, {"tokens", 5}}, {{"id", kOddId}, {"tokens", 3}}}}})
            .dump()
     << "\n";
   for (int s = 1; s <= 3; ++s)
     f << nlohmann::json({{"type", "step"},
-               {"step", s},
-               {"kind", "decode"},
-               {"padded", 2},
-               {"batch", {{{"id", "r0"}, {"tokens", 1}}, {{"id", kOddId}, {"tokens", 1}}}}})
+                         {"step", s},
+                         {"kind", "decode"},
+                         {"padded", 2},
+                         {"batch", {{{"id", "r0"}, {"tokens", 1}}, {{"id", kOddId}, {"tokens", 1}}}}})
              .dump()
       << "\n";
   f << nlohmann::json({{"type", "step"},
-             {"step", 4},
-             {"kind", "decode"},
-             {"padded", 1},
-             {"batch", {{{"id", kOddId}, {"tokens", 1}}}}})
+                       {"step", 4},
+                       {"kind", "decode"},
+                       {"padded", 1},
+                       {"batch", {{{"id", kOddId}, {"tokens", 1}}}}})
            .dump()
     << "\n";
   f << R"({"type":"end","steps":6,"reason":"shutdown"})"

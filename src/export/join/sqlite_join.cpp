@@ -190,8 +190,8 @@ void WriteRequests(Db& db, const join::JoinedModel& m) {
     row.I(i).Text(r.id).I(r.status);
     text_or_null(row, r.finish_reason);
     text_or_null(row, r.error);
-    for (int64_t v : {r.prompt_tokens, r.completion_tokens, r.max_tokens, r.queued_us, r.first_token_us, r.done_us,
-                      r.prefill_step})
+    for (int64_t v :
+         {r.prompt_tokens, r.completion_tokens, r.max_tokens, r.queued_us, r.first_token_us, r.done_us, r.prefill_step})
       known(row, v);
     const bool any = !r.steps.empty();
     row.Opt(any, any ? r.steps.front() : 0).Opt(any, any ? r.steps.back() : 0).I(r.steps.size());
