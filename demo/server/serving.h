@@ -94,7 +94,7 @@ class Sequence {
   friend class ServingCore;
   // Serving loop only: what the request trace says about it.
   std::vector<uint64_t> steps_;
-  bool id_generated_ = false, synthesized_ = false, attached_ = false;
+  bool id_generated_ = false, synthesized_ = false;
   int64_t arrival_unix_us_ = 0;
   int64_t arrival_us_ = -1, first_step_us_ = -1, first_token_us_ = -1;
 };
