@@ -36,7 +36,6 @@ thread_local bool tl_in_callback = false;
 std::atomic<bool> g_call_log{false};
 
 void CallLog(const char* fmt, ...) {
-  if (!g_call_log.load(std::memory_order_relaxed)) return;
   char line[512];
   va_list ap;
   va_start(ap, fmt);
@@ -88,9 +87,9 @@ void SANITIZERAPI Callback(void* userdata, Sanitizer_CallbackDomain domain, Sani
     return;
   }
   tl_in_callback = true;
-  CallLog("callback domain %d cbid %u in", int(domain), unsigned(cbid));
+  TWINSCOPE_CALL_LOG("callback domain %d cbid %u in", int(domain), unsigned(cbid));
   Firewall("block probe Sanitizer callback", [&] { BlockProbe::Get().OnCallback(domain, cbid, data); });
-  CallLog("callback domain %d cbid %u out", int(domain), unsigned(cbid));
+  TWINSCOPE_CALL_LOG("callback domain %d cbid %u out", int(domain), unsigned(cbid));
   tl_in_callback = false;
 }
 

@@ -163,8 +163,13 @@ extern std::atomic<uint64_t> g_module_generation;
 extern thread_local bool tl_in_callback;
 // TWINSCOPE_BLOCKS_GRAPH_DIAG=calls: one stderr line per callback (in and out)
 // and per blocking Sanitizer call of a toggle or drain, to find where a run hangs.
+// Use TWINSCOPE_CALL_LOG: off, it costs one relaxed load and evaluates no argument.
 extern std::atomic<bool> g_call_log;
 void CallLog(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+#define TWINSCOPE_CALL_LOG(...)                                                                \
+  do {                                                                                         \
+    if (::twinscope::blocks::g_call_log.load(std::memory_order_relaxed)) CallLog(__VA_ARGS__); \
+  } while (0)
 // Toggle mode: this thread is between the BEGIN and END of a launch of a
 // target module / inside a graph launch with such nodes (open_target_launches_).
 extern thread_local bool tl_target_launch_open;

@@ -70,8 +70,8 @@ void BlockProbe::Drain(std::unique_lock<std::mutex>& lock, const Pick& pick) {
     {
       OwnCalls own;
       host = AcquireHostBuffer(ctx, bytes);
-      CallLog("drain: %zu launches, %llu bytes, copy stream %p, %zu other streams", j - i,
-              static_cast<unsigned long long>(bytes), static_cast<void*>(copy_stream), others.size());
+      TWINSCOPE_CALL_LOG("drain: %zu launches, %llu bytes, copy stream %p, %zu other streams", j - i,
+                         static_cast<unsigned long long>(bytes), static_cast<void*>(copy_stream), others.size());
       for (Sanitizer_StreamHandle s : others)
         if (r == SANITIZER_SUCCESS) r = sanitizerStreamSynchronize(s);
       if (r == SANITIZER_SUCCESS) r = sanitizerMemcpyDeviceToHost(host.data(), base + start, bytes, copy_stream);
@@ -79,7 +79,7 @@ void BlockProbe::Drain(std::unique_lock<std::mutex>& lock, const Pick& pick) {
       if (r == SANITIZER_SUCCESS && !config_.naive)
         zeroed = sanitizerMemset(base + start, 0, bytes, copy_stream) == SANITIZER_SUCCESS &&
                  sanitizerStreamSynchronize(copy_stream) == SANITIZER_SUCCESS;
-      CallLog("drain done: %d", int(r));
+      TWINSCOPE_CALL_LOG("drain done: %d", int(r));
     }
     lock.lock();
     a = arenas_.find(ctx);

@@ -126,9 +126,9 @@ void BlockProbe::OnLaunchBegin(const Sanitizer_LaunchData& d, const GraphNodeRef
   if (graph_node) graph_node_launches_.fetch_add(1, std::memory_order_relaxed);
   const uint64_t seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   const LaunchClass c = Classify(d);
-  CallLog("launch %s stream %p%s: selected %d target %d", d.functionName ? d.functionName : "?",
-          static_cast<void*>(graph_node ? d.hApiStream : d.hStream), graph_node ? " (graph node)" : "", c.selected,
-          c.target);
+  TWINSCOPE_CALL_LOG("launch %s stream %p%s: selected %d target %d", d.functionName ? d.functionName : "?",
+                     static_cast<void*>(graph_node ? d.hApiStream : d.hStream), graph_node ? " (graph node)" : "",
+                     c.selected, c.target);
   // The common case: no lock, no key. (Eager launches of another kernel of a
   // patched module run its patch with no launch data, which returns at once.)
   if (!c.selected) CountLaunch(d.function);

@@ -96,9 +96,9 @@ void BlockProbe::OnModuleUnloading(std::unique_lock<std::mutex>& lock, CUmodule 
 
 bool BlockProbe::SetPatchedLocked(CUmodule m, ModuleState& s, bool patched) {
   if (!patched) {
-    CallLog("unpatch module %p", static_cast<void*>(m));
+    TWINSCOPE_CALL_LOG("unpatch module %p", static_cast<void*>(m));
     SanitizerResult r = sanitizerUnpatchModule(m);
-    CallLog("unpatch module %p: %d", static_cast<void*>(m), int(r));
+    TWINSCOPE_CALL_LOG("unpatch module %p: %d", static_cast<void*>(m), int(r));
     if (r != SANITIZER_SUCCESS) {
       SanitizerError("sanitizerUnpatchModule (the module stays patched for good)", r);
       s.pinned = true;
@@ -122,9 +122,9 @@ bool BlockProbe::SetPatchedLocked(CUmodule m, ModuleState& s, bool patched) {
   SanitizerResult r = sanitizerPatchInstructions(SANITIZER_INSTRUCTION_BLOCK_ENTER, m, TWINSCOPE_BLOCK_ENTER_PATCH);
   if (r == SANITIZER_SUCCESS)
     r = sanitizerPatchInstructions(SANITIZER_INSTRUCTION_BLOCK_EXIT, m, TWINSCOPE_BLOCK_EXIT_PATCH);
-  CallLog("patch module %p", static_cast<void*>(m));
+  TWINSCOPE_CALL_LOG("patch module %p", static_cast<void*>(m));
   if (r == SANITIZER_SUCCESS) r = sanitizerPatchModule(m);
-  CallLog("patch module %p: %d", static_cast<void*>(m), int(r));
+  TWINSCOPE_CALL_LOG("patch module %p: %d", static_cast<void*>(m), int(r));
   if (r != SANITIZER_SUCCESS) {
     SanitizerError("patching a module that holds a target kernel", r);
     ++counts_[counters::kModulesPatchFailed];
@@ -178,9 +178,9 @@ bool BlockProbe::QuiesceLocked(std::unique_lock<std::mutex>& lock, CUmodule m) {
     {
       OwnCalls own;
       for (Sanitizer_StreamHandle h : streams) {
-        CallLog("toggle: sync stream %p", static_cast<void*>(h));
+        TWINSCOPE_CALL_LOG("toggle: sync stream %p", static_cast<void*>(h));
         if (r == SANITIZER_SUCCESS) r = sanitizerStreamSynchronize(h);
-        CallLog("toggle: sync stream %p: %d", static_cast<void*>(h), int(r));
+        TWINSCOPE_CALL_LOG("toggle: sync stream %p: %d", static_cast<void*>(h), int(r));
       }
     }
     lock.lock();
@@ -273,7 +273,7 @@ void BlockProbe::OnGraphExecCreating() {
     auto it = modules_.find(m);
     if (it == modules_.end() || it->second.pinned || it->second.failed) continue;
     if (!it->second.patched) {
-      CallLog("graph exec: patching module %p", static_cast<void*>(m));
+      TWINSCOPE_CALL_LOG("graph exec: patching module %p", static_cast<void*>(m));
       if (!QuiesceLocked(lock, m)) {
         // Kernels of it may be in flight: it cannot be patched now, so it
         // stays unpatched for good and its launches go untraced (counted).

@@ -517,6 +517,33 @@ TEST(BlocksE2E, ToggleModePatchesOnlyAroundSampledLaunches) {
   }
 }
 
+// TWINSCOPE_BLOCKS_GRAPH_DIAG=calls (how the H200's toggle hang was found):
+// every callback in and out and every blocking call of a toggle or drain is
+// a stderr line, in order; without it, none is.
+TEST(BlocksE2E, CallLogShowsCallbacksAndTogglesInOrder) {
+  std::string body = "@modules\n";
+  for (int i = 0; i < 6; ++i) body += "launch target " + std::string(kTarget) + " 20,1,1 64,1,1\n";
+  const std::string script = Script(body + "sync\n");
+  const std::map<std::string, std::string> env = {{"TWINSCOPE_KERNELS", "reshape"}, {"TWINSCOPE_EVERY", "4"}};
+  AppRun quiet = RunApp("call_log_off", script, env);
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err.find("twinscope calls"), std::string::npos) << quiet.err;
+  auto logged = env;
+  logged["TWINSCOPE_BLOCKS_GRAPH_DIAG"] = "calls";
+  AppRun r = RunApp("call_log_on", script, logged);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectCleanToggling(r);
+  const size_t launch = r.err.find("] launch " + std::string(kTarget));
+  ASSERT_NE(launch, std::string::npos) << r.err;
+  const size_t drain = r.err.find("] drain: 1 launches", launch);
+  const size_t unpatch = r.err.find("] unpatch module ", drain);
+  EXPECT_NE(drain, std::string::npos) << r.err;
+  EXPECT_NE(unpatch, std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("] unpatch module ", unpatch + 1), std::string::npos) << "the call and its result";
+  EXPECT_NE(r.err.find("callback domain"), std::string::npos) << r.err;
+  EXPECT_EQ(SampleIndices(r), SampleIndices(quiet)) << "the log changes nothing traced";
+}
+
 // A kernel of the target module on another stream, still queued when the
 // probe wants to toggle: it must wait for that stream too (the fake logs an
 // error for a toggle with a launch of the module queued anywhere).
