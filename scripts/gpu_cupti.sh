@@ -25,7 +25,7 @@
 #                                 the records in the file prove, and how old the counters were
 #                                 at the kill                                       (~1.5 min)
 #   scripts/gpu_cupti.sh confirm  added cost per kernel, ROUNDS (7) interleaved rounds of plain / bare
-#                                 floor / twinscope (eager 200,000 launches; graph 100 x 2,000), and
+#                                 floor / floor + empty callbacks (bare_cb) / twinscope (CONFIRM_VARIANTS) (eager 200,000 launches; graph 100 x 2,000), and
 #                                 TORCH_ROUNDS (5) of a PyTorch eager loop of tiny ops plain /
 #                                 twinscope / torch.profiler; ratios per round, median and spread;
 #                                 every traced run checked for lost records and keys   (~3.5 min)
@@ -273,16 +273,18 @@ if [[ $MODE == confirm ]]; then
     case $v in
       plain) env TWINSCOPE_QUIET=1 "$@" ;;
       bare) env CUDA_INJECTION64_PATH="$BARE" "$@" ;;
+      bare_cb) env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_CALLBACKS=1 "$@" ;;
       twinscope) traced "$LOG/confirm.tsc" TWINSCOPE_QUIET=1 "$@" ;;
     esac
   }
-  kvariants=(plain bare twinscope)
+  # bare_cb (the floor plus empty launch callbacks) shows what enabling callbacks alone costs.
+  read -r -a kvariants <<<"${CONFIRM_VARIANTS:-plain bare bare_cb twinscope}"
   tvariants=(plain twinscope profiler)
   start=$SECONDS
   for ((r = 1; r <= ROUNDS; r++)); do
     # The order rotates each round, so drift over the run does not favour one variant.
-    for ((i = 0; i < 3; i++)); do
-      v=${kvariants[$(((i + r) % 3))]}
+    for ((i = 0; i < ${#kvariants[@]}; i++)); do
+      v=${kvariants[$(((i + r) % ${#kvariants[@]}))]}
       record "$r" "$v" kernels as_variant "$v" "$BIN/bench_kernels" --eager "$EAGER" --eager-burst 256 --graph-kernels 100 \
         --graph-replays "$GRAPH_REPLAYS"
     done

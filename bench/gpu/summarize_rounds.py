@@ -19,6 +19,18 @@ REFERENCE = {"eager": "bare", "eager_call": "bare", "graph": "bare", "torch_eage
              "torch_graph": "profiler"}
 
 
+def ratio_text(rounds, plain, by, ref):
+    """twinscope's added cost over the reference's, per round: median [min..max]."""
+    ratios = []
+    for r in rounds:
+        if r in plain and r in by[ref] and by[ref][r] - plain[r] > 0:
+            ratios.append((rounds[r] - plain[r]) / (by[ref][r] - plain[r]))
+    if not ratios:
+        return f"n/a ({ref} added <= 0 in every round)"
+    return (f"{statistics.median(ratios):.2f} [{min(ratios):.2f}..{max(ratios):.2f}] "
+            f"vs {ref}, {len(ratios)} rounds")
+
+
 def main(path):
     ns = {}  # workload -> variant -> round -> ns/kernel
     checks = []
@@ -44,7 +56,7 @@ def main(path):
         by = ns[wl]
         ref = REFERENCE[wl]
         plain = by.get("plain", {})
-        for v in ["plain", "bare", "profiler", "twinscope"]:
+        for v in ["plain", "bare", "bare_cb", "profiler", "twinscope"]:
             if v not in by:
                 continue
             rounds = by[v]
@@ -52,16 +64,9 @@ def main(path):
             added = [rounds[r] - plain[r] for r in rounds if r in plain]
             added_s = "-" if v == "plain" or not added else f"{statistics.median(added):+.0f}"
             extra = ""
-            if v == "twinscope" and ref in by:
-                ratios = []
-                for r in rounds:
-                    if r in plain and r in by[ref] and by[ref][r] - plain[r] > 0:
-                        ratios.append((rounds[r] - plain[r]) / (by[ref][r] - plain[r]))
-                if ratios:
-                    extra = (f"{statistics.median(ratios):.2f} [{min(ratios):.2f}..{max(ratios):.2f}] "
-                             f"vs {ref}, {len(ratios)} rounds")
-                else:
-                    extra = f"n/a ({ref} added <= 0 in every round)"
+            if v == "twinscope":
+                refs = [ref] + (["bare_cb"] if ref == "bare" and "bare_cb" in by else [])
+                extra = "; ".join(ratio_text(rounds, plain, by, r) for r in refs if r in by)
             print(f"{wl:12} {v:10} {len(rounds):>6} {med:>10.0f} {added_s:>8}  {extra}")
         counts = {v: len(r) for v, r in by.items()}
         if len(set(counts.values())) > 1:
