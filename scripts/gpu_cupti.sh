@@ -240,6 +240,7 @@ if [[ $MODE == confirm ]]; then
   TORCH_ROUNDS=${TORCH_ROUNDS:-5}
   EAGER=${EAGER:-200000}
   GRAPH_REPLAYS=${GRAPH_REPLAYS:-2000}
+  BURSTS=${BURSTS:-256}
   RESULTS=$LOG/results.jsonl
   RUNS=$LOG/runs.log
   rm -f "$RESULTS" "$RUNS" "$LOG"/*.tsc
@@ -266,15 +267,24 @@ if [[ $MODE == confirm ]]; then
     fi
     rm -f "$LOG/confirm.tsc" "$LOG/run.out"
   }
-  # as_variant <variant> <command...>: runs the command as that variant.
+  # as_variant <variant> <command...>: runs the command as that variant (on the CPUs in PIN, if set:
+  # the same CPUs for every run, so placement does not differ between variants).
   as_variant() {
     local v=$1
     shift
+    [[ -n ${PIN:-} ]] && set -- taskset -c "$PIN" "$@"
     case $v in
       plain) env TWINSCOPE_QUIET=1 "$@" ;;
       bare) env CUDA_INJECTION64_PATH="$BARE" "$@" ;;
       bare_cb) env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_CALLBACKS=1 "$@" ;;
+      bare_cb_launch) env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_CALLBACKS=launch "$@" ;;
+      bare_act) env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_API_ACTIVITY=1 "$@" ;;
+      bare_act_ext) env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_API_ACTIVITY=ext "$@" ;;
       twinscope) traced "$LOG/confirm.tsc" TWINSCOPE_QUIET=1 "$@" ;;
+      *)
+        echo "gpu_cupti.sh confirm: unknown variant $v" >&2
+        return 2
+        ;;
     esac
   }
   # bare_cb (the floor plus empty launch callbacks) shows what enabling callbacks alone costs.
@@ -285,8 +295,8 @@ if [[ $MODE == confirm ]]; then
     # The order rotates each round, so drift over the run does not favour one variant.
     for ((i = 0; i < ${#kvariants[@]}; i++)); do
       v=${kvariants[$(((i + r) % ${#kvariants[@]}))]}
-      record "$r" "$v" kernels as_variant "$v" "$BIN/bench_kernels" --eager "$EAGER" --eager-burst 256 --graph-kernels 100 \
-        --graph-replays "$GRAPH_REPLAYS"
+      record "$r" "$v" kernels as_variant "$v" "$BIN/bench_kernels" --eager "$EAGER" --eager-burst "$BURSTS" \
+        --graph-kernels 100 --graph-replays "$GRAPH_REPLAYS"
     done
     if [[ -n $PY && $r -le $TORCH_ROUNDS ]]; then
       for ((i = 0; i < 3; i++)); do

@@ -7,6 +7,13 @@
 // enables (every runtime and driver API whose name holds "Launch", "Memcpy"
 // or "Memset") with a callback that returns at once: the floor for a tracer
 // that ties each kernel to its API call, thread and NVTX range.
+// BARE_CUPTI_CALLBACKS=launch: an empty callback on cudaLaunchKernel only (the
+// cost of one callback per launch, against the whole set's).
+// BARE_CUPTI_API_ACTIVITY=1 instead asks CUPTI for API activity records of the
+// same APIs (cuptiActivityEnableRuntimeApi / DriverApi: no callback runs);
+// =ext also enables EXTERNAL_CORRELATION records and pushes one external id
+// on the initializing thread: the floor for a tracer that ties kernels to API
+// calls and NVTX ranges through CUPTI's own records, not callbacks.
 #include <cupti.h>
 
 #include <atomic>
@@ -35,9 +42,19 @@ void CUPTIAPI Requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *max_records = 0;
 }
 
-void CUPTIAPI Completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t) {
+std::atomic<bool> g_count{false};  // with API activity: count the records, to show they come
+std::atomic<unsigned long long> g_api_records{0}, g_ext_records{0};
+
+void CUPTIAPI Completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
   g_buffers.fetch_add(1);
   if (!buffer) return;
+  if (g_count.load(std::memory_order_relaxed)) {
+    CUpti_Activity* rec = nullptr;
+    while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+      if (rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME || rec->kind == CUPTI_ACTIVITY_KIND_DRIVER) g_api_records++;
+      if (rec->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) g_ext_records++;
+    }
+  }
   std::lock_guard<std::mutex> lock(g_mu);
   g_free.push_back(buffer);
 }
@@ -50,8 +67,8 @@ void CUPTIAPI OnApi(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) 
 
 void AtExit() {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  std::fprintf(stderr, "bare_cupti: %llu buffers discarded, %llu API callbacks\n", g_buffers.load(),
-               g_callbacks.load());
+  std::fprintf(stderr, "bare_cupti: %llu buffers discarded, %llu API callbacks, %llu API records, %llu external "
+               "correlation records\n", g_buffers.load(), g_callbacks.load(), g_api_records.load(), g_ext_records.load());
 }
 
 bool Check(CUptiResult r, const char* what) {
@@ -93,6 +110,35 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
         }
       }
     }
+  }
+  if (cb && std::strcmp(cb, "launch") == 0) {
+    CUpti_SubscriberHandle subscriber = nullptr;
+    if (Check(cuptiSubscribe(&subscriber, OnApi, nullptr), "cuptiSubscribe"))
+      Check(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000),
+            "enable cudaLaunchKernel callback");
+  }
+  const char* act = std::getenv("BARE_CUPTI_API_ACTIVITY");
+  if (act && (std::strcmp(act, "1") == 0 || std::strcmp(act, "ext") == 0)) {
+    g_count = true;
+    unsigned enabled = 0;
+    for (CUpti_CallbackDomain domain : {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_CB_DOMAIN_DRIVER_API}) {
+      const uint32_t size =
+          domain == CUPTI_CB_DOMAIN_RUNTIME_API ? uint32_t{CUPTI_RUNTIME_TRACE_CBID_SIZE}
+                                                : uint32_t{CUPTI_DRIVER_TRACE_CBID_SIZE};
+      for (uint32_t id = 1; id < size; ++id) {
+        const char* name = nullptr;
+        if (cuptiGetCallbackName(domain, id, &name) != CUPTI_SUCCESS || !name) continue;
+        if (!(std::strstr(name, "Launch") || std::strstr(name, "Memcpy") || std::strstr(name, "Memset"))) continue;
+        const CUptiResult r = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? cuptiActivityEnableRuntimeApi(id, 1)
+                                                                    : cuptiActivityEnableDriverApi(id, 1);
+        enabled += r == CUPTI_SUCCESS;
+      }
+    }
+    std::fprintf(stderr, "bare_cupti: API activity enabled for %u APIs\n", enabled);
+    if (std::strcmp(act, "ext") == 0 &&
+        Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION), "enable EXTERNAL_CORRELATION"))
+      Check(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, 1),
+            "cuptiActivityPushExternalCorrelationId");
   }
   std::atexit(AtExit);
   return 1;

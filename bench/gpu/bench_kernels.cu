@@ -8,8 +8,10 @@
 //     the launch's cost on the application thread. With the GPU slower than
 //     plain launches, "eager" times the GPU when untraced and the CPU when
 //     traced, which inflates the added cost of the traced variants; bursts
-//     short enough for the launch queue never wait for it.
-// Usage: bench_kernels [--eager N] [--eager-burst B] [--graph-kernels K] [--graph-replays R]
+//     short enough for the launch queue never wait for it. B may be a list
+//     (--eager-burst 256,16): the first is reported as "eager_call", the others
+//     as "eager_call_b<B>" (to see whether B waits for the queue).
+// Usage: bench_kernels [--eager N] [--eager-burst B[,B...]] [--graph-kernels K] [--graph-replays R]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #define CHECK(call)                                                                              \
   do {                                                                                           \
@@ -42,20 +45,31 @@ static void Report(const char* workload, long long kernels, Clock::time_point t0
 }
 
 int main(int argc, char** argv) {
-  long long eager = 1000000, replays = 10000, burst = 0;
+  long long eager = 1000000, replays = 10000;
+  std::vector<long long> bursts;
   int graph_kernels = 100;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--eager")
       eager = std::atoll(argv[i + 1]);
-    else if (a == "--eager-burst")
-      burst = std::atoll(argv[i + 1]);
+    else if (a == "--eager-burst") {
+      for (const char* p = argv[i + 1]; *p;) {
+        char* end = nullptr;
+        const long long b = std::strtoll(p, &end, 10);
+        if (end == p || b <= 0) {
+          std::fprintf(stderr, "bench_kernels: --eager-burst wants positive numbers, comma-separated: %s\n", argv[i + 1]);
+          return 2;
+        }
+        bursts.push_back(b);
+        p = *end == ',' ? end + 1 : end;
+      }
+    }
     else if (a == "--graph-kernels")
       graph_kernels = std::atoi(argv[i + 1]);
     else if (a == "--graph-replays")
       replays = std::atoll(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: %s [--eager N] [--eager-burst B] [--graph-kernels K] [--graph-replays R]\n",
+      std::fprintf(stderr, "usage: %s [--eager N] [--eager-burst B[,B...]] [--graph-kernels K] [--graph-replays R]\n",
                    argv[0]);
       return 2;
     }
@@ -79,7 +93,8 @@ int main(int argc, char** argv) {
     CHECK(cudaStreamSynchronize(s));
     Report("eager", eager, t0);
   }
-  if (eager > 0 && burst > 0) {
+  for (size_t bi = 0; eager > 0 && bi < bursts.size(); ++bi) {
+    const long long burst = bursts[bi];
     double calls_s = 0;
     for (long long done = 0; done < eager;) {
       const long long n = std::min(burst, eager - done);
@@ -90,9 +105,10 @@ int main(int argc, char** argv) {
       done += n;
     }
     CHECK(cudaGetLastError());
-    std::printf("{\"workload\": \"eager_call\", \"kernels\": %lld, \"burst\": %lld, \"seconds\": %.4f, "
+    const std::string name = bi == 0 ? "eager_call" : "eager_call_b" + std::to_string(burst);
+    std::printf("{\"workload\": \"%s\", \"kernels\": %lld, \"burst\": %lld, \"seconds\": %.4f, "
                 "\"ns_per_kernel\": %.1f}\n",
-                eager, burst, calls_s, calls_s * 1e9 / static_cast<double>(eager));
+                name.c_str(), eager, burst, calls_s, calls_s * 1e9 / static_cast<double>(eager));
     std::fflush(stdout);
   }
   if (graph_kernels > 0 && replays > 0) {

@@ -50,13 +50,15 @@ def main(path):
     ok = True
     print(f"{'workload':12} {'variant':10} {'rounds':>6} {'median ns':>10} {'added':>8}  "
           f"{'twinscope added / reference added, per round: median [min..max]':}")
-    for wl in ["eager", "eager_call", "graph", "torch_eager", "torch_graph"]:
+    known = ["eager", "eager_call", "graph", "torch_eager", "torch_graph"]
+    for wl in known + sorted(w for w in ns if w not in known):
         if wl not in ns:
             continue
         by = ns[wl]
-        ref = REFERENCE[wl]
+        ref = REFERENCE.get(wl, "bare")
         plain = by.get("plain", {})
-        for v in ["plain", "bare", "bare_cb", "profiler", "twinscope"]:
+        order = ["plain", "bare", "bare_cb", "profiler"]
+        for v in order + sorted(v for v in by if v not in order + ["twinscope"]) + ["twinscope"]:
             if v not in by:
                 continue
             rounds = by[v]
