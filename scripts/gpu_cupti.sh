@@ -29,6 +29,13 @@
 #                                 TORCH_ROUNDS (5) of a PyTorch eager loop of tiny ops plain /
 #                                 twinscope / torch.profiler; ratios per round, median and spread;
 #                                 every traced run checked for lost records and keys   (~3.5 min)
+#   scripts/gpu_cupti.sh levels   the eager launch call's added cost measured inside one process:
+#                                 bench_kernels --levels switches its injection between nothing (0),
+#                                 activity only (1, the bare floor) and everything (2) between bursts,
+#                                 LEVEL_ROUNDS (8) rounds of EAGER (20,000) calls per level; PROCS (6)
+#                                 processes of each of LEVELS_VARIANTS (twinscope bare_cb bare_act_ext
+#                                 bare_cb_launch), interleaved, and plain processes to check level 0
+#                                 against no injection; per variant, (L2-L0)/(L1-L0) per round (~3 min)
 # Environment: BUILD_DIR (default build-gpu), REPLAYS (stress, default 600000),
 # LONG_REPLAYS (default 300000), PYTHON (default /opt/torch/.venv/bin/python, then python3),
 # KILL_AFTER (sigkill, seconds, default 20).
@@ -36,8 +43,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 MODE=${1:-stress}
-case "$MODE" in stress | long | bench | ablate | sigkill | confirm) ;; *)
-  echo "usage: $0 stress|long|bench|ablate|sigkill|confirm" >&2
+case "$MODE" in stress | long | bench | ablate | sigkill | confirm | levels) ;; *)
+  echo "usage: $0 stress|long|bench|ablate|sigkill|confirm|levels" >&2
   exit 2
   ;;
 esac
@@ -55,7 +62,7 @@ cmake_generator
 echo "== build ($BUILD, log $LOG/build.log)"
 targets=(twinscope_cupti twinscope_example cupti_graph_stress cupti_trace_check bench_kernels bare_cupti)
 [[ $MODE == sigkill ]] && targets=(twinscope twinscope_cupti)
-[[ $MODE == confirm ]] && targets=(twinscope_cupti cupti_trace_check bench_kernels bare_cupti)
+[[ $MODE == confirm || $MODE == levels ]] && targets=(twinscope_cupti cupti_trace_check bench_kernels bare_cupti)
 if ! {
   cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTWINSCOPE_BUILD_GPU_TESTS=ON \
     -DTWINSCOPE_BUILD_BENCH=ON -DTWINSCOPE_WITH_SQLITE=OFF -DTWINSCOPE_WITH_MIRROR=OFF \
@@ -219,6 +226,62 @@ for workload in ("eager", "eager_call"):
         print(f"twinscope added / bare added ({workload}, medians): {(ts - plain) / (bare - plain):.2f}")
 EOF
   exit 0
+fi
+
+# ---- levels ------------------------------------------------------------------------------
+if [[ $MODE == levels ]]; then
+  LEVEL_ROUNDS=${LEVEL_ROUNDS:-8}
+  EAGER=${EAGER:-20000}
+  PROCS=${PROCS:-6}
+  read -r -a lvariants <<<"${LEVELS_VARIANTS:-twinscope bare_cb bare_act_ext bare_cb_launch}"
+  lvariants=(plain "${lvariants[@]}")
+  RESULTS=$LOG/results.jsonl
+  RUNS=$LOG/runs.log
+  rm -f "$RESULTS" "$RUNS" "$LOG"/*.tsc
+  failures=0
+  start=$SECONDS
+  for ((p = 1; p <= PROCS; p++)); do
+    for ((i = 0; i < ${#lvariants[@]}; i++)); do
+      v=${lvariants[$(((i + p) % ${#lvariants[@]}))]}  # the order rotates per process round
+      run=(env)
+      case $v in
+        plain) run=(env TWINSCOPE_QUIET=1) ;;
+        bare_cb) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_CALLBACKS=1) ;;
+        bare_cb_launch) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_CALLBACKS=launch) ;;
+        bare_act) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_API_ACTIVITY=1) ;;
+        bare_act_ext) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_API_ACTIVITY=ext) ;;
+        twinscope) run=(env CUDA_INJECTION64_PATH="$LIB" NVTX_INJECTION64_PATH="$LIB" TWINSCOPE_OUTPUT="$LOG/levels.tsc"
+          TWINSCOPE_BENCH_LEVELS=1 TWINSCOPE_QUIET=1) ;;
+        *)
+          echo "gpu_cupti.sh levels: unknown variant $v" >&2
+          exit 2
+          ;;
+      esac
+      [[ -n ${PIN:-} ]] && run+=(taskset -c "$PIN")
+      if [[ $v == plain ]]; then
+        args=(--eager "$EAGER" --eager-burst 256 --graph-replays 0)
+      else
+        args=(--eager "$EAGER" --levels "$LEVEL_ROUNDS")
+      fi
+      echo "== process round $p: $v" >>"$RUNS"
+      if ! "${run[@]}" "$BIN/bench_kernels" "${args[@]}" >"$LOG/run.out" 2>>"$RUNS"; then
+        echo "gpu_cupti.sh levels: $v failed in process round $p (see $RUNS)" | tee -a "$RUNS" >&2
+        failures=$((failures + 1))
+      fi
+      while read -r line; do
+        [[ $line == "{"* ]] && echo "{\"proc\": $p, \"variant\": \"$v\", \"result\": $line}" >>"$RESULTS"
+      done <"$LOG/run.out"
+      rm -f "$LOG/levels.tsc" "$LOG/run.out"
+    done
+    echo "== process round $p of $PROCS done ($((SECONDS - start)) s)"
+  done
+  echo
+  echo "== launch call cost by level, one process each, on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1):" \
+    "$PROCS processes per variant x $LEVEL_ROUNDS rounds x $EAGER calls; results: $RESULTS"
+  python3 bench/gpu/summarize_levels.py "$RESULTS" | tee "$LOG/summary.txt"
+  rc=${PIPESTATUS[0]}
+  ((failures == 0 && rc == 0))
+  exit $?
 fi
 
 # ---- bench and confirm: a python with a CUDA-enabled torch -----------------------------

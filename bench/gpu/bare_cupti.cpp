@@ -14,6 +14,8 @@
 // =ext also enables EXTERNAL_CORRELATION records and pushes one external id
 // on the initializing thread: the floor for a tracer that ties kernels to API
 // calls and NVTX ranges through CUPTI's own records, not callbacks.
+// twinscope_bench_level (bench_kernels --levels) switches between no CUPTI,
+// the activity kinds alone and everything the environment asked for.
 #include <cupti.h>
 
 #include <atomic>
@@ -21,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -67,8 +70,10 @@ void CUPTIAPI OnApi(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) 
 
 void AtExit() {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  std::fprintf(stderr, "bare_cupti: %llu buffers discarded, %llu API callbacks, %llu API records, %llu external "
-               "correlation records\n", g_buffers.load(), g_callbacks.load(), g_api_records.load(), g_ext_records.load());
+  std::fprintf(stderr,
+               "bare_cupti: %llu buffers discarded, %llu API callbacks, %llu API records, %llu external "
+               "correlation records\n",
+               g_buffers.load(), g_callbacks.load(), g_api_records.load(), g_ext_records.load());
 }
 
 bool Check(CUptiResult r, const char* what) {
@@ -79,67 +84,92 @@ bool Check(CUptiResult r, const char* what) {
   return false;
 }
 
+// What the environment asks for, kept so twinscope_bench_level can switch it.
+struct Setup {
+  std::vector<CUpti_ActivityKind> kinds;
+  CUpti_SubscriberHandle subscriber = nullptr;
+  std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> callbacks, api_activity;
+  bool ext = false;
+} g_setup;
+
+bool Traced(const char* name) {
+  return std::strstr(name, "Launch") || std::strstr(name, "Memcpy") || std::strstr(name, "Memset");
+}
+
+// Every (domain, cbid) of the launch/copy APIs, in `domains` ("1": both, "driver", "runtime").
+std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> TracedApis(const char* domains) {
+  std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> out;
+  for (CUpti_CallbackDomain domain : {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_CB_DOMAIN_DRIVER_API}) {
+    if (std::strcmp(domains, "driver") == 0 && domain != CUPTI_CB_DOMAIN_DRIVER_API) continue;
+    if (std::strcmp(domains, "runtime") == 0 && domain != CUPTI_CB_DOMAIN_RUNTIME_API) continue;
+    const uint32_t size = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? uint32_t{CUPTI_RUNTIME_TRACE_CBID_SIZE}
+                                                                : uint32_t{CUPTI_DRIVER_TRACE_CBID_SIZE};
+    for (uint32_t id = 1; id < size; ++id) {
+      const char* name = nullptr;
+      if (cuptiGetCallbackName(domain, id, &name) == CUPTI_SUCCESS && name && Traced(name))
+        out.emplace_back(domain, id);
+    }
+  }
+  return out;
+}
+
+// 0: nothing enabled; 1: the activity kinds; 2: the kinds and what the environment adds.
+int ApplyLevel(int level) {
+  int failed = 0;
+  for (CUpti_ActivityKind k : g_setup.kinds)
+    failed += !Check(level >= 1 ? cuptiActivityEnable(k) : cuptiActivityDisable(k), "activity kind");
+  const uint32_t on = level == 2 ? 1 : 0;
+  for (const auto& [domain, id] : g_setup.callbacks)
+    failed += !Check(cuptiEnableCallback(on, g_setup.subscriber, domain, id), "cuptiEnableCallback");
+  for (const auto& [domain, id] : g_setup.api_activity)
+    failed += !Check(domain == CUPTI_CB_DOMAIN_RUNTIME_API ? cuptiActivityEnableRuntimeApi(id, on)
+                                                           : cuptiActivityEnableDriverApi(id, on),
+                     "API activity");
+  if (g_setup.ext)
+    failed += !Check(on ? cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)
+                        : cuptiActivityDisable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION),
+                     "EXTERNAL_CORRELATION");
+  return failed;
+}
+
 }  // namespace
+
+// bench_kernels --levels switches the floor between its levels in one process.
+extern "C" __attribute__((visibility("default"))) int twinscope_bench_level(int level) {
+  return level < 0 || level > 2 ? -1 : ApplyLevel(level);
+}
 
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
   if (!Check(cuptiActivityRegisterCallbacks(Requested, Completed), "cuptiActivityRegisterCallbacks")) return 1;
-  Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enable CONCURRENT_KERNEL");
+  g_setup.kinds = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL};
   const char* k = std::getenv("BARE_CUPTI_KERNELS_ONLY");
-  if (!(k && std::strcmp(k, "1") == 0)) {
-    Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "enable MEMCPY");
-    Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "enable MEMSET");
-  }
+  if (!(k && std::strcmp(k, "1") == 0))
+    g_setup.kinds.insert(g_setup.kinds.end(), {CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET});
   const char* cb = std::getenv("BARE_CUPTI_CALLBACKS");
-  // "1": both domains, as the collector; "driver" / "runtime": one domain only (what each costs).
-  if (cb && (std::strcmp(cb, "1") == 0 || std::strcmp(cb, "driver") == 0 || std::strcmp(cb, "runtime") == 0)) {
-    CUpti_SubscriberHandle subscriber = nullptr;
-    if (Check(cuptiSubscribe(&subscriber, OnApi, nullptr), "cuptiSubscribe")) {
-      const struct {
-        CUpti_CallbackDomain domain;
-        uint32_t size;
-      } domains[] = {{CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE},
-                     {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE}};
-      for (const auto& d : domains) {
-        if (std::strcmp(cb, "driver") == 0 && d.domain != CUPTI_CB_DOMAIN_DRIVER_API) continue;
-        if (std::strcmp(cb, "runtime") == 0 && d.domain != CUPTI_CB_DOMAIN_RUNTIME_API) continue;
-        for (uint32_t id = 1; id < d.size; ++id) {
-          const char* name = nullptr;
-          if (cuptiGetCallbackName(d.domain, id, &name) != CUPTI_SUCCESS || !name) continue;
-          if (std::strstr(name, "Launch") || std::strstr(name, "Memcpy") || std::strstr(name, "Memset"))
-            cuptiEnableCallback(1, subscriber, d.domain, id);
-        }
-      }
+  // "1": both domains, as the collector; "driver" / "runtime": one domain only (what each costs);
+  // "launch": cudaLaunchKernel only.
+  if (cb && (std::strcmp(cb, "1") == 0 || std::strcmp(cb, "driver") == 0 || std::strcmp(cb, "runtime") == 0 ||
+             std::strcmp(cb, "launch") == 0)) {
+    if (Check(cuptiSubscribe(&g_setup.subscriber, OnApi, nullptr), "cuptiSubscribe")) {
+      if (std::strcmp(cb, "launch") == 0)
+        g_setup.callbacks = {{CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000}};
+      else
+        g_setup.callbacks = TracedApis(cb);
     }
-  }
-  if (cb && std::strcmp(cb, "launch") == 0) {
-    CUpti_SubscriberHandle subscriber = nullptr;
-    if (Check(cuptiSubscribe(&subscriber, OnApi, nullptr), "cuptiSubscribe"))
-      Check(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000),
-            "enable cudaLaunchKernel callback");
   }
   const char* act = std::getenv("BARE_CUPTI_API_ACTIVITY");
   if (act && (std::strcmp(act, "1") == 0 || std::strcmp(act, "ext") == 0)) {
     g_count = true;
-    unsigned enabled = 0;
-    for (CUpti_CallbackDomain domain : {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_CB_DOMAIN_DRIVER_API}) {
-      const uint32_t size =
-          domain == CUPTI_CB_DOMAIN_RUNTIME_API ? uint32_t{CUPTI_RUNTIME_TRACE_CBID_SIZE}
-                                                : uint32_t{CUPTI_DRIVER_TRACE_CBID_SIZE};
-      for (uint32_t id = 1; id < size; ++id) {
-        const char* name = nullptr;
-        if (cuptiGetCallbackName(domain, id, &name) != CUPTI_SUCCESS || !name) continue;
-        if (!(std::strstr(name, "Launch") || std::strstr(name, "Memcpy") || std::strstr(name, "Memset"))) continue;
-        const CUptiResult r = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? cuptiActivityEnableRuntimeApi(id, 1)
-                                                                    : cuptiActivityEnableDriverApi(id, 1);
-        enabled += r == CUPTI_SUCCESS;
-      }
-    }
-    std::fprintf(stderr, "bare_cupti: API activity enabled for %u APIs\n", enabled);
-    if (std::strcmp(act, "ext") == 0 &&
-        Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION), "enable EXTERNAL_CORRELATION"))
-      Check(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, 1),
-            "cuptiActivityPushExternalCorrelationId");
+    g_setup.api_activity = TracedApis("1");
+    g_setup.ext = std::strcmp(act, "ext") == 0;
   }
+  const int failed = ApplyLevel(2);
+  if (g_setup.ext)
+    Check(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, 1),
+          "cuptiActivityPushExternalCorrelationId");
+  std::fprintf(stderr, "bare_cupti: %zu activity kinds, %zu callbacks, %zu APIs with activity records%s%s\n",
+               g_setup.kinds.size(), g_setup.callbacks.size(), g_setup.api_activity.size(),
+               g_setup.ext ? ", external correlation" : "", failed ? " (some calls failed: see above)" : "");
   std::atexit(AtExit);
   return 1;
 }

@@ -11,8 +11,18 @@
 //     short enough for the launch queue never wait for it. B may be a list
 //     (--eager-burst 256,16): the first is reported as "eager_call", the others
 //     as "eager_call_b<B>" (to see whether B waits for the queue).
-// Usage: bench_kernels [--eager N] [--eager-burst B[,B...]] [--graph-kernels K] [--graph-replays R]
+//   levels (--levels R): within this one process, R rounds of N launch calls
+//     (bursts of 256, timed as eager_call) at each level of the injection
+//     named by CUDA_INJECTION64_PATH, in a rotating order: 0 nothing enabled,
+//     1 the activity kinds only (the bare floor), 2 everything the injection
+//     does. The injection must export twinscope_bench_level (twinscope with
+//     TWINSCOPE_BENCH_LEVELS=1, or bench/gpu/bare_cupti). One process sees all
+//     three, so the noise between processes (placement, clocks) cancels.
+//     Prints {"workload": "levels", "round", "level", "ns_per_kernel"} per
+//     phase, and nothing else.
+// Usage: bench_kernels [--eager N] [--eager-burst B[,B...]] [--graph-kernels K] [--graph-replays R] [--levels R]
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
@@ -44,8 +54,55 @@ static void Report(const char* workload, long long kernels, Clock::time_point t0
   std::fflush(stdout);
 }
 
+// Launch calls of `n` tiny kernels in bursts of `burst` (a sync between bursts, untimed): ns per call.
+static double BurstNs(long long n, long long burst, cudaStream_t s, int* counter) {
+  double calls_s = 0;
+  for (long long done = 0; done < n;) {
+    const long long k = std::min(burst, n - done);
+    const auto b0 = Clock::now();
+    for (long long i = 0; i < k; ++i) tiny<<<1, 32, 0, s>>>(counter);
+    calls_s += std::chrono::duration<double>(Clock::now() - b0).count();
+    CHECK(cudaStreamSynchronize(s));
+    done += k;
+  }
+  CHECK(cudaGetLastError());
+  return calls_s * 1e9 / static_cast<double>(n);
+}
+
+static int Levels(long long rounds, long long n, cudaStream_t s, int* counter) {
+  const char* path = std::getenv("CUDA_INJECTION64_PATH");
+  void* lib = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  auto set = lib ? reinterpret_cast<int (*)(int)>(dlsym(lib, "twinscope_bench_level")) : nullptr;
+  if (!set) {
+    std::fprintf(stderr,
+                 "bench_kernels --levels: the injection (CUDA_INJECTION64_PATH=%s) is not loaded or has no "
+                 "twinscope_bench_level\n",
+                 path ? path : "unset");
+    return 2;
+  }
+  for (long long r = 0; r < rounds; ++r) {
+    for (int i = 0; i < 3; ++i) {
+      const int level = static_cast<int>((r + i) % 3);
+      if (int e = set(level); e != 0) {
+        std::fprintf(stderr,
+                     "bench_kernels --levels: twinscope_bench_level(%d) returned %d (for twinscope: set "
+                     "TWINSCOPE_BENCH_LEVELS=1)\n",
+                     level, e);
+        return 2;
+      }
+      BurstNs(1000, 256, s, counter);  // settle after the switch
+      const double ns = BurstNs(n, 256, s, counter);
+      std::printf("{\"workload\": \"levels\", \"round\": %lld, \"level\": %d, \"ns_per_kernel\": %.1f}\n", r, level,
+                  ns);
+    }
+  }
+  std::fflush(stdout);
+  set(2);
+  return 0;
+}
+
 int main(int argc, char** argv) {
-  long long eager = 1000000, replays = 10000;
+  long long eager = 1000000, replays = 10000, level_rounds = 0;
   std::vector<long long> bursts;
   int graph_kernels = 100;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -57,19 +114,23 @@ int main(int argc, char** argv) {
         char* end = nullptr;
         const long long b = std::strtoll(p, &end, 10);
         if (end == p || b <= 0) {
-          std::fprintf(stderr, "bench_kernels: --eager-burst wants positive numbers, comma-separated: %s\n", argv[i + 1]);
+          std::fprintf(stderr, "bench_kernels: --eager-burst wants positive numbers, comma-separated: %s\n",
+                       argv[i + 1]);
           return 2;
         }
         bursts.push_back(b);
         p = *end == ',' ? end + 1 : end;
       }
-    }
+    } else if (a == "--levels")
+      level_rounds = std::atoll(argv[i + 1]);
     else if (a == "--graph-kernels")
       graph_kernels = std::atoi(argv[i + 1]);
     else if (a == "--graph-replays")
       replays = std::atoll(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: %s [--eager N] [--eager-burst B[,B...]] [--graph-kernels K] [--graph-replays R]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--eager N] [--eager-burst B[,B...]] [--graph-kernels K] [--graph-replays R] "
+                   "[--levels R]\n",
                    argv[0]);
       return 2;
     }
@@ -86,6 +147,7 @@ int main(int argc, char** argv) {
 
   for (int i = 0; i < 1000; ++i) tiny<<<1, 32, 0, s>>>(counter);  // warm-up
   CHECK(cudaStreamSynchronize(s));
+  if (level_rounds > 0) return Levels(level_rounds, eager > 0 ? eager : 100000, s, counter);
   if (eager > 0) {
     auto t0 = Clock::now();
     for (long long i = 0; i < eager; ++i) tiny<<<1, 32, 0, s>>>(counter);
@@ -95,20 +157,12 @@ int main(int argc, char** argv) {
   }
   for (size_t bi = 0; eager > 0 && bi < bursts.size(); ++bi) {
     const long long burst = bursts[bi];
-    double calls_s = 0;
-    for (long long done = 0; done < eager;) {
-      const long long n = std::min(burst, eager - done);
-      const auto b0 = Clock::now();
-      for (long long i = 0; i < n; ++i) tiny<<<1, 32, 0, s>>>(counter);
-      calls_s += std::chrono::duration<double>(Clock::now() - b0).count();
-      CHECK(cudaStreamSynchronize(s));
-      done += n;
-    }
-    CHECK(cudaGetLastError());
+    const double ns = BurstNs(eager, burst, s, counter);
     const std::string name = bi == 0 ? "eager_call" : "eager_call_b" + std::to_string(burst);
-    std::printf("{\"workload\": \"%s\", \"kernels\": %lld, \"burst\": %lld, \"seconds\": %.4f, "
-                "\"ns_per_kernel\": %.1f}\n",
-                name.c_str(), eager, burst, calls_s, calls_s * 1e9 / static_cast<double>(eager));
+    std::printf(
+        "{\"workload\": \"%s\", \"kernels\": %lld, \"burst\": %lld, \"seconds\": %.4f, "
+        "\"ns_per_kernel\": %.1f}\n",
+        name.c_str(), eager, burst, ns * static_cast<double>(eager) * 1e-9, ns);
     std::fflush(stdout);
   }
   if (graph_kernels > 0 && replays > 0) {

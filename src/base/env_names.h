@@ -21,6 +21,10 @@ inline constexpr char kDeviceBufferSizeMb[] = "TWINSCOPE_DEVICE_BUFFER_SIZE_MB";
 // what each costs: pending (no key for kernel records), capture (no capture check), stream (stream id 0),
 // key (zero launch key). Breaks the data it skips; never for real use.
 inline constexpr char kCuptiSkip[] = "TWINSCOPE_CUPTI_SKIP";
+// Benchmarks only (bench_kernels --levels): 1 lets the program switch the collector, between bursts, to
+// level 0 (nothing enabled), 1 (activity only, as the bare floor) or 2 (everything) through the exported
+// twinscope_bench_level(), so one process measures all three. The trace misses what is switched off.
+inline constexpr char kBenchLevels[] = "TWINSCOPE_BENCH_LEVELS";
 
 // Block probe.
 inline constexpr char kKernelPatterns[] = "TWINSCOPE_KERNELS";    // ';'-separated; "re:" prefix = regex

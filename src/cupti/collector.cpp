@@ -144,6 +144,10 @@ Config Config::FromEnv() {
   c.skip_key = skip.find(",key,") != std::string::npos;
   if (skip != ",,")
     LogError("%s=%s: benchmark mode, the trace is missing what is skipped", env::kCuptiSkip, skip.c_str());
+  c.bench_levels = EnvInt(env::kBenchLevels, 0) == 1;
+  if (c.bench_levels)
+    LogError("%s=1: benchmark mode, the program may switch tracing off; the trace misses what it does then",
+             env::kBenchLevels);
   long long kb = EnvInt(env::kBufferSizeKb, 8192);
   if (kb < 64 || kb > (1 << 20)) {
     LogError("%s=%lld is outside 64..1048576; using 8192", env::kBufferSizeKb, kb);
@@ -367,6 +371,7 @@ void Collector::SetupCupti() {
   }
   CUPTI_SETUP(r);
 
+  subscriber_ = subscriber;
   EnableApiCallbacks(subscriber);
   for (CUpti_CallbackId id : {CUPTI_CBID_RESOURCE_CONTEXT_CREATED, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING,
                               CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING,
@@ -400,11 +405,7 @@ void Collector::SetupCupti() {
   // activity starves CUPTI's device buffer pool and records stop silently.
   // Enabling the three kinds together avoids it (CUPTI 13.5 no longer loses
   // them here, FACTS.md, but the mitigation stays on with every CUPTI).
-  CUPTI_SETUP(ActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
-  if (!config_.kernels_only) {
-    CUPTI_SETUP(ActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
-    CUPTI_SETUP(ActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
-  }
+  CUPTI_SETUP(EnableActivity(true));
   collecting_.store(true, std::memory_order_release);
   const std::string mode = api.multi_subscriber ? " (CUPTI multi-subscriber mode: the program's own CUPTI client "
                                                   "can subscribe beside twinscope)"
@@ -427,11 +428,30 @@ void Collector::EnableApiCallbacks(CUpti_SubscriberHandle subscriber) {
       if (api.GetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS || !name) continue;
       if (ClassifyLaunch(domain, cbid).api == LaunchApi::kNone && !IsCopyApi(name)) continue;
       CUPTI_SETUP(api.EnableCallback(1, subscriber, domain, cbid));
+      api_callbacks_.emplace_back(domain, cbid);
       (*names)[cbid] = writer_->Intern(CleanApiName(name));
     }
   };
   enable(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE, &runtime_names_);
   enable(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE, &driver_names_);
+}
+
+CUptiResult Collector::EnableActivity(bool enable) {
+  std::vector<CUpti_ActivityKind> kinds = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL};
+  if (!config_.kernels_only) kinds.insert(kinds.end(), {CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET});
+  for (CUpti_ActivityKind k : kinds)
+    if (CUptiResult r = enable ? ActivityEnable(k) : ActivityDisable(k); r != CUPTI_SUCCESS) return r;
+  return CUPTI_SUCCESS;
+}
+
+int Collector::SetBenchLevel(int level) {
+  if (!config_.bench_levels || level < 0 || level > 2 || !collecting()) return -1;
+  std::lock_guard<std::mutex> lock(bench_mu_);
+  const CuptiApi& api = Cupti();
+  for (const auto& [domain, cbid] : api_callbacks_)
+    if (CUptiResult r = api.EnableCallback(level == 2 ? 1 : 0, subscriber_, domain, cbid); r != CUPTI_SUCCESS)
+      return static_cast<int>(r);
+  return static_cast<int>(EnableActivity(level >= 1));
 }
 
 // ---- Periodic and final flush ---------------------------------------------------

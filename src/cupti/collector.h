@@ -52,6 +52,7 @@ struct Config {
   size_t max_pending_keys = 1u << 20;
   // TWINSCOPE_CUPTI_SKIP (benchmarks only): per-launch steps left out to measure their cost.
   bool skip_pending = false, skip_capture = false, skip_stream = false, skip_key = false;
+  bool bench_levels = false;  // TWINSCOPE_BENCH_LEVELS=1 (benchmarks only): SetBenchLevel works
   nlohmann::json ToJson() const;
   static Config FromEnv();
 };
@@ -93,11 +94,18 @@ class Collector : public NvtxListener {
 
   bool collecting() const { return collecting_.load(std::memory_order_acquire); }
 
+  // Benchmarks only (TWINSCOPE_BENCH_LEVELS=1): 0 disables the API callbacks and the activity kinds, 1
+  // enables the activity kinds only (the bare floor's setup), 2 everything. Call it between launches, with
+  // the GPU idle. Returns 0, -1 when not enabled or `level` is unknown, or the first CUPTI error.
+  int SetBenchLevel(int level);
+
  private:
   Collector() = default;
   void StartLocked();
   void SetupCupti();
   void EnableApiCallbacks(CUpti_SubscriberHandle subscriber);
+  // Enables (or disables) the activity kinds the configuration asks for.
+  CUptiResult EnableActivity(bool enable);
   void SetToolState(const std::string& state, const std::string& message, int cupti_result,
                     const std::string& other_subscriber = "");
   void FlushLoop();
@@ -129,6 +137,9 @@ class Collector : public NvtxListener {
   std::atomic<bool> collecting_{false};  // CUPTI set up and the trace open
   std::atomic<bool> finalized_{false};
   int pid_ = 0;
+  CUpti_SubscriberHandle subscriber_ = nullptr;
+  std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> api_callbacks_;  // what EnableApiCallbacks enabled
+  std::mutex bench_mu_;                                                           // SetBenchLevel
 
   LossCounters loss_;
   std::unique_ptr<LaunchSink> launch_sink_;

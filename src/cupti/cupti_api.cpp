@@ -91,6 +91,7 @@ bool LoadCupti(CuptiApi* api, std::string* loaded_from, std::string* error) {
   need("cuptiGetCallbackName", &api->GetCallbackName);
   need("cuptiActivityRegisterCallbacks", &api->ActivityRegisterCallbacks);
   need("cuptiActivityEnable", &api->ActivityEnable);
+  need("cuptiActivityDisable", &api->ActivityDisable);
   need("cuptiActivitySetAttribute", &api->ActivitySetAttribute);
   need("cuptiActivityGetNextRecord", &api->ActivityGetNextRecord);
   need("cuptiActivityGetNumDroppedRecords", &api->ActivityGetNumDroppedRecords);
@@ -140,6 +141,11 @@ CUptiResult Subscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc cal
 CUptiResult ActivityEnable(CUpti_ActivityKind kind) {
   if (g_cupti.multi_subscriber) return g_cupti.V2.ActivityEnable(g_subscriber, kind, nullptr);
   return g_cupti.ActivityEnable(kind);
+}
+
+CUptiResult ActivityDisable(CUpti_ActivityKind kind) {
+  if (g_cupti.multi_subscriber) return g_cupti.V2.ActivityDisable(g_subscriber, kind, nullptr);
+  return g_cupti.ActivityDisable(kind);
 }
 
 CUptiResult ActivitySetAttribute(CUpti_ActivityAttribute attr, size_t* size, void* value) {

@@ -24,6 +24,7 @@ struct CuptiApi {
   decltype(&cuptiGetCallbackName) GetCallbackName = nullptr;
   decltype(&cuptiActivityRegisterCallbacks) ActivityRegisterCallbacks = nullptr;
   decltype(&cuptiActivityEnable) ActivityEnable = nullptr;
+  decltype(&cuptiActivityDisable) ActivityDisable = nullptr;
   decltype(&cuptiActivitySetAttribute) ActivitySetAttribute = nullptr;
   decltype(&cuptiActivityGetNextRecord) ActivityGetNextRecord = nullptr;
   decltype(&cuptiActivityGetNumDroppedRecords) ActivityGetNumDroppedRecords = nullptr;
@@ -83,6 +84,7 @@ DriverApi& MutableDriver();
 CUptiResult Subscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback, void* userdata,
                       std::string* other);
 CUptiResult ActivityEnable(CUpti_ActivityKind kind);
+CUptiResult ActivityDisable(CUpti_ActivityKind kind);
 CUptiResult ActivitySetAttribute(CUpti_ActivityAttribute attr, size_t* size, void* value);
 CUptiResult ActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc requested,
                                       CUpti_BuffersCallbackCompleteFunc completed);

@@ -38,6 +38,8 @@
 
 namespace {
 
+const char* g_injection = "none";  // argv[1]
+
 volatile sig_atomic_t g_app_handler_called = 0;
 void AppHandler(int) { g_app_handler_called = 1; }
 
@@ -452,6 +454,27 @@ int Run(const std::string& scenario, Phase phase = Phase::kMain) {
     for (int i = 0; i < 2; ++i) Launch("_Z2k3v", 1, 32, FAKE_API_RUNTIME, s3);
     fakecupti_flush();
     std::printf("STREAM_ID_CALLS %llu\n", static_cast<unsigned long long>(fakecupti_stream_id_calls()));
+  } else if (scenario == "bench_levels") {
+    // The collector's benchmark levels (TWINSCOPE_BENCH_LEVELS=1): launches at
+    // level 2, 1, 0, then 2 again, each under its own kernel name.
+    void* lib = dlopen(g_injection, RTLD_NOW | RTLD_NOLOAD);
+    auto set = lib ? reinterpret_cast<int (*)(int)>(dlsym(lib, "twinscope_bench_level")) : nullptr;
+    if (!set) {
+      std::fprintf(stderr, "twinscope_bench_level not found in %s\n", g_injection);
+      return 1;
+    }
+    const struct {
+      int level, launches;
+      const char* kernel;
+    } phases[] = {{2, 3, "_Z2l2v"}, {1, 4, "_Z2l1v"}, {0, 5, "_Z2l0v"}, {2, 2, "_Z3l2bv"}};
+    for (const auto& p : phases) {
+      std::printf("LEVEL %d -> %d\n", p.level, set(p.level));
+      nvtxRangePushA("phase");
+      for (int i = 0; i < p.launches; ++i) Launch(p.kernel, 1, 32);
+      nvtxRangePop();
+      fakecupti_flush();
+    }
+    std::printf("LEVEL 9 -> %d\n", set(9));
   } else if (scenario == "eager_throughput") {
     // Not a ctest: the collector's eager launch path on CPU (for perf).
     // FAKE_LAUNCHES runtime launches of one kernel inside an NVTX range, flushed every 1000.
@@ -561,6 +584,7 @@ int main(int argc, char** argv) {
   if (scenario == "held") fakecupti_hold_seat();
   if (scenario == "sigterm_handler") signal(SIGTERM, AppHandler);
   if (scenario == "own_first" || scenario == "own_clock") Run(scenario, Phase::kBeforeInjection);
+  g_injection = argv[1];
   if (std::string(argv[1]) != "none")
     if (int rc = LoadInjection(argv[1])) return rc;
   fakecupti_create_context(0);

@@ -297,6 +297,40 @@ TEST_P(CuptiE2E, LaunchApiVariantsCaptureAndFailures) {
   for (const auto& l : t.launches) EXPECT_EQ(t.S(l.key.path), "apis#0");
 }
 
+// The benchmarks' levels (bench_kernels --levels): with TWINSCOPE_BENCH_LEVELS=1
+// the program can switch the collector to nothing (0), activity only (1) and
+// everything (2); the records show each level did what it says, and the
+// kernels traced without their launch are counted. Without the variable the
+// switch does nothing.
+TEST_P(CuptiE2E, BenchLevelsSwitchCallbacksAndActivityOnlyWhenAsked) {
+  for (bool enabled : {true, false}) {
+    SCOPED_TRACE(enabled ? "TWINSCOPE_BENCH_LEVELS=1" : "unset");
+    std::map<std::string, std::string> env;
+    if (enabled) env["TWINSCOPE_BENCH_LEVELS"] = "1";
+    RunResult r = Run("bench_levels", env);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string want = enabled ? "LEVEL 2 -> 0\nLEVEL 1 -> 0\nLEVEL 0 -> 0\nLEVEL 2 -> 0\nLEVEL 9 -> -1\n"
+                                     : "LEVEL 2 -> -1\nLEVEL 1 -> -1\nLEVEL 0 -> -1\nLEVEL 2 -> -1\nLEVEL 9 -> -1\n";
+    EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
+    Trace t = Read();
+    std::map<std::string, int> kernels, launches, apis;
+    for (const auto& k : t.kernels) kernels[t.S(k.name)]++;
+    for (const auto& l : t.launches) launches[t.S(l.kernel)]++;
+    EXPECT_EQ(kernels["_Z2l2v"], 3);
+    EXPECT_EQ(kernels["_Z3l2bv"], 2);
+    EXPECT_EQ(kernels["_Z2l1v"], 4) << "level 1 keeps kernel activity";
+    EXPECT_EQ(kernels["_Z2l0v"], enabled ? 0 : 5) << "level 0 disables kernel activity";
+    EXPECT_EQ(launches["_Z2l2v"], 3);
+    EXPECT_EQ(launches["_Z3l2bv"], 2);
+    EXPECT_EQ(launches["_Z2l1v"], enabled ? 0 : 4) << "level 1 disables the API callbacks";
+    EXPECT_EQ(launches["_Z2l0v"], enabled ? 0 : 5);
+    EXPECT_EQ(t.apis.size(), enabled ? 5u : 14u);
+    EXPECT_EQ(t.Counter("launches_seen"), enabled ? 5u : 14u);
+    EXPECT_EQ(t.Counter("kernel_records"), enabled ? 9u : 14u);
+    EXPECT_EQ(t.Counter("kernel_records_no_launch_key"), enabled ? 4u : 0u);
+  }
+}
+
 // Stream ids come from CUPTI once per stream and thread, not per launch, and a
 // destroyed stream's handle, reused by the driver for a new stream, gets the
 // new stream's id.
