@@ -34,8 +34,10 @@
 #                                 activity only (1, the bare floor) and everything (2) between bursts,
 #                                 LEVEL_ROUNDS (8) rounds of EAGER (20,000) calls per level; PROCS (6)
 #                                 processes of each of LEVELS_VARIANTS (twinscope bare_cb bare_act_ext
-#                                 bare_cb_launch), interleaved, and plain processes to check level 0
-#                                 against no injection; per variant, (L2-L0)/(L1-L0) per round (~3 min)
+#                                 bare_cb_launch; also ts_skip_<step[+step]> / ts_skip_all: twinscope with
+#                                 TWINSCOPE_CUPTI_SKIP, ts_no_api: without API records), interleaved, and
+#                                 plain processes to check level 0 against no injection; per variant,
+#                                 L2-L1 (what the callbacks and their work cost) and (L2-L0)/(L1-L0) (~3 min)
 # Environment: BUILD_DIR (default build-gpu), REPLAYS (stress, default 600000),
 # LONG_REPLAYS (default 300000), PYTHON (default /opt/torch/.venv/bin/python, then python3),
 # KILL_AFTER (sigkill, seconds, default 20).
@@ -250,8 +252,17 @@ if [[ $MODE == levels ]]; then
         bare_cb_launch) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_CALLBACKS=launch) ;;
         bare_act) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_API_ACTIVITY=1) ;;
         bare_act_ext) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_API_ACTIVITY=ext) ;;
-        twinscope) run=(env CUDA_INJECTION64_PATH="$LIB" NVTX_INJECTION64_PATH="$LIB" TWINSCOPE_OUTPUT="$LOG/levels.tsc"
-          TWINSCOPE_BENCH_LEVELS=1 TWINSCOPE_QUIET=1) ;;
+        twinscope | ts_skip_* | ts_no_api)
+          run=(env CUDA_INJECTION64_PATH="$LIB" NVTX_INJECTION64_PATH="$LIB" TWINSCOPE_OUTPUT="$LOG/levels.tsc"
+            TWINSCOPE_BENCH_LEVELS=1 TWINSCOPE_QUIET=1)
+          # ts_skip_<steps>: TWINSCOPE_CUPTI_SKIP=<steps> ('+' between steps; all: every one), to see what each costs.
+          if [[ $v == ts_skip_* ]]; then
+            skip=${v#ts_skip_}
+            [[ $skip == all ]] && skip=pending+capture+stream+key+clock
+            run+=(TWINSCOPE_CUPTI_SKIP="${skip//+/,}")
+          fi
+          [[ $v == ts_no_api ]] && run+=(TWINSCOPE_KINDS=kernel,memcpy,memset,nvtx)
+          ;;
         *)
           echo "gpu_cupti.sh levels: unknown variant $v" >&2
           exit 2

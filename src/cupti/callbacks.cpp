@@ -101,8 +101,11 @@ constexpr std::array<LaunchApiInfo, N> LaunchTable() {
 constexpr auto kRuntimeLaunches = LaunchTable<CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE>();
 constexpr auto kDriverLaunches = LaunchTable<CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE>();
 
-uint64_t Now() {
+// skip_clock (TWINSCOPE_CUPTI_SKIP=clock, benchmarks only): the host clock
+// instead of CUPTI's, to measure what CUPTI's costs.
+uint64_t Now(bool skip_clock) {
   uint64_t t = 0;
+  if (skip_clock) return MonotonicNs();
   if (Cupti().GetTimestamp(&t) == CUPTI_SUCCESS) return t;
   return MonotonicNs();
 }
@@ -222,7 +225,7 @@ void Collector::OnApi(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
   const LaunchApiInfo launch = runtime ? (cbid < kRuntimeLaunches.size() ? kRuntimeLaunches[cbid] : LaunchApiInfo{})
                                        : (cbid < kDriverLaunches.size() ? kDriverLaunches[cbid] : LaunchApiInfo{});
   if (cb->callbackSite == CUPTI_API_ENTER) {
-    const uint64_t now = Now();
+    const uint64_t now = Now(config_.skip_clock);
     if (cb->correlationData) *cb->correlationData = now;
     if (launch.api != LaunchApi::kNone) OnLaunchEnter(launch, cb, now);
     return;
@@ -235,7 +238,7 @@ void Collector::OnApi(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
     if (flags) launches_->PushWith<ExitOp>(t.ring, [&](ExitOp& e) { e.flags = flags; });
     return;
   }
-  const uint64_t end_ns = Now();
+  const uint64_t end_ns = Now(config_.skip_clock);
   launches_->PushWith<ExitOp>(t.ring, [&](ExitOp& e) {
     e.flags = flags | kExitApiRecord;
     e.domain = static_cast<uint8_t>(runtime ? ApiDomain::kRuntime : ApiDomain::kDriver);
