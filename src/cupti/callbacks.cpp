@@ -201,6 +201,7 @@ bool ReadKernelLaunch(LaunchApi api, const CUpti_CallbackData* cb, KernelLaunch*
 // them (prologues, register saves) were a fifth of its instructions.
 [[gnu::flatten]] void Collector::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
   if (!collecting() || !data) return;
+  if (config_.skip_callback && domain != CUPTI_CB_DOMAIN_RESOURCE) return;  // benchmarks only
   if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
     OnResource(cbid, static_cast<const CUpti_ResourceData*>(data));
   } else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API) {
@@ -234,6 +235,7 @@ void Collector::OnApi(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
   if (launch.api == LaunchApi::kNone && !config_.write_api) return;
   ThreadState& t = State();
   uint8_t flags = launch.api != LaunchApi::kNone ? OnLaunchExit(t, cb) : 0;
+  if (config_.skip_ring) return;  // benchmarks only
   if (!config_.write_api) {
     if (flags) launches_->PushWith<ExitOp>(t.ring, [&](ExitOp& e) { e.flags = flags; });
     return;
@@ -341,6 +343,7 @@ void Collector::OnLaunchEnter(LaunchApiInfo info, const CUpti_CallbackData* cb, 
   }
   const KernelName* name = KernelNameOf(t, k.name);
   const uint32_t stream = stream_id(k.stream);
+  if (config_.skip_ring) return;  // benchmarks only: the facts are read, nothing is queued
   announce_frame();
   launches_->PushWith<KernelOp>(t.ring, [&](KernelOp& op) {
     op.device = device;

@@ -143,6 +143,8 @@ Config Config::FromEnv() {
   c.skip_stream = skip.find(",stream,") != std::string::npos;
   c.skip_key = skip.find(",key,") != std::string::npos;
   c.skip_clock = skip.find(",clock,") != std::string::npos;
+  c.skip_ring = skip.find(",ring,") != std::string::npos;
+  c.skip_callback = skip.find(",callback,") != std::string::npos;
   if (skip != ",,")
     LogError("%s=%s: benchmark mode, the trace is missing what is skipped", env::kCuptiSkip, skip.c_str());
   c.bench_levels = EnvInt(env::kBenchLevels, 0) == 1;

@@ -51,7 +51,8 @@ struct Config {
   size_t max_buffered_bytes = 64u << 20;
   size_t max_pending_keys = 1u << 20;
   // TWINSCOPE_CUPTI_SKIP (benchmarks only): per-launch steps left out to measure their cost.
-  bool skip_pending = false, skip_capture = false, skip_stream = false, skip_key = false, skip_clock = false;
+  bool skip_pending = false, skip_capture = false, skip_stream = false, skip_key = false, skip_clock = false,
+       skip_ring = false, skip_callback = false;
   bool bench_levels = false;  // TWINSCOPE_BENCH_LEVELS=1 (benchmarks only): SetBenchLevel works
   nlohmann::json ToJson() const;
   static Config FromEnv();
