@@ -35,8 +35,7 @@
 #                                 LEVEL_ROUNDS (8) rounds of EAGER (20,000) calls per level; PROCS (6)
 #                                 processes of each of LEVELS_VARIANTS (twinscope bare_cb bare_act_ext
 #                                 bare_cb_launch; also ts_skip_<step[+step]> / ts_skip_all: twinscope with
-#                                 TWINSCOPE_CUPTI_SKIP, ts_no_api: without API records, ts_nogate: with
-#                                 TWINSCOPE_CAPTURE_GATE=0), interleaved, and
+#                                 TWINSCOPE_CUPTI_SKIP, ts_no_api: without API records), interleaved, and
 #                                 plain processes to check level 0 against no injection; per variant,
 #                                 L2-L1 (what the callbacks and their work cost) and (L2-L0)/(L1-L0) (~3 min)
 # Environment: BUILD_DIR (default build-gpu), REPLAYS (stress, default 600000),
@@ -253,7 +252,7 @@ if [[ $MODE == levels ]]; then
         bare_cb_launch) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_CALLBACKS=launch) ;;
         bare_act) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_API_ACTIVITY=1) ;;
         bare_act_ext) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_API_ACTIVITY=ext) ;;
-        twinscope | ts_skip_* | ts_no_api | ts_nogate)
+        twinscope | ts_skip_* | ts_no_api)
           run=(env CUDA_INJECTION64_PATH="$LIB" NVTX_INJECTION64_PATH="$LIB" TWINSCOPE_OUTPUT="$LOG/levels.tsc"
             TWINSCOPE_BENCH_LEVELS=1 TWINSCOPE_QUIET=1)
           # ts_skip_<steps>: TWINSCOPE_CUPTI_SKIP=<steps> ('+' between steps; all: every one), to see what each costs.
@@ -263,7 +262,6 @@ if [[ $MODE == levels ]]; then
             run+=(TWINSCOPE_CUPTI_SKIP="${skip//+/,}")
           fi
           [[ $v == ts_no_api ]] && run+=(TWINSCOPE_KINDS=kernel,memcpy,memset,nvtx)
-          [[ $v == ts_nogate ]] && run+=(TWINSCOPE_CAPTURE_GATE=0)
           ;;
         *)
           echo "gpu_cupti.sh levels: unknown variant $v" >&2

@@ -23,9 +23,6 @@ inline constexpr char kDeviceBufferSizeMb[] = "TWINSCOPE_DEVICE_BUFFER_SIZE_MB";
 // queued: no launch or API records), callback (API callbacks return at once). Breaks the data it skips;
 // never for real use.
 inline constexpr char kCuptiSkip[] = "TWINSCOPE_CUPTI_SKIP";
-// 0: every launch asks the driver whether its stream is capturing (default 1: only while a capture that
-// began is not yet ended).
-inline constexpr char kCaptureGate[] = "TWINSCOPE_CAPTURE_GATE";
 // Benchmarks only (bench_kernels --levels): 1 lets the program switch the collector, between bursts, to
 // level 0 (nothing enabled), 1 (activity only, as the bare floor) or 2 (everything) through the exported
 // twinscope_bench_level(), so one process measures all three. The trace misses what is switched off.

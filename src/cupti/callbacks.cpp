@@ -31,7 +31,6 @@ struct ThreadState {
   int depth = 0;
   bool registered = false;       // its enter op was queued
   bool capturing = false;        // recorded into a graph under stream capture
-  int capture_api_depth = 0;     // inside a Begin/EndCapture call (the runtime's calls the driver's)
   uint64_t announced_frame = 0;  // RangeStack serial of the last PathOp queued (0: none)
 
   // Memo of CUPTI stream ids: cuptiGetStreamIdEx on every launch cost ~0.6 us
@@ -91,12 +90,6 @@ struct ThreadStateOwner {
 thread_local ThreadStateOwner t_state_owner;
 
 std::atomic<uint64_t> g_stream_generation{1};
-
-// Stream captures begun and not yet ended, in the whole process. While none is,
-// no stream can be capturing (a stream joins a capture only through one begun
-// elsewhere), so launches skip asking the driver (cuStreamIsCapturing cost
-// ~150 ns a launch on the H200, bench/RESULTS.md section 25).
-std::atomic<int64_t> g_captures_active{0};
 
 // ClassifyLaunch for every callback id, computed at compile time.
 template <CUpti_CallbackDomain D, size_t N>
@@ -226,40 +219,10 @@ ThreadState& Collector::State() {
   return *s;
 }
 
-void Collector::OnCaptureApi(CaptureApi kind, const CUpti_CallbackData* cb) {
-  ThreadState& t = State();
-  if (cb->callbackSite == CUPTI_API_ENTER) {
-    ++t.capture_api_depth;
-    return;
-  }
-  if (cb->callbackSite != CUPTI_API_EXIT || t.capture_api_depth == 0 || --t.capture_api_depth > 0) return;
-  const int rv = ReturnValue(cb);
-  if (kind == CaptureApi::kBegin) {
-    if (rv == 0) g_captures_active.fetch_add(1, std::memory_order_acq_rel);
-    return;
-  }
-  // An end that failed because the capture was invalidated still ends it (901 in both APIs); one that
-  // failed otherwise (no capture on that stream) ends nothing.
-  if (rv != 0 && rv != 901) return;
-  int64_t n = g_captures_active.load(std::memory_order_acquire);
-  while (n > 0 && !g_captures_active.compare_exchange_weak(n, n - 1, std::memory_order_acq_rel)) {
-  }
-}
-
-bool Collector::CaptureCheckNeeded() const {
-  if (config_.skip_capture) return false;
-  return !config_.capture_gate || g_captures_active.load(std::memory_order_acquire) > 0;
-}
-
 void Collector::OnApi(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
   const auto& names = runtime ? runtime_names_ : driver_names_;
-  if (cbid >= names.size()) return;
-  if (names[cbid] == 0) {
-    const auto& capture = runtime ? runtime_capture_ : driver_capture_;
-    if (cbid < capture.size() && capture[cbid] != CaptureApi::kNone) OnCaptureApi(capture[cbid], cb);
-    return;
-  }
+  if (cbid >= names.size() || names[cbid] == 0) return;
   const LaunchApiInfo launch = runtime ? (cbid < kRuntimeLaunches.size() ? kRuntimeLaunches[cbid] : LaunchApiInfo{})
                                        : (cbid < kDriverLaunches.size() ? kDriverLaunches[cbid] : LaunchApiInfo{});
   if (cb->callbackSite == CUPTI_API_ENTER) {
@@ -346,7 +309,7 @@ void Collector::OnLaunchEnter(LaunchApiInfo info, const CUpti_CallbackData* cb, 
         stream = p->hStream;
       }
     }
-    if (CaptureCheckNeeded() && Capturing(stream, info.per_thread_stream)) {
+    if (Capturing(stream, info.per_thread_stream)) {
       t.capturing = true;
       return;
     }
@@ -374,7 +337,7 @@ void Collector::OnLaunchEnter(LaunchApiInfo info, const CUpti_CallbackData* cb, 
 
   KernelLaunch k;
   if (!ReadKernelLaunch(info.api, cb, &k)) k.name = cb->symbolName;
-  if (CaptureCheckNeeded() && Capturing(k.stream, info.per_thread_stream)) {
+  if (!config_.skip_capture && Capturing(k.stream, info.per_thread_stream)) {
     t.capturing = true;
     return;
   }

@@ -147,7 +147,6 @@ Config Config::FromEnv() {
   c.skip_callback = skip.find(",callback,") != std::string::npos;
   if (skip != ",,")
     LogError("%s=%s: benchmark mode, the trace is missing what is skipped", env::kCuptiSkip, skip.c_str());
-  c.capture_gate = EnvInt(env::kCaptureGate, 1) != 0;
   c.bench_levels = EnvInt(env::kBenchLevels, 0) == 1;
   if (c.bench_levels)
     LogError("%s=1: benchmark mode, the program may switch tracing off; the trace misses what it does then",
@@ -190,8 +189,7 @@ nlohmann::json Config::ToJson() const {
           {"device_buffer_size_mb", device_buffer_size_mb},
           {"flush_ms", flush_ms},
           {"max_buffered_bytes", max_buffered_bytes},
-          {"max_pending_launch_keys", max_pending_keys},
-          {"capture_check", capture_gate ? "while a capture is under way" : "every launch"}};
+          {"max_pending_launch_keys", max_pending_keys}};
 }
 
 // ---- BufferPool --------------------------------------------------------------
@@ -426,29 +424,19 @@ void Collector::SetupCupti() {
 
 void Collector::EnableApiCallbacks(CUpti_SubscriberHandle subscriber) {
   const CuptiApi& api = Cupti();
-  auto enable = [&](CUpti_CallbackDomain domain, uint32_t size, std::vector<StringId>* names,
-                    std::vector<CaptureApi>* capture) {
+  auto enable = [&](CUpti_CallbackDomain domain, uint32_t size, std::vector<StringId>* names) {
     names->assign(size, 0);
-    capture->assign(size, CaptureApi::kNone);
     for (uint32_t cbid = 1; cbid < size; ++cbid) {
       const char* name = nullptr;
       if (api.GetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS || !name) continue;
-      // Begin/EndCapture (every variant): followed so launches ask about capture only while one is under way.
-      const bool begin = std::strstr(name, "BeginCapture") != nullptr, end = std::strstr(name, "EndCapture") != nullptr;
-      if (config_.capture_gate && (begin || end)) {
-        CUPTI_SETUP(api.EnableCallback(1, subscriber, domain, cbid));
-        api_callbacks_.emplace_back(domain, cbid);
-        (*capture)[cbid] = begin ? CaptureApi::kBegin : CaptureApi::kEnd;
-        continue;
-      }
       if (ClassifyLaunch(domain, cbid).api == LaunchApi::kNone && !IsCopyApi(name)) continue;
       CUPTI_SETUP(api.EnableCallback(1, subscriber, domain, cbid));
       api_callbacks_.emplace_back(domain, cbid);
       (*names)[cbid] = writer_->Intern(CleanApiName(name));
     }
   };
-  enable(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE, &runtime_names_, &runtime_capture_);
-  enable(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE, &driver_names_, &driver_capture_);
+  enable(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE, &runtime_names_);
+  enable(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE, &driver_names_);
 }
 
 CUptiResult Collector::EnableActivity(bool enable) {

@@ -39,9 +39,6 @@ namespace twinscope::cupti {
 
 struct ThreadState;  // callbacks.cpp: an application thread's launch-path state
 
-// The stream-capture APIs the collector follows (callbacks.cpp).
-enum class CaptureApi : uint8_t { kNone, kBegin, kEnd };
-
 // Configuration from the TWINSCOPE_* environment (base/env_names.h).
 struct Config {
   std::string output;
@@ -56,9 +53,6 @@ struct Config {
   // TWINSCOPE_CUPTI_SKIP (benchmarks only): per-launch steps left out to measure their cost.
   bool skip_pending = false, skip_capture = false, skip_stream = false, skip_key = false, skip_clock = false,
        skip_ring = false, skip_callback = false;
-  // TWINSCOPE_CAPTURE_GATE=0: ask the driver whether the stream is capturing at every launch, not only
-  // while a capture is under way (the default, 1).
-  bool capture_gate = true;
   bool bench_levels = false;  // TWINSCOPE_BENCH_LEVELS=1 (benchmarks only): SetBenchLevel works
   nlohmann::json ToJson() const;
   static Config FromEnv();
@@ -131,10 +125,6 @@ class Collector : public NvtxListener {
   // thread's LaunchRing; launches_ turns them into keys and records.
   void OnApi(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb);
   void OnLaunchEnter(LaunchApiInfo info, const CUpti_CallbackData* cb, uint64_t enter_ns);
-  // Begin/EndCapture calls: count the captures under way.
-  void OnCaptureApi(CaptureApi kind, const CUpti_CallbackData* cb);
-  // Whether a launch must ask the driver if its stream is capturing.
-  bool CaptureCheckNeeded() const;
   uint8_t OnLaunchExit(ThreadState& t, const CUpti_CallbackData* cb);  // ExitFlags
   const KernelName* KernelNameOf(ThreadState& t, const char* name);
   ThreadState& State();
@@ -150,7 +140,6 @@ class Collector : public NvtxListener {
   int pid_ = 0;
   CUpti_SubscriberHandle subscriber_ = nullptr;
   std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> api_callbacks_;  // what EnableApiCallbacks enabled
-  std::vector<CaptureApi> runtime_capture_, driver_capture_;                      // by cbid
   std::mutex bench_mu_;                                                           // SetBenchLevel
 
   LossCounters loss_;

@@ -454,23 +454,6 @@ int Run(const std::string& scenario, Phase phase = Phase::kMain) {
     for (int i = 0; i < 2; ++i) Launch("_Z2k3v", 1, 32, FAKE_API_RUNTIME, s3);
     fakecupti_flush();
     std::printf("STREAM_ID_CALLS %llu\n", static_cast<unsigned long long>(fakecupti_stream_id_calls()));
-  } else if (scenario == "capture_gate") {
-    // Eager launches, then a capture begun on s1 that s2 joins (no API call of
-    // its own), a launch into each, the capture ended, eager launches again:
-    // how often the collector asked the driver whether a stream was capturing.
-    CUstream s1 = fakecupti_create_stream(), s2 = fakecupti_create_stream();
-    for (int i = 0; i < 3; ++i) Launch("_Z5eagerv", 1, 32, FAKE_API_RUNTIME, s1);
-    std::printf("CALLS_A %llu\n", static_cast<unsigned long long>(fakecuda_is_capturing_calls()));
-    fakecupti_set_capturing(s1, 1);
-    fakecupti_join_capture(s2, 1);
-    Launch("_Z4capv", 1, 32, FAKE_API_RUNTIME, s1);
-    Launch("_Z4capv", 1, 32, FAKE_API_DRIVER, s2);
-    std::printf("CALLS_B %llu\n", static_cast<unsigned long long>(fakecuda_is_capturing_calls()));
-    fakecupti_join_capture(s2, 0);
-    fakecupti_set_capturing(s1, 0);
-    for (int i = 0; i < 2; ++i) Launch("_Z5afterv", 1, 32, FAKE_API_RUNTIME, s2);
-    std::printf("CALLS_C %llu\n", static_cast<unsigned long long>(fakecuda_is_capturing_calls()));
-    fakecupti_flush();
   } else if (scenario == "bench_levels") {
     // The collector's benchmark levels (TWINSCOPE_BENCH_LEVELS=1): launches at
     // level 2, 1, 0, then 2 again, each under its own kernel name.

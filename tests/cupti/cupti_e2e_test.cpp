@@ -297,39 +297,6 @@ TEST_P(CuptiE2E, LaunchApiVariantsCaptureAndFailures) {
   for (const auto& l : t.launches) EXPECT_EQ(t.S(l.key.path), "apis#0");
 }
 
-// Launches ask the driver whether their stream is capturing only while a
-// capture is under way (begun, not yet ended, anywhere in the process): a
-// stream that joined another's capture is still caught, and eager launches
-// outside captures cost no driver call. TWINSCOPE_CAPTURE_GATE=0 asks at
-// every launch; the records are the same either way.
-TEST_P(CuptiE2E, CaptureCheckRunsOnlyWhileACaptureIsUnderWay) {
-  for (bool gate : {true, false}) {
-    SCOPED_TRACE(gate ? "gate on (default)" : "TWINSCOPE_CAPTURE_GATE=0");
-    std::map<std::string, std::string> env;
-    if (!gate) env["TWINSCOPE_CAPTURE_GATE"] = "0";
-    RunResult r = Run("capture_gate", env);
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_NE(r.out.find(gate ? "CALLS_A 0\nCALLS_B 2\nCALLS_C 2\n" : "CALLS_A 3\nCALLS_B 5\nCALLS_C 7\n"),
-              std::string::npos)
-        << r.out;
-    Trace t = Read();
-    std::map<std::string, int> kernels, launches;
-    for (const auto& k : t.kernels) kernels[t.S(k.name)]++;
-    for (const auto& l : t.launches) launches[t.S(l.kernel)]++;
-    EXPECT_EQ(kernels["_Z5eagerv"], 3);
-    EXPECT_EQ(kernels["_Z5afterv"], 2);
-    EXPECT_EQ(kernels.count("_Z4capv"), 0u);
-    EXPECT_EQ(launches["_Z5eagerv"], 3);
-    EXPECT_EQ(launches["_Z5afterv"], 2);
-    EXPECT_EQ(launches.count("_Z4capv"), 0u);
-    EXPECT_EQ(t.Counter("launches_during_capture"), 2u);
-    EXPECT_EQ(t.Counter("launches_seen"), 5u);
-    EXPECT_EQ(t.Counter("kernel_records"), 5u);
-    EXPECT_EQ(t.Counter("kernel_records_missing"), 0u);
-    EXPECT_EQ(t.Counter("kernel_records_no_launch_key"), 0u);
-  }
-}
-
 // The benchmarks' levels (bench_kernels --levels): with TWINSCOPE_BENCH_LEVELS=1
 // the program can switch the collector to nothing (0), activity only (1) and
 // everything (2); the records show each level did what it says, and the

@@ -47,12 +47,7 @@ FAKE_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
-std::atomic<uint64_t> g_is_capturing_calls{0};
-
-FAKE_EXPORT uint64_t fakecuda_is_capturing_calls(void) { return g_is_capturing_calls.load(); }
-
 FAKE_EXPORT CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) {
-  g_is_capturing_calls.fetch_add(1, std::memory_order_relaxed);
   bool real_stream = s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD;
   *status = real_stream && s->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
   return CUDA_SUCCESS;

@@ -559,11 +559,6 @@ const CallbackName kNames[] = {
     {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060, "cudaLaunchKernelExC_v11060"},
     {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, "cudaGraphLaunch_v10000"},
     {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, "cudaStreamSynchronize_v3020"},
-    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_v10000,
-     "cudaStreamBeginCapture_v10000"},
-    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_v10000, "cudaStreamEndCapture_v10000"},
-    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2, "cuStreamBeginCapture_v2"},
-    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture, "cuStreamEndCapture"},
     {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel"},
     {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, "cuLaunchKernelEx"},
     {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, "cuGraphLaunch"},
@@ -1034,22 +1029,6 @@ FAKE_EXPORT void fakecupti_destroy_stream(CUstream stream) {
 
 FAKE_EXPORT void fakecupti_set_capturing(CUstream stream, int capturing) {
   ROUTE(fakecupti_set_capturing, stream, capturing);
-  int result = 0;
-  const bool begin = capturing != 0;
-  ApiCall(CUPTI_CB_DOMAIN_RUNTIME_API,
-          begin ? CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_v10000
-                : CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_v10000,
-          begin ? "cudaStreamBeginCapture" : "cudaStreamEndCapture", nullptr, nullptr, &result, [&](uint32_t) {
-            ApiCall(
-                CUPTI_CB_DOMAIN_DRIVER_API,
-                begin ? CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2 : CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture,
-                begin ? "cuStreamBeginCapture_v2" : "cuStreamEndCapture", nullptr, nullptr, &result,
-                [&](uint32_t) { stream->capturing = begin; });
-          });
-}
-
-FAKE_EXPORT void fakecupti_join_capture(CUstream stream, int capturing) {
-  ROUTE(fakecupti_join_capture, stream, capturing);
   stream->capturing = capturing != 0;
 }
 

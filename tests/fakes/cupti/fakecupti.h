@@ -51,13 +51,7 @@ CUstream fakecupti_create_stream(void);  // may return a destroyed stream's hand
 // Fires RESOURCE STREAM_DESTROY_STARTING; the handle may come back from fakecupti_create_stream.
 void fakecupti_destroy_stream(CUstream stream);
 uint64_t fakecupti_stream_id_calls(void);  // cuptiGetStreamIdEx calls so far
-// Begins (1) or ends (0) a stream capture the way the runtime does: cudaStreamBeginCapture /
-// cudaStreamEndCapture API callbacks around the driver's cuStreamBeginCapture_v2 / cuStreamEndCapture.
 void fakecupti_set_capturing(CUstream stream, int capturing);
-// A stream joins (1) or leaves (0) a capture begun on another stream (as after cudaStreamWaitEvent on an
-// event recorded in the capturing stream): no API call of its own.
-void fakecupti_join_capture(CUstream stream, int capturing);
-uint64_t fakecuda_is_capturing_calls(void);  // cuStreamIsCapturing calls so far (libcuda fake)
 
 // Graphs. Nodes are kept in the order added (cuGraphGetNodes order).
 CUgraph fakecupti_graph_create(void);
