@@ -37,7 +37,8 @@
 #                                 bare_cb_launch; also ts_skip_<step[+step]> / ts_skip_all: twinscope with
 #                                 TWINSCOPE_CUPTI_SKIP, ts_no_api: without API records), interleaved, and
 #                                 plain processes to check level 0 against no injection; per variant,
-#                                 L2-L1 (what the callbacks and their work cost) and (L2-L0)/(L1-L0) (~3 min)
+#                                 L2-L1 (what the callbacks and their work cost) and (L2-L0)/(L1-L0); then
+#                                 bench_kernels --primitives (clock reads, cuptiGetTimestamp, ...) (~3 min)
 # Environment: BUILD_DIR (default build-gpu), REPLAYS (stress, default 600000),
 # LONG_REPLAYS (default 300000), PYTHON (default /opt/torch/.venv/bin/python, then python3),
 # KILL_AFTER (sigkill, seconds, default 20).
@@ -291,6 +292,11 @@ if [[ $MODE == levels ]]; then
     "$PROCS processes per variant x $LEVEL_ROUNDS rounds x $EAGER calls; results: $RESULTS"
   python3 bench/gpu/summarize_levels.py "$RESULTS" | tee "$LOG/summary.txt"
   rc=${PIPESTATUS[0]}
+  # What the launch path's primitives cost on this host, under the collector (CUPTI loaded, tracing).
+  echo "== primitives per call on this host (bench_kernels --primitives, under twinscope):" | tee -a "$LOG/summary.txt"
+  traced "$LOG/levels.tsc" TWINSCOPE_QUIET=1 "$BIN/bench_kernels" --primitives "${PRIMITIVES:-1000000}" \
+    2>>"$RUNS" | tee -a "$LOG/summary.txt" || rc=1
+  rm -f "$LOG/levels.tsc"
   ((failures == 0 && rc == 0))
   exit $?
 fi

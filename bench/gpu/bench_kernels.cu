@@ -20,9 +20,16 @@
 //     three, so the noise between processes (placement, clocks) cancels.
 //     Prints {"workload": "levels", "round", "level", "ns_per_kernel"} per
 //     phase, and nothing else.
+//   primitives (--primitives N): N calls each of what the collector's launch
+//     path calls per launch, on this host: clock_gettime (three clocks),
+//     cuptiGetTimestamp (when an injection loaded CUPTI), cuStreamIsCapturing;
+//     ns per call, and which clock cuptiGetTimestamp reads (its offset to
+//     each). Prints {"workload": "prim_<name>", "ns_per_call"} lines and
+//     {"workload": "cupti_clock", ...}, and nothing else.
 // Usage: bench_kernels [--eager N] [--eager-burst B[,B...]] [--graph-kernels K] [--graph-replays R] [--levels R]
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -69,6 +76,53 @@ static double BurstNs(long long n, long long burst, cudaStream_t s, int* counter
   return calls_s * 1e9 / static_cast<double>(n);
 }
 
+template <typename Fn>
+static void TimeCalls(const char* name, long long n, Fn&& fn) {
+  fn();  // first call outside the timing (lazy binding)
+  const auto t0 = Clock::now();
+  for (long long i = 0; i < n; ++i) fn();
+  const double ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / static_cast<double>(n);
+  std::printf("{\"workload\": \"prim_%s\", \"calls\": %lld, \"ns_per_call\": %.1f}\n", name, n, ns);
+}
+
+static uint64_t ClockNs(clockid_t id) {
+  timespec ts;
+  clock_gettime(id, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+static int Primitives(long long n, cudaStream_t s) {
+  volatile uint64_t sink = 0;
+  TimeCalls("clock_monotonic", n, [&] { sink = sink + ClockNs(CLOCK_MONOTONIC); });
+  TimeCalls("clock_monotonic_raw", n, [&] { sink = sink + ClockNs(CLOCK_MONOTONIC_RAW); });
+  TimeCalls("clock_realtime", n, [&] { sink = sink + ClockNs(CLOCK_REALTIME); });
+  using GetTimestamp = int (*)(uint64_t*);
+  auto cupti_ts = reinterpret_cast<GetTimestamp>(dlsym(RTLD_DEFAULT, "cuptiGetTimestamp"));
+  if (cupti_ts) {
+    TimeCalls("cuptiGetTimestamp", n, [&] {
+      uint64_t t = 0;
+      cupti_ts(&t);
+      sink = sink + t;
+    });
+    uint64_t c = 0;
+    const uint64_t mono = ClockNs(CLOCK_MONOTONIC), raw = ClockNs(CLOCK_MONOTONIC_RAW), real = ClockNs(CLOCK_REALTIME);
+    cupti_ts(&c);
+    std::printf("{\"workload\": \"cupti_clock\", \"minus_monotonic_ns\": %lld, \"minus_monotonic_raw_ns\": %lld, "
+                "\"minus_realtime_ns\": %lld}\n",
+                static_cast<long long>(c - mono), static_cast<long long>(c - raw), static_cast<long long>(c - real));
+  }
+  using IsCapturing = int (*)(cudaStream_t, int*);
+  auto is_capturing = reinterpret_cast<IsCapturing>(dlsym(RTLD_DEFAULT, "cuStreamIsCapturing"));
+  if (is_capturing)
+    TimeCalls("cuStreamIsCapturing", n, [&] {
+      int status = 0;
+      is_capturing(s, &status);
+      sink = sink + static_cast<uint64_t>(status);
+    });
+  std::fflush(stdout);
+  return 0;
+}
+
 static int Levels(long long rounds, long long n, cudaStream_t s, int* counter) {
   const char* path = std::getenv("CUDA_INJECTION64_PATH");
   void* lib = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
@@ -102,7 +156,7 @@ static int Levels(long long rounds, long long n, cudaStream_t s, int* counter) {
 }
 
 int main(int argc, char** argv) {
-  long long eager = 1000000, replays = 10000, level_rounds = 0;
+  long long eager = 1000000, replays = 10000, level_rounds = 0, primitives = 0;
   std::vector<long long> bursts;
   int graph_kernels = 100;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -130,7 +184,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--eager N] [--eager-burst B[,B...]] [--graph-kernels K] [--graph-replays R] "
-                   "[--levels R]\n",
+                   "[--levels R] [--primitives N]\n",
                    argv[0]);
       return 2;
     }
@@ -147,6 +201,7 @@ int main(int argc, char** argv) {
 
   for (int i = 0; i < 1000; ++i) tiny<<<1, 32, 0, s>>>(counter);  // warm-up
   CHECK(cudaStreamSynchronize(s));
+  if (primitives > 0) return Primitives(primitives, s);
   if (level_rounds > 0) return Levels(level_rounds, eager > 0 ? eager : 100000, s, counter);
   if (eager > 0) {
     auto t0 = Clock::now();
