@@ -175,7 +175,9 @@ int main(int argc, char** argv) {
         bursts.push_back(b);
         p = *end == ',' ? end + 1 : end;
       }
-    } else if (a == "--levels")
+    } else if (a == "--primitives")
+      primitives = std::atoll(argv[i + 1]);
+    else if (a == "--levels")
       level_rounds = std::atoll(argv[i + 1]);
     else if (a == "--graph-kernels")
       graph_kernels = std::atoi(argv[i + 1]);
