@@ -19,9 +19,8 @@ inline constexpr char kDeviceBufferPoolLimit[] = "TWINSCOPE_DEVICE_BUFFER_POOL_L
 inline constexpr char kDeviceBufferSizeMb[] = "TWINSCOPE_DEVICE_BUFFER_SIZE_MB";
 // Benchmarks only (bench/, scripts/gpu_cupti.sh ablate): comma list of per-launch steps to skip to measure
 // what each costs: pending (no key for kernel records), capture (no capture check), stream (stream id 0),
-// key (zero launch key), clock (API times from the host clock, not CUPTI's), ring (launch facts read but not
-// queued: no launch or API records), callback (API callbacks return at once). Breaks the data it skips;
-// never for real use.
+// key (zero launch key), clock (API times from the host clock, not CUPTI's), callback (API callbacks return
+// at once). Breaks the data it skips; never for real use.
 inline constexpr char kCuptiSkip[] = "TWINSCOPE_CUPTI_SKIP";
 // Benchmarks only (bench_kernels --levels): 1 lets the program switch the collector, between bursts, to
 // level 0 (nothing enabled), 1 (activity only, as the bare floor) or 2 (everything) through the exported

@@ -101,11 +101,8 @@ constexpr std::array<LaunchApiInfo, N> LaunchTable() {
 constexpr auto kRuntimeLaunches = LaunchTable<CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE>();
 constexpr auto kDriverLaunches = LaunchTable<CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE>();
 
-// skip_clock (TWINSCOPE_CUPTI_SKIP=clock, benchmarks only): the host clock
-// instead of CUPTI's, to measure what CUPTI's costs.
-uint64_t Now(bool skip_clock) {
+uint64_t Now() {
   uint64_t t = 0;
-  if (skip_clock) return MonotonicNs();
   if (Cupti().GetTimestamp(&t) == CUPTI_SUCCESS) return t;
   return MonotonicNs();
 }
@@ -201,7 +198,6 @@ bool ReadKernelLaunch(LaunchApi api, const CUpti_CallbackData* cb, KernelLaunch*
 // them (prologues, register saves) were a fifth of its instructions.
 [[gnu::flatten]] void Collector::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
   if (!collecting() || !data) return;
-  if (config_.skip_callback && domain != CUPTI_CB_DOMAIN_RESOURCE) return;  // benchmarks only
   if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
     OnResource(cbid, static_cast<const CUpti_ResourceData*>(data));
   } else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API) {
@@ -226,7 +222,7 @@ void Collector::OnApi(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
   const LaunchApiInfo launch = runtime ? (cbid < kRuntimeLaunches.size() ? kRuntimeLaunches[cbid] : LaunchApiInfo{})
                                        : (cbid < kDriverLaunches.size() ? kDriverLaunches[cbid] : LaunchApiInfo{});
   if (cb->callbackSite == CUPTI_API_ENTER) {
-    const uint64_t now = Now(config_.skip_clock);
+    const uint64_t now = Now();
     if (cb->correlationData) *cb->correlationData = now;
     if (launch.api != LaunchApi::kNone) OnLaunchEnter(launch, cb, now);
     return;
@@ -235,12 +231,11 @@ void Collector::OnApi(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
   if (launch.api == LaunchApi::kNone && !config_.write_api) return;
   ThreadState& t = State();
   uint8_t flags = launch.api != LaunchApi::kNone ? OnLaunchExit(t, cb) : 0;
-  if (config_.skip_ring) return;  // benchmarks only
   if (!config_.write_api) {
     if (flags) launches_->PushWith<ExitOp>(t.ring, [&](ExitOp& e) { e.flags = flags; });
     return;
   }
-  const uint64_t end_ns = Now(config_.skip_clock);
+  const uint64_t end_ns = Now();
   launches_->PushWith<ExitOp>(t.ring, [&](ExitOp& e) {
     e.flags = flags | kExitApiRecord;
     e.domain = static_cast<uint8_t>(runtime ? ApiDomain::kRuntime : ApiDomain::kDriver);
@@ -343,7 +338,6 @@ void Collector::OnLaunchEnter(LaunchApiInfo info, const CUpti_CallbackData* cb, 
   }
   const KernelName* name = KernelNameOf(t, k.name);
   const uint32_t stream = stream_id(k.stream);
-  if (config_.skip_ring) return;  // benchmarks only: the facts are read, nothing is queued
   announce_frame();
   launches_->PushWith<KernelOp>(t.ring, [&](KernelOp& op) {
     op.device = device;

@@ -143,10 +143,18 @@ Config Config::FromEnv() {
   c.skip_stream = skip.find(",stream,") != std::string::npos;
   c.skip_key = skip.find(",key,") != std::string::npos;
   c.skip_clock = skip.find(",clock,") != std::string::npos;
-  c.skip_ring = skip.find(",ring,") != std::string::npos;
   c.skip_callback = skip.find(",callback,") != std::string::npos;
   if (skip != ",,")
     LogError("%s=%s: benchmark mode, the trace is missing what is skipped", env::kCuptiSkip, skip.c_str());
+  for (size_t at = 1; at < skip.size();) {
+    const size_t end = skip.find(',', at);
+    const std::string step = skip.substr(at, end - at);
+    if (!step.empty() && step != "pending" && step != "capture" && step != "stream" && step != "key" &&
+        step != "clock" && step != "callback")
+      LogError("%s: unknown step '%s' (known: pending, capture, stream, key, clock, callback); it is not skipped",
+               env::kCuptiSkip, step.c_str());
+    at = end + 1;
+  }
   c.bench_levels = EnvInt(env::kBenchLevels, 0) == 1;
   if (c.bench_levels)
     LogError("%s=1: benchmark mode, the program may switch tracing off; the trace misses what it does then",
@@ -263,6 +271,14 @@ void Collector::StartLocked() {
 
   std::string load_error;
   bool have_cupti = LoadCupti(&MutableCupti(), &cupti_library_, &load_error);
+  if (have_cupti && config_.skip_clock) {
+    // TWINSCOPE_CUPTI_SKIP=clock (benchmarks only): API times from the host clock, to measure what
+    // cuptiGetTimestamp costs. Swapped in the table, so the knob costs the launch path nothing.
+    MutableCupti().GetTimestamp = [](uint64_t* t) -> CUptiResult {
+      *t = MonotonicNs();
+      return CUPTI_SUCCESS;
+    };
+  }
   LoadDriver(&MutableDriver());
 
   nlohmann::json header = BaseHeader("primary");
@@ -356,8 +372,14 @@ void Collector::SetupCupti() {
   auto trampoline = [](void* user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
     Firewall("CUPTI callback", [&] { static_cast<Collector*>(user)->OnCallback(domain, cbid, data); });
   };
+  // TWINSCOPE_CUPTI_SKIP=callback (benchmarks only): API callbacks return at once. Chosen here, so the
+  // knob costs the launch path nothing.
+  auto resources_only = [](void* user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+    if (domain != CUPTI_CB_DOMAIN_RESOURCE) return;
+    Firewall("CUPTI callback", [&] { static_cast<Collector*>(user)->OnCallback(domain, cbid, data); });
+  };
   std::string other;
-  CUptiResult r = Subscribe(&subscriber, trampoline, this, &other);
+  CUptiResult r = Subscribe(&subscriber, config_.skip_callback ? +resources_only : +trampoline, this, &other);
   if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
     std::string who = !other.empty() ? " (CUPTI names it: \"" + other + "\")" : "";
     std::string msg =

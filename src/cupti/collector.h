@@ -52,7 +52,7 @@ struct Config {
   size_t max_pending_keys = 1u << 20;
   // TWINSCOPE_CUPTI_SKIP (benchmarks only): per-launch steps left out to measure their cost.
   bool skip_pending = false, skip_capture = false, skip_stream = false, skip_key = false, skip_clock = false,
-       skip_ring = false, skip_callback = false;
+       skip_callback = false;
   bool bench_levels = false;  // TWINSCOPE_BENCH_LEVELS=1 (benchmarks only): SetBenchLevel works
   nlohmann::json ToJson() const;
   static Config FromEnv();
