@@ -366,7 +366,6 @@ void KernelRecordLocked(CUfunc_st* f, const unsigned grid[3], const unsigned blo
 }
 
 void CopyRecordLocked(bool memset, uint64_t bytes, uint32_t corr, uint64_t node_id, uint32_t graph_id) {
-  State& s = S();
   uint64_t start = StampLocked(1000), end = start + 500;
   if (memset) {
     CUpti_ActivityMemset4 m{};
