@@ -14,8 +14,10 @@
 
 #include "export/join/join_export.h"
 #include "export/join/perfetto_trace.pb.h"
+#include "golden.h"
 #include "join_scene.h"
 #include "sample_trace.h"
+#include "served_scene.h"
 
 namespace twinscope::exporters {
 namespace {
@@ -35,6 +37,7 @@ struct Slice {
   std::vector<Arg> args;
   std::vector<uint64_t> flows_out, flows_in;
   int depth = 0;
+  size_t pos = 0;  // the packet that begins it (its place in trace_processor's order with ts)
   std::string ArgText(const std::string& n) const {
     for (const auto& a : args)
       if (a.name == n) return a.text;
@@ -145,6 +148,7 @@ Decoded Decode(const std::string& path) {
     if (!d.tracks.count(e.track_uuid())) d.errors.push_back("event on a track not described before it");
     Slice s;
     s.track = e.track_uuid();
+    s.pos = static_cast<size_t>(i);
     auto lookup = [&](const std::map<uint64_t, std::string>& table, uint64_t iid, const char* what) {
       auto it = table.find(iid);
       if (it == table.end()) {
@@ -473,6 +477,57 @@ TEST_F(PerfettoJoin, BoundsAreCountedAndStated) {
   ASSERT_TRUE(r2.ok());
   EXPECT_EQ(r2->blocks.blocks_drawn, 16u);
   EXPECT_EQ(r2->blocks.launches_drawn, 2u);
+}
+
+// The whole decoded trace as canonical text: tracks, then slices in (track,
+// ts) order with their args and flows; the folder's path and the scene's long
+// kernel name left out.
+std::string Render(const Decoded& d, const std::string& dir) {
+  std::ostringstream o;
+  o << "packets " << d.packets << "\n";
+  for (const auto& [u, t] : d.tracks) {
+    o << "track " << u << " parent=" << t.parent << " rank=" << t.rank << " " << t.name;
+    if (t.process) o << " process=" << t.pid;
+    if (t.thread) o << " thread=" << t.pid << "/" << t.tid;
+    o << "\n";
+  }
+  for (const auto& s : d.slices) {
+    o << (s.instant ? "I" : "S") << " track=" << s.track << " ts=" << s.ts << " dur=" << s.dur << " depth=" << s.depth
+      << " " << s.category << " " << s.name;
+    for (const auto& a : s.args) o << " " << a.name << "=" << a.text;
+    for (uint64_t f : s.flows_out) o << " out=" << f;
+    for (uint64_t f : s.flows_in) o << " in=" << f;
+    o << "\n";
+  }
+  std::string text = testing::Shorten(o.str());
+  for (size_t at = text.find(dir); at != std::string::npos; at = text.find(dir)) text.replace(at, dir.size(), "<dir>");
+  return text;
+}
+
+// Runs without a request trace: the scene, and a serving run's twins (step
+// ranges named as the demo server names them) joined without one. The golden
+// file was written by the exporter before per-request tracks existed, so these
+// traces are what they were then.
+TEST_F(PerfettoJoin, GoldenWithoutRequests) {
+  auto r = ExportJoinPerfetto(model_, out_);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  Decoded d = Decode(out_);
+  ASSERT_EQ(d.errors, std::vector<std::string>{});
+  std::string text = "# scene\n" + Render(d, dir_);
+
+  testing::WriteOptions wo;
+  wo.other_kernels = {"rms_norm_kernel"};
+  auto files = testing::WriteTwin(dir_ + "/served", testing::Served(), wo);
+  auto m = join::JoinTraces(files.primary, files.shadow);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ASSERT_FALSE(m->requests.present);
+  r = ExportJoinPerfetto(*m, out_);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  Decoded served = Decode(out_);
+  ASSERT_EQ(served.errors, std::vector<std::string>{});
+  EXPECT_EQ(served.TrackNamed("Requests"), nullptr);
+  text += "# served, no request trace\n" + Render(served, dir_);
+  testing::ExpectGolden("join_perfetto.txt", text);
 }
 
 TEST_F(PerfettoJoin, MissingPrimaryIsAClearError) {
