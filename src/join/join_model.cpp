@@ -310,11 +310,12 @@ StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::str
     m.warnings.push_back("the shadow traced no launch: nothing to join (did the kernel pattern match a kernel?)");
 
   MatchLaunches(m);
+  m.primary_to_realtime_ns = PrimaryToRealtime(preader->header());
 
   if (options.concurrent) {
     auto& o = m.summary.overlap;
     o.computed = true;
-    const int64_t p2r = PrimaryToRealtime(preader->header());
+    const int64_t p2r = m.primary_to_realtime_ns;
     o.primary_to_realtime = p2r;
     o.clock = p2r != 0 ? "the primary's header clock pair (CUPTI, CLOCK_REALTIME)" : "none in the primary's header";
     const int64_t s2r = ShadowMonotonicToRealtime(sreader->header());

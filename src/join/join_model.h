@@ -159,6 +159,9 @@ struct JoinedModel {
   RequestTable requests;              // per-request views (empty unless options.requests.trace)
   uint64_t primary_t0_ns = 0;         // earliest valid primary kernel start (for relative times)
   std::vector<std::string> warnings;  // damaged inputs, missing pieces: one line each
+  // Added to the primary's CUPTI timestamps gives CLOCK_REALTIME: the primary
+  // header's clock pair; 0 without one (CUPTI's clock taken as realtime).
+  int64_t primary_to_realtime_ns = 0;
 };
 
 // Reads both traces and joins them. Fails only if a trace cannot be opened

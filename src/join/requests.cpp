@@ -47,6 +47,7 @@ std::string ParseRequestLine(const std::string& text, ServedRequest* r) {
   r->queued_us = IntField(j, "queued_us");
   r->first_token_us = IntField(j, "first_token_us");
   r->done_us = IntField(j, "done_us");
+  r->arrival_unix_us = IntField(j, "arrival_unix_us");
   r->prefill_step = IntField(j, "prefill_step");
   auto steps = j.find("steps");
   if (steps == j.end()) return "";
@@ -245,6 +246,10 @@ void BuildRequestTable(JoinedModel* mp, const RequestInputs& in) {
 
   // Each request's figures from its steps.
   for (ServedRequest& r : t.requests) {
+    int64_t realtime = 0, cupti = 0;  // the arrival on the primary's clock; a value past int64 stays unknown
+    if (r.arrival_unix_us > 0 && !__builtin_mul_overflow(r.arrival_unix_us, int64_t{1000}, &realtime) &&
+        !__builtin_sub_overflow(realtime, m.primary_to_realtime_ns, &cupti) && cupti > 0)
+      r.arrival_ns = static_cast<uint64_t>(cupti);
     for (uint64_t index : r.steps) {
       const ServedStep& s = steps.at(index);
       if (s.kind == "prefill" || (r.prefill_step >= 0 && static_cast<uint64_t>(r.prefill_step) == index))

@@ -43,6 +43,7 @@ struct ServedRequest {
   std::string finish_reason, error;
   int64_t prompt_tokens = -1, completion_tokens = -1, max_tokens = -1;
   int64_t queued_us = -1, first_token_us = -1, done_us = -1;  // after its arrival, as the server measured
+  int64_t arrival_unix_us = -1;                               // its arrival, the server's CLOCK_REALTIME; -1 unknown
   int64_t prefill_step = -1;
   std::vector<uint64_t> steps;  // step indices, in order
   // Derived by the join.
@@ -54,6 +55,8 @@ struct ServedRequest {
   uint64_t target_launches = 0;                     // target launches in its steps (with or without a kernel record)
   uint64_t shadow_exact = 0, shadow_time_only = 0;  // of those, matched in the shadow
   uint64_t first_start_ns = 0, last_end_ns = 0;     // its steps' GPU span, CUPTI clock (0/0: none)
+  // Its arrival on the primary's CUPTI clock (JoinedModel::primary_to_realtime_ns); 0 unknown.
+  uint64_t arrival_ns = 0;
 };
 
 struct RequestInputs {

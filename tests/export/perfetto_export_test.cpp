@@ -530,6 +530,283 @@ TEST_F(PerfettoJoin, GoldenWithoutRequests) {
   testing::ExpectGolden("join_perfetto.txt", text);
 }
 
+// A serving run with arrival times (tests/join/served_scene.h,
+// ArrivalRequestTrace): the trace's base is the first launch at 1,000,000 ns.
+class PerfettoRequests : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kBase = 1'000'000;
+  void SetUp() override {
+    dir_ = testing::SceneDir("perfetto_requests");
+    model_ = testing::JoinServedWithArrivals(dir_, 1'796'113'162'000'000);
+    out_ = dir_ + "/join.perfetto-trace";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Each request's slices (on every lane of its track), by request id.
+  std::map<std::string, std::vector<const Slice*>> ByRequest(const Decoded& d) const {
+    std::map<std::string, std::vector<const Slice*>> by;
+    const Track* group = d.TrackNamed("Requests");
+    if (!group) return by;
+    for (const auto& s : d.slices) {
+      const Track& t = d.tracks.at(s.track);
+      if (t.parent == group->uuid && t.name.rfind("request ", 0) == 0) by[t.name.substr(8)].push_back(&s);
+    }
+    return by;
+  }
+  std::string dir_, out_;
+  join::JoinedModel model_;
+};
+
+std::string LaunchIds(const join::ServedStep& s) {
+  std::string ids = "[";
+  for (size_t k = 0; k < s.target_launches.size(); ++k) ids += (k ? "," : "") + std::to_string(s.target_launches[k]);
+  return ids + "]";
+}
+
+// Every request with a time to place it has a track under "Requests": its
+// life, its first token, and one slice per step of its with kernels, equal to
+// the model's; each step's flows end at exactly its target launches' kernels.
+TEST_F(PerfettoRequests, EachRequestHasItsLifeFirstTokenAndServedSteps) {
+  const join::RequestTable& t = model_.requests;
+  ASSERT_EQ(t.requests.size(), 6u);
+  auto r = ExportJoinPerfetto(model_, out_);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  Decoded d = Decode(out_);
+  ASSERT_EQ(d.errors, std::vector<std::string>{});
+
+  const Track* group = d.TrackNamed("Requests");
+  ASSERT_NE(group, nullptr);
+  EXPECT_EQ(group->parent, 0u);
+  std::map<std::string, int32_t> ranks;  // the request tracks (lanes included), by name
+  for (const auto& [u, tr] : d.tracks)
+    if (tr.parent == group->uuid) ranks[tr.name] = tr.rank;
+  // "lost" has neither an arrival time nor a step: no track.
+  EXPECT_EQ(ranks, (std::map<std::string, int32_t>{{"request r0", 0},
+                                                   {std::string("request ") + testing::kOddId, 1},
+                                                   {"request skew", 2},
+                                                   {"request bad", 3},
+                                                   {"request late", 5}}));
+
+  std::map<uint64_t, const join::ServedStep*> step_of;
+  for (const auto& s : t.steps) step_of[s.index] = &s;
+  auto by = ByRequest(d);
+  for (const join::ServedRequest& q : t.requests) {
+    SCOPED_TRACE(q.id);
+    std::vector<const Slice*> life, steps, first;
+    for (const Slice* s : by[q.id]) {
+      if (s->category == "served_step") steps.push_back(s);
+      if (s->category == "request") (s->instant ? first : life).push_back(s);
+    }
+    if (q.id == "lost") {
+      EXPECT_TRUE(by[q.id].empty());
+      continue;
+    }
+    ASSERT_EQ(life.size(), 1u);
+    EXPECT_EQ(life[0]->name, "request " + q.id);
+    EXPECT_EQ(life[0]->depth, 0);
+    EXPECT_EQ(life[0]->ArgText("request"), q.id);
+    EXPECT_EQ(life[0]->ArgText("status"), std::to_string(q.status));
+    EXPECT_EQ(life[0]->ArgText("target_launches"), std::to_string(q.target_launches));
+    EXPECT_EQ(life[0]->ArgText("shadow_exact"), std::to_string(q.shadow_exact));
+    EXPECT_EQ(life[0]->ArgText("ttft_us"), q.first_token_us >= 0 ? std::to_string(q.first_token_us) : "<none>");
+
+    // One slice per step of the request that has kernels, in its order, each equal to the model's step.
+    std::vector<const join::ServedStep*> want;
+    for (uint64_t index : q.steps)
+      if (step_of.at(index)->first_start_ns) want.push_back(step_of.at(index));
+    std::sort(steps.begin(), steps.end(), [](const Slice* a, const Slice* b) { return a->ts < b->ts; });
+    ASSERT_EQ(steps.size(), want.size());
+    EXPECT_EQ(steps.size(), q.steps.size() - q.steps_without_kernels);
+    for (size_t k = 0; k < steps.size(); ++k) {
+      const join::ServedStep& s = *want[k];
+      const Slice& sl = *steps[k];
+      EXPECT_EQ(sl.name, s.kind + " step " + std::to_string(s.index));
+      EXPECT_EQ(sl.ts, s.first_start_ns - kBase);
+      EXPECT_EQ(sl.dur, s.last_end_ns - s.first_start_ns);
+      EXPECT_EQ(sl.ArgText("step"), std::to_string(s.index));
+      EXPECT_EQ(sl.ArgText("batch"), std::to_string(s.batch));
+      EXPECT_EQ(sl.ArgText("padded"), std::to_string(s.padded));
+      EXPECT_EQ(sl.ArgText("range"), s.range);
+      EXPECT_EQ(sl.ArgText("target_launches"), std::to_string(s.target_launches.size()));
+      EXPECT_EQ(sl.ArgText("shadow_exact"), std::to_string(s.shadow_exact));
+      EXPECT_EQ(sl.ArgText("shadow_time_only"), std::to_string(s.shadow_time_only));
+      EXPECT_EQ(sl.ArgText("launch_ids"), LaunchIds(s));
+    }
+  }
+
+  // Hand-checked (served_scene.h): r0 lives [1,001,000, 1,801,000] on the
+  // CUPTI clock, its first token at 1,121,000, its four steps nested inside.
+  auto& r0 = by["r0"];
+  ASSERT_FALSE(r0.empty());
+  const Slice* r0_life = nullptr;
+  for (const Slice* s : r0)
+    if (s->category == "request" && !s->instant) r0_life = s;
+  ASSERT_NE(r0_life, nullptr);
+  EXPECT_EQ(r0_life->ts, 1'000u);
+  EXPECT_EQ(r0_life->dur, 800'000u);
+  EXPECT_EQ(r0_life->ArgText("done_us"), "800");
+  EXPECT_EQ(r0_life->ArgText("placed").rfind("arrival to done", 0), 0u) << r0_life->ArgText("placed");
+  std::vector<std::string> r0_rest;
+  for (const Slice* s : r0)
+    if (s != r0_life)
+      r0_rest.push_back(s->name + " ts=" + std::to_string(s->ts) + " depth=" + std::to_string(s->depth) +
+                        (s->track == r0_life->track ? "" : " beside"));
+  EXPECT_EQ(r0_rest, (std::vector<std::string>{"prefill step 0 ts=2000 depth=1", "first token ts=121000 depth=1",
+                                               "decode step 1 ts=202000 depth=1", "decode step 2 ts=402000 depth=1",
+                                               "decode step 3 ts=602000 depth=1"}));
+  // The odd id has no times: its life is its steps' GPU span, with no first token.
+  for (const Slice* s : by[testing::kOddId]) {
+    EXPECT_FALSE(s->instant);
+    if (s->category != "request") continue;
+    EXPECT_EQ(s->ts, 2'000u);
+    EXPECT_EQ(s->dur, 1'912'600u - 1'002'000u);
+    EXPECT_EQ(s->ArgText("placed").rfind("its steps' GPU span", 0), 0u);
+  }
+  // "skew": steps 0 and 4 lie outside its life, so they go beside it, not mis-nested.
+  std::vector<std::string> skew;
+  uint64_t skew_life_track = 0;
+  for (const Slice* s : by["skew"])
+    if (s->category == "request" && !s->instant) skew_life_track = s->track;
+  auto skew_slices = by["skew"];
+  std::sort(skew_slices.begin(), skew_slices.end(), [](const Slice* a, const Slice* b) { return a->ts < b->ts; });
+  for (const Slice* s : skew_slices)
+    if (s->category == "served_step")
+      skew.push_back(s->ArgText("step") + (s->track == skew_life_track ? " nested" : " beside") +
+                     " depth=" + std::to_string(s->depth));
+  EXPECT_EQ(skew, (std::vector<std::string>{"0 beside depth=0", "1 nested depth=1", "2 nested depth=1",
+                                            "3 nested depth=1", "4 beside depth=0"}));
+  // "bad" answered at once; "late"'s only step has no kernel.
+  ASSERT_EQ(by["bad"].size(), 1u);
+  EXPECT_EQ(by["bad"][0]->ts, 500'000u);
+  EXPECT_EQ(by["bad"][0]->dur, 0u);
+  EXPECT_EQ(by["bad"][0]->ArgText("error"), "max_tokens must be an integer");
+  ASSERT_EQ(by["late"].size(), 1u);
+  EXPECT_EQ(by["late"][0]->ArgText("steps_without_kernels"), "1");
+
+  // Flows: every step slice's flows end at the kernel slices of its target
+  // launches, whose launch_id names the model's launch; each flow starts
+  // before its end in trace_processor's order (timestamp, then file place).
+  std::vector<std::string> errors;
+  auto flows = Flows(d, &errors);
+  EXPECT_EQ(errors, std::vector<std::string>{});
+  std::map<const Slice*, std::multiset<std::string>> reached;
+  size_t request_flows = 0;
+  for (const auto& [id, ends] : flows) {
+    if (ends.first->category != "served_step") continue;
+    ++request_flows;
+    const Slice& k = *ends.second;
+    EXPECT_EQ(k.category, "kernel");
+    EXPECT_EQ(k.name, "_Z23reshape_and_cache_flashv");
+    EXPECT_TRUE(std::tie(ends.first->ts, ends.first->pos) < std::tie(k.ts, k.pos)) << id;
+    const size_t launch = std::stoul(k.ArgText("launch_id"));
+    ASSERT_LT(launch, model_.primary.size());
+    EXPECT_EQ(k.ts, model_.primary[launch].start_ns - kBase);
+    EXPECT_EQ(k.dur, model_.primary[launch].end_ns - model_.primary[launch].start_ns);
+    reached[ends.first].insert(k.ArgText("launch_id"));
+  }
+  size_t step_slices = 0;
+  for (const auto& s : d.slices) {
+    if (s.category != "served_step") continue;
+    ++step_slices;
+    const join::ServedStep& st = *step_of.at(std::stoul(s.ArgText("step")));
+    std::multiset<std::string> want;
+    for (size_t launch : st.target_launches) want.insert(std::to_string(launch));
+    EXPECT_EQ(reached[&s], want) << s.name;
+  }
+  EXPECT_EQ(step_slices, 4u + 5u + 5u);
+  EXPECT_EQ(request_flows, 2u * step_slices);
+
+  // The counts, in the result and in the trace.
+  const RequestTrackCounts& c = r->requests;
+  EXPECT_EQ(c.requests, 6u);
+  EXPECT_EQ(c.drawn, 5u);
+  EXPECT_EQ(c.not_placed, 1u);
+  EXPECT_EQ(c.without_arrival, 1u);
+  EXPECT_EQ(c.step_slices, 14u);
+  EXPECT_EQ(c.steps_without_kernels, 1u);
+  EXPECT_EQ(c.steps_off_life, 2u);
+  EXPECT_EQ(c.flows, 28u);
+  EXPECT_EQ(c.flows_unended, 0u);
+  auto summary = d.On("twinscope");
+  ASSERT_EQ(summary.size(), 1u);
+  EXPECT_EQ(summary[0]->ArgText("requests_drawn"), "5");
+  EXPECT_EQ(summary[0]->ArgText("requests_not_placed"), "1");
+  EXPECT_EQ(summary[0]->ArgText("request_flows"), "28");
+  EXPECT_EQ(summary[0]->ArgText("request_steps_off_life"), "2");
+  std::string warnings;
+  for (const auto& w : r->warnings) warnings += w + "\n";
+  EXPECT_NE(warnings.find("1 requests have neither an arrival time nor a step with kernels"), std::string::npos)
+      << warnings;
+  EXPECT_NE(warnings.find("2 step slices lie outside their request's life slice"), std::string::npos) << warnings;
+}
+
+TEST_F(PerfettoRequests, BoundsAreCountedAndStated) {
+  auto r = ExportJoinPerfetto(model_, out_, kPerfettoBlockBounds, RequestTrackBounds{2, 6, 5});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  Decoded d = Decode(out_);
+  ASSERT_EQ(d.errors, std::vector<std::string>{});
+  const RequestTrackCounts& c = r->requests;
+  EXPECT_EQ(c.drawn, 2u);  // r0 and the odd id
+  EXPECT_EQ(c.over_bounds, 4u);
+  EXPECT_EQ(c.step_slices, 6u);  // r0's four, two of the odd id's five
+  EXPECT_EQ(c.steps_over_bounds, 3u);
+  EXPECT_EQ(c.flows, 5u);
+  EXPECT_EQ(c.flows_over_bounds, 7u);
+  auto by = ByRequest(d);
+  EXPECT_EQ(by.size(), 2u);
+  size_t step_slices = 0;
+  uint64_t left_out = 0;
+  for (const auto& s : d.slices) {
+    if (s.category != "served_step") continue;
+    ++step_slices;
+    if (s.ArgText("flows_left_out") != "<none>") left_out += std::stoul(s.ArgText("flows_left_out"));
+  }
+  EXPECT_EQ(step_slices, 6u);
+  EXPECT_EQ(left_out, 7u);
+  std::vector<std::string> errors;
+  size_t request_flows = 0;
+  for (const auto& [id, ends] : Flows(d, &errors)) request_flows += ends.first->category == "served_step";
+  EXPECT_EQ(errors, std::vector<std::string>{});
+  EXPECT_EQ(request_flows, 5u);
+  auto summary = d.On("twinscope");
+  ASSERT_EQ(summary.size(), 1u);
+  EXPECT_EQ(summary[0]->ArgText("requests_over_bounds"), "4");
+  EXPECT_EQ(summary[0]->ArgText("request_flows_over_bounds"), "7");
+  bool said = false;
+  for (const auto& w : r->warnings) said = said || w.find("requests: 2 of 6 requests") == 0;
+  EXPECT_TRUE(said);
+}
+
+// The served scene's own request trace has no arrival times: its requests
+// span their steps' GPU time, and the 400 without steps has no track.
+TEST_F(PerfettoRequests, WithoutArrivalTimesRequestsSpanTheirSteps) {
+  const join::JoinedModel m = testing::JoinServed(dir_ + "/plain", true);
+  ASSERT_EQ(m.requests.requests.size(), 3u);
+  auto r = ExportJoinPerfetto(m, out_);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  Decoded d = Decode(out_);
+  ASSERT_EQ(d.errors, std::vector<std::string>{});
+  auto by = ByRequest(d);
+  ASSERT_EQ(by.size(), 2u);
+  for (const join::ServedRequest& q : m.requests.requests) {
+    if (q.steps.empty()) continue;
+    size_t steps = 0;
+    for (const Slice* s : by[q.id]) {
+      if (s->category == "request") {
+        EXPECT_EQ(s->ts, q.first_start_ns - kBase);
+        EXPECT_EQ(s->dur, q.last_end_ns - q.first_start_ns);
+      }
+      if (s->category == "served_step") {
+        ++steps;
+        EXPECT_EQ(s->depth, 1);
+      }
+    }
+    EXPECT_EQ(steps, q.steps.size());
+  }
+  EXPECT_EQ(r->requests.without_arrival, 2u);
+  EXPECT_EQ(r->requests.not_placed, 1u);
+}
+
 TEST_F(PerfettoJoin, MissingPrimaryIsAClearError) {
   model_.primary_path = dir_ + "/gone.tsc";
   auto r = ExportJoinPerfetto(model_, out_);

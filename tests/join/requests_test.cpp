@@ -109,6 +109,29 @@ TEST(Requests, EachRequestGetsItsStepsKernelTimeShareAndMatches) {
   EXPECT_TRUE(warned);
 }
 
+// The server's arrival time (CLOCK_REALTIME us) goes onto the primary's CUPTI
+// clock through the primary header's clock pair; without a pair CUPTI's clock
+// is taken as realtime, as the join does for concurrent twins.
+TEST(Requests, ArrivalIsPutOnThePrimarysClock) {
+  const int64_t base_us = 1'796'113'162'000'000;
+  const std::string dir = Dir();
+  join::JoinedModel m = testing::JoinServedWithArrivals(dir + "/pair", base_us);
+  EXPECT_EQ(m.primary_to_realtime_ns, base_us * 1000);
+  const auto& rq = m.requests.requests;
+  ASSERT_EQ(rq.size(), 6u);
+  std::vector<std::pair<std::string, uint64_t>> got, want = {{"r0", 1'001'000},  {kOddId, 0}, {"skew", 1'100'000},
+                                                             {"bad", 1'500'000}, {"lost", 0}, {"late", 2'200'000}};
+  for (const auto& r : rq) got.emplace_back(r.id, r.arrival_ns);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(rq[0].arrival_unix_us, base_us + 1001);
+  EXPECT_EQ(rq[1].arrival_unix_us, -1);
+
+  join::JoinedModel plain = testing::JoinServedWithArrivals(dir + "/no_pair", 0);
+  EXPECT_EQ(plain.primary_to_realtime_ns, 0);
+  ASSERT_EQ(plain.requests.requests.size(), 6u);
+  EXPECT_EQ(plain.requests.requests[0].arrival_ns, 1'001'000u);
+}
+
 TEST(Requests, WithoutAScheduleBatchesComeFromTheTrace) {
   join::JoinedModel m = JoinServed(Dir(), false);
   const join::RequestTable& t = m.requests;

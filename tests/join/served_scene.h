@@ -95,6 +95,76 @@ inline std::string Schedule(const std::string& dir) {
   return p;
 }
 
+// A request trace with arrival times (the demo server's `arrival_unix_us`,
+// CLOCK_REALTIME) for the twins of Served(), whose primary header pairs CUPTI
+// time 0 with `realtime_base_us`; arrivals are given after that base, so on the
+// primary's clock r0 arrives at 1,001,000 ns, 1 us after the trace's first
+// record. Steps' GPU spans on that clock (launches 100 us apart from 1 ms, each
+// kernel 2 us after its launch, 10 us, then a 500 ns kernel 100 ns later):
+// step 0 [1,002,000, 1,112,600], 1 [1,202,000, 1,312,600], 2 [1,402,000,
+// 1,552,600], 3 [1,602,000, 1,712,600], 4 [1,802,000, 1,912,600].
+// - r0: arrives 1,001,000, first token 120 us later, done 800 us later; steps
+//   0-3, all inside its life.
+// - the odd id: no times at all; steps 0-4.
+// - "skew": arrives 1,100,000, done 700 us later, steps 0-4: steps 0 and 4 lie
+//   outside its life (as when the server's clock and CUPTI's disagree).
+// - "bad": a 400 at 1,500,000, done at once, no steps.
+// - "lost": no arrival time and no steps.
+// - "late": arrives 2,200,000, done 100 us later; its only step (6) has no
+//   kernel in the primary.
+inline std::string ArrivalRequestTrace(const std::string& dir, int64_t realtime_base_us) {
+  std::string p = dir + "/requests-arrivals.jsonl";
+  std::ofstream f(p);
+  auto at = [&](int64_t us) { return realtime_base_us + us; };
+  for (const nlohmann::json& j :
+       {nlohmann::json({{"id", "r0"},
+                        {"status", 200},
+                        {"finish_reason", "length"},
+                        {"prompt_tokens", 5},
+                        {"max_tokens", 4},
+                        {"completion_tokens", 4},
+                        {"arrival_unix_us", at(1001)},
+                        {"queued_us", 1},
+                        {"first_token_us", 120},
+                        {"done_us", 800},
+                        {"prefill_step", 0},
+                        {"steps", {0, 1, 2, 3}}}),
+        nlohmann::json(
+            {{"id", kOddId}, {"status", 200}, {"prompt_tokens", 3}, {"prefill_step", 0}, {"steps", {0, 1, 2, 3, 4}}}),
+        nlohmann::json({{"id", "skew"},
+                        {"status", 200},
+                        {"arrival_unix_us", at(1100)},
+                        {"first_token_us", 300},
+                        {"done_us", 700},
+                        {"steps", {0, 1, 2, 3, 4}}}),
+        nlohmann::json({{"id", "bad"},
+                        {"status", 400},
+                        {"error", "max_tokens must be an integer"},
+                        {"arrival_unix_us", at(1500)},
+                        {"done_us", 0},
+                        {"steps", nlohmann::json::array()}}),
+        nlohmann::json({{"id", "lost"}, {"status", 200}, {"steps", nlohmann::json::array()}}),
+        nlohmann::json(
+            {{"id", "late"}, {"status", 200}, {"arrival_unix_us", at(2200)}, {"done_us", 100}, {"steps", {6}}})})
+    f << j.dump() << "\n";
+  return p;
+}
+
+// The twins of Served() with the primary's clock pair {0 -> realtime_base_us}, joined
+// with ArrivalRequestTrace() and the schedule.
+inline join::JoinedModel JoinServedWithArrivals(const std::string& dir, int64_t realtime_base_us) {
+  WriteOptions wo;
+  wo.other_kernels = {"rms_norm_kernel"};
+  wo.primary_clock_realtime_ns = static_cast<uint64_t>(realtime_base_us) * 1000;
+  auto files = WriteTwin(dir, Served(), wo);
+  join::JoinOptions o;
+  o.requests.trace = ArrivalRequestTrace(dir, realtime_base_us);
+  o.requests.schedule = Schedule(dir);
+  auto m = join::JoinTraces(files.primary, files.shadow, o);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  return m.ok() ? std::move(*m) : join::JoinedModel{};
+}
+
 inline join::JoinedModel JoinServed(const std::string& dir, bool with_schedule) {
   WriteOptions wo;
   wo.other_kernels = {"rms_norm_kernel"};

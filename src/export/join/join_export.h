@@ -39,9 +39,38 @@ struct BlockDetailCounts {
   uint64_t block_bytes = 0;     // Perfetto: bytes of the packets that draw blocks (lane tracks included)
 };
 
+// How much of a serving run's requests the Perfetto view draws ("Requests"
+// group): requests in the request trace's order up to max_requests, their step
+// slices up to max_step_slices; past max_flows a step slice keeps its
+// launch_ids arg but gets no flows. What is left out is counted.
+struct RequestTrackBounds {
+  size_t max_requests = 10'000;          // request tracks
+  uint64_t max_step_slices = 1'000'000;  // step slices on all request tracks
+  uint64_t max_flows = 1'000'000;        // flows from step slices to kernel slices
+};
+inline constexpr RequestTrackBounds kPerfettoRequestBounds{};
+
+// What the Perfetto view drew of the requests (all 0 without a request trace).
+struct RequestTrackCounts {
+  uint64_t requests = 0;                 // in the model
+  uint64_t drawn = 0;                    // with a track
+  uint64_t over_bounds = 0;              // left out by RequestTrackBounds
+  uint64_t not_placed = 0;               // neither an arrival time nor a step with kernels: no track
+  uint64_t without_arrival = 0;          // drawn over their steps' GPU span
+  uint64_t step_slices = 0;              // served steps drawn on request tracks
+  uint64_t steps_without_kernels = 0;    // steps of drawn requests with no primary kernel: not drawn
+  uint64_t steps_over_bounds = 0;        // left out by max_step_slices
+  uint64_t steps_off_life = 0;           // drawn beside the request's life slice (outside it: clocks differ)
+  uint64_t flows = 0;                    // step slice -> target kernel slice
+  uint64_t flows_over_bounds = 0;        // left out by max_flows
+  uint64_t launches_without_kernel = 0;  // per step slice, its target launches without a kernel record: no flow
+  uint64_t flows_unended = 0;            // flows whose kernel slice was never written (should stay 0)
+};
+
 struct TimelineExportResult : ExportResult {
   BlockDetailCounts blocks;
-  uint64_t bytes = 0;  // size of the file written
+  RequestTrackCounts requests;  // Perfetto only
+  uint64_t bytes = 0;           // size of the file written
 };
 
 // True if this build has the Perfetto exporter (TWINSCOPE_WITH_PERFETTO: protoc and libprotobuf).
@@ -57,9 +86,13 @@ StatusOr<TimelineExportResult> ExportPerfetto(const std::string& trace, const st
 // A joined run as a Perfetto protobuf trace: the primary's timeline as above,
 // plus for matched launches the shadow's blocks on one track per SM, scaled
 // onto the primary kernel's [start, end] (instrumentation stretches the
-// shadow's times), each launch linked to its kernel by a flow.
+// shadow's times), each launch linked to its kernel by a flow. A serving run
+// with a request trace adds a "Requests" group: per request its life, its
+// first token and the steps that served it, each step linked to its target
+// launches' kernels by flows (bounded by `requests`).
 StatusOr<TimelineExportResult> ExportJoinPerfetto(const join::JoinedModel& m, const std::string& out,
-                                                  const BlockBounds& bounds = kPerfettoBlockBounds);
+                                                  const BlockBounds& bounds = kPerfettoBlockBounds,
+                                                  const RequestTrackBounds& requests = kPerfettoRequestBounds);
 
 // The same joined picture as Chrome trace-event JSON (for chrome://tracing):
 // the primary's Chrome export plus the scaled block tracks and flows.

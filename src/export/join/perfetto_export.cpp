@@ -9,9 +9,12 @@
 // a span equal to its primary kernel, linked to that kernel by a flow, with
 // the launch's block statistics) and one track per SM with the blocks of the
 // launches drawn in full (BlockBounds), their times scaled onto the primary
-// kernel's interval. A shadow trace exported alone draws its blocks the same
-// way in its own clock. A global "twinscope" track holds one instant at time 0
-// whose args say what was drawn and what was left out.
+// kernel's interval. A serving run with a request trace adds a "Requests"
+// group (perfetto_requests.h): one track per request, its served steps linked
+// by flows to their target launches' kernels, which then carry their launch
+// id. A shadow trace exported alone draws its blocks the same way in its own
+// clock. A global "twinscope" track holds one instant at time 0 whose args say
+// what was drawn and what was left out.
 //
 // Blocks resident on one SM at once, kernels of parallel graph branches on one
 // stream and overlapping start/end ranges go on lanes (perfetto_writer.h) so
@@ -27,6 +30,7 @@
 
 #include "export/join/block_detail.h"
 #include "export/join/join_export.h"
+#include "export/join/perfetto_requests.h"
 #include "export/join/perfetto_writer.h"
 #include "export/timeline_scan.h"
 
@@ -67,6 +71,13 @@ class Timeline : public RecordSink {
       kernel_match_.emplace(SpotOf(p), id);
     }
   }
+  // A serving run: the request tracks, written now, before the stream (perfetto_requests.h).
+  void WriteRequests(const RequestTrackBounds& bounds) {
+    requests_.emplace(w_, *join_, base_);
+    requests_->Write(bounds);
+  }
+  RequestTracks* requests() { return requests_ ? &*requests_ : nullptr; }
+
   // A shadow trace alone: the launches whose blocks are drawn (by seq).
   void SetShadowDrawn(std::unordered_set<uint64_t> seqs) { shadow_drawn_ = std::move(seqs); }
 
@@ -111,6 +122,12 @@ class Timeline : public RecordSink {
         w_.AddFlow(kJoinFlowBit | it->second);
         flows_to_shadow_.insert(it->second);
         kernel_match_.erase(it);  // one flow per match
+      }
+    }
+    if (requests_) {
+      if (auto links = requests_->Take(SpotOf(r))) {
+        w_.Arg("launch_id", links->launch);
+        for (uint64_t id : links->flows) w_.AddTerminatingFlow(id);
       }
     }
     FlowEnds(r.correlation_id);
@@ -261,7 +278,8 @@ class Timeline : public RecordSink {
   }
 
   // The instant on the "twinscope" track that says what was drawn.
-  void WriteSummary(const BlockBounds& bounds, const std::vector<std::string>& warnings) {
+  void WriteSummary(const BlockBounds& bounds, const RequestTrackBounds& request_bounds,
+                    const std::vector<std::string>& warnings) {
     TrackDescriptor d;
     d.set_name("twinscope");
     d.set_description("What this export drew and what it left out (args of the instant at time 0).");
@@ -283,6 +301,7 @@ class Timeline : public RecordSink {
     w_.Arg("blocks_invalid", counts.blocks_invalid);
     w_.Arg("max_block_launches", bounds.max_launches);
     w_.Arg("max_blocks", bounds.max_blocks);
+    if (requests_) requests_->SummaryArgs(request_bounds);
     for (const auto& warning : warnings) w_.ArgUniqueString("warning", warning);
     w_.Emit();
   }
@@ -413,6 +432,7 @@ class Timeline : public RecordSink {
   const join::JoinedModel* join_ = nullptr;
   std::unordered_map<KernelSpot, size_t, KernelSpotHash> kernel_match_;
   std::unordered_set<uint64_t> shadow_drawn_;
+  std::optional<RequestTracks> requests_;
   uint64_t process_ = 0;
   std::unordered_map<uint64_t, uint64_t> threads_;
   std::map<uint32_t, uint64_t> devices_;
@@ -447,7 +467,8 @@ std::unordered_set<uint64_t> ChooseShadowLaunches(const TimelineScan& scan, cons
 }
 
 StatusOr<TimelineExportResult> WriteTimeline(const std::string& trace, const std::string& out,
-                                             const BlockBounds& bounds, const join::JoinedModel* m) {
+                                             const BlockBounds& bounds, const RequestTrackBounds& request_bounds,
+                                             const join::JoinedModel* m) {
   std::string error;
   auto scan_reader = TraceReader::Open(trace, &error);
   if (!scan_reader) return Status::Error(error);
@@ -491,9 +512,15 @@ StatusOr<TimelineExportResult> WriteTimeline(const std::string& trace, const std
     t.SetShadowDrawn(ChooseShadowLaunches(scan, bounds, &t.counts));
   }
   t.WriteTracks();
+  if (m && m->requests.present) t.WriteRequests(request_bounds);
   result.report = reader->Read(t);
   result.records = result.report.records;
   if (m) t.WriteJoinedLaunches(plan, blocks);
+  if (RequestTracks* rt = t.requests()) {
+    rt->Finish();
+    for (auto& warning : rt->Warnings(request_bounds)) result.warnings.push_back(std::move(warning));
+    result.requests = rt->counts;
+  }
   AddReadWarnings(result.report, &result.warnings);
   if (m) {
     for (const auto& warning : m->warnings) result.warnings.push_back("join: " + warning);
@@ -510,7 +537,7 @@ StatusOr<TimelineExportResult> WriteTimeline(const std::string& trace, const std
                               CountText(bounds.max_launches) + " launches and " + CountText(bounds.max_blocks) +
                               " blocks); the others are spans with their block statistics");
   }
-  t.WriteSummary(bounds, result.warnings);
+  t.WriteSummary(bounds, request_bounds, result.warnings);
   bool ok = w.Finish();
   if (std::fclose(f) != 0) ok = false;
   if (!ok) return Status::Error("error writing " + out + ": " + std::strerror(errno) + " (disk full?)");
@@ -527,12 +554,12 @@ bool PerfettoAvailable() { return true; }
 
 StatusOr<TimelineExportResult> ExportPerfetto(const std::string& trace, const std::string& out,
                                               const BlockBounds& bounds) {
-  return WriteTimeline(trace, out, bounds, nullptr);
+  return WriteTimeline(trace, out, bounds, kPerfettoRequestBounds, nullptr);
 }
 
 StatusOr<TimelineExportResult> ExportJoinPerfetto(const join::JoinedModel& m, const std::string& out,
-                                                  const BlockBounds& bounds) {
-  return WriteTimeline(m.primary_path, out, bounds, &m);
+                                                  const BlockBounds& bounds, const RequestTrackBounds& requests) {
+  return WriteTimeline(m.primary_path, out, bounds, requests, &m);
 }
 
 }  // namespace twinscope::exporters

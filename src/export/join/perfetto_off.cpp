@@ -18,7 +18,8 @@ StatusOr<TimelineExportResult> ExportPerfetto(const std::string&, const std::str
   return Unavailable();
 }
 
-StatusOr<TimelineExportResult> ExportJoinPerfetto(const join::JoinedModel&, const std::string&, const BlockBounds&) {
+StatusOr<TimelineExportResult> ExportJoinPerfetto(const join::JoinedModel&, const std::string&, const BlockBounds&,
+                                                  const RequestTrackBounds&) {
   return Unavailable();
 }
 
