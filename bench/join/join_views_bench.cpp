@@ -114,7 +114,12 @@ void Run(benchmark::State& state, Export fn, const char* suffix) {
 
 void BM_JoinPerfetto(benchmark::State& state) {
   if (!exporters::PerfettoAvailable()) return state.SkipWithError("built without the Perfetto exporter");
-  Run(state, exporters::ExportJoinPerfetto, ".perfetto-trace");
+  Run(
+      state,
+      [](const join::JoinedModel& m, const std::string& out, const exporters::BlockBounds& b) {
+        return exporters::ExportJoinPerfetto(m, out, b);
+      },
+      ".perfetto-trace");
 }
 BENCHMARK(BM_JoinPerfetto)->Arg(200)->Arg(kLaunches)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
 
