@@ -97,7 +97,12 @@ static int Primitives(long long n, cudaStream_t s) {
   TimeCalls("clock_monotonic_raw", n, [&] { sink = sink + ClockNs(CLOCK_MONOTONIC_RAW); });
   TimeCalls("clock_realtime", n, [&] { sink = sink + ClockNs(CLOCK_REALTIME); });
   using GetTimestamp = int (*)(uint64_t*);
-  auto cupti_ts = reinterpret_cast<GetTimestamp>(dlsym(RTLD_DEFAULT, "cuptiGetTimestamp"));
+  // Both libraries are loaded privately (RTLD_LOCAL) by the injection and the runtime: found by name.
+  auto sym = [](const char* lib, const char* name) -> void* {
+    void* h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
+    return h ? dlsym(h, name) : dlsym(RTLD_DEFAULT, name);
+  };
+  auto cupti_ts = reinterpret_cast<GetTimestamp>(sym("libcupti.so.13", "cuptiGetTimestamp"));
   if (cupti_ts) {
     TimeCalls("cuptiGetTimestamp", n, [&] {
       uint64_t t = 0;
@@ -112,13 +117,16 @@ static int Primitives(long long n, cudaStream_t s) {
                 static_cast<long long>(c - mono), static_cast<long long>(c - raw), static_cast<long long>(c - real));
   }
   using IsCapturing = int (*)(cudaStream_t, int*);
-  auto is_capturing = reinterpret_cast<IsCapturing>(dlsym(RTLD_DEFAULT, "cuStreamIsCapturing"));
+  auto is_capturing = reinterpret_cast<IsCapturing>(sym("libcuda.so.1", "cuStreamIsCapturing"));
   if (is_capturing)
     TimeCalls("cuStreamIsCapturing", n, [&] {
       int status = 0;
       is_capturing(s, &status);
       sink = sink + static_cast<uint64_t>(status);
     });
+  if (!cupti_ts || !is_capturing)
+    std::fprintf(stderr, "bench_kernels --primitives: %s%s not found\n", cupti_ts ? "" : "cuptiGetTimestamp ",
+                 is_capturing ? "" : "cuStreamIsCapturing");
   std::fflush(stdout);
   return 0;
 }
