@@ -327,6 +327,12 @@ json RequestsToJson(const JoinedModel& m, const RequestJsonBounds& b) {
   const uint64_t t0 = m.primary_t0_ns;
   auto rel = [&](uint64_t ns) -> json { return ns ? json(ns >= t0 ? ns - t0 : 0) : json(nullptr); };
   auto opt = [](int64_t v) -> json { return v < 0 ? json(nullptr) : json(v); };
+  // An arrival on the primary's clock, relative like the GPU times; signed: a request may arrive before the
+  // first kernel.
+  auto arrival = [&](uint64_t ns) -> json {
+    if (!ns) return nullptr;
+    return ns >= t0 ? json(ns - t0) : json(-static_cast<int64_t>(std::min<uint64_t>(t0 - ns, INT64_MAX)));
+  };
   const size_t rows = b.max_rows ? std::min(b.max_rows, t.requests.size()) : t.requests.size();
   json rj = json::array();
   std::vector<uint64_t> wanted;  // step indices of the kept rows, in order of first mention
@@ -341,6 +347,8 @@ json RequestsToJson(const JoinedModel& m, const RequestJsonBounds& b) {
                 {"queued_us", opt(r.queued_us)},
                 {"first_token_us", opt(r.first_token_us)},
                 {"done_us", opt(r.done_us)},
+                {"arrival_unix_us", opt(r.arrival_unix_us)},
+                {"arrival_ns", arrival(r.arrival_ns)},
                 {"prefill_step", opt(r.prefill_step)},
                 {"steps", r.steps},
                 {"prefill_steps", r.prefill_steps},

@@ -90,6 +90,7 @@ class Renderer {
   std::vector<const json*> request_rows_;       // listed, in the trace's order
   std::vector<const json*> request_steps_;      // steps of the listed requests, within the bound
   std::map<int64_t, size_t> request_pictures_;  // listed request -> its target launches with block detail
+  int64_t first_arrival_us_ = -1;               // earliest arrival_unix_us of the join's rows; -1 none
 };
 
 }  // namespace twinscope::report

@@ -1,4 +1,5 @@
 // The "Requests" section of a serving run's report (docs/join.md, "Requests") and its bounded JSON copy.
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -13,6 +14,16 @@ std::string Micros(const json& j, std::string_view key) {
   return v.is_number() ? Duration(v.get<double>() * 1000.0) : "&ndash;";
 }
 
+// A request's arrival as milliseconds after `first_us` (both the server's CLOCK_REALTIME microseconds).
+std::string ArrivalCell(const json& r, int64_t first_us) {
+  const json& v = At(r, "arrival_unix_us");
+  if (first_us < 0 || !v.is_number_integer() || v.get<int64_t>() < first_us) return "&ndash;";
+  const int64_t us = v.get<int64_t>() - first_us;
+  char frac[8];
+  std::snprintf(frac, sizeof frac, ".%03d", static_cast<int>(us % 1000));
+  return Count(us / 1000) + frac + " ms";
+}
+
 }  // namespace
 
 void Renderer::PrepareRequests() {
@@ -20,9 +31,17 @@ void Renderer::PrepareRequests() {
   if (!rq.is_object()) return;
   requests_ = &rq;
   const json& rows = At(rq, "rows");
-  if (rows.is_array())
-    for (const auto& r : rows)
-      if (r.is_object() && request_rows_.size() < o_.max_request_rows) request_rows_.push_back(&r);
+  if (rows.is_array()) {
+    for (const auto& r : rows) {
+      if (!r.is_object()) continue;
+      if (request_rows_.size() < o_.max_request_rows) request_rows_.push_back(&r);
+      // The first arrival of all the join's rows, so that the report's own bound does not move it.
+      const json& a = At(r, "arrival_unix_us");
+      if (a.is_number_integer() && a.get<int64_t>() >= 0 &&
+          (first_arrival_us_ < 0 || a.get<int64_t>() < first_arrival_us_))
+        first_arrival_us_ = a.get<int64_t>();
+    }
+  }
   std::map<int64_t, const json*> by_step;
   for (const auto& st : At(rq, "steps"))
     if (st.is_object() && Has(st, "step")) by_step.emplace(Int(st, "step"), &st);
@@ -55,10 +74,10 @@ void Renderer::Requests(std::string& h) {
   h += "<section id=\"requests\">\n<h2>Requests</h2>\n<p class=\"note\">Each request the server handled, from "
        "its request trace <code>" +
        Esc(trace) +
-       "</code>: the steps it was in, the primary's GPU kernel time in those steps (shared with the other "
-       "requests of each step; <em>share</em> splits each step's time by the tokens it fed), the target "
-       "kernel's launches there and how many the shadow matched. Pick a request for its steps and the block "
-       "pictures of its target launches.</p>\n";
+       "</code>: when it arrived (after the first request, on the server's clock), the steps it was in, the "
+       "primary's GPU kernel time in those steps (shared with the other requests of each step; <em>share</em> "
+       "splits each step's time by the tokens it fed), the target kernel's launches there and how many the shadow "
+       "matched. Pick a request for its steps and the block pictures of its target launches.</p>\n";
   for (const auto& w : At(rq, "warnings"))
     if (w.is_string()) h += "<p class=\"warn\">" + Esc(w.get<std::string>()) + ".</p>\n";
   const int64_t total = Int(rq, "total", static_cast<int64_t>(request_rows_.size()));
@@ -67,7 +86,8 @@ void Renderer::Requests(std::string& h) {
     return;
   }
   h += "<div class=\"table-wrap short\"><table class=\"requests\"><thead><tr><th>request</th><th "
-       "class=\"num\">status</th><th class=\"num\">prompt</th><th class=\"num\">tokens</th><th "
+       "class=\"num\">status</th><th class=\"num\">prompt</th><th class=\"num\">tokens</th><th class=\"num\" "
+       "title=\"after the first request's arrival (the server's clock)\">arrival</th><th "
        "class=\"num\">first token</th><th class=\"num\">done</th><th class=\"num\">steps</th><th "
        "class=\"num\">kernel time</th><th class=\"num\">share</th><th class=\"num\">target launches</th><th "
        "class=\"num\">matched</th><th class=\"num\">block pictures</th></tr></thead><tbody>\n";
@@ -78,13 +98,13 @@ void Renderer::Requests(std::string& h) {
     h += "<tr><td><a href=\"#requests\" class=\"ts-req\" data-request=\"" + std::to_string(i) + "\">" +
          Esc(Str(r, "id")) + "</a></td><td class=\"num" + (status == 200 ? "" : " bad") + "\">" +
          Cell(At(r, "status")) + "</td><td class=\"num\">" + Cell(At(r, "prompt_tokens")) + "</td><td class=\"num\">" +
-         Cell(At(r, "completion_tokens")) + "</td><td class=\"num\">" + Micros(r, "first_token_us") +
-         "</td><td class=\"num\">" + Micros(r, "done_us") + "</td><td class=\"num\" title=\"prefill + decode\">" +
-         steps + "</td><td class=\"num\">" + DurCell(r, "kernel_ns") + "</td><td class=\"num\">" +
-         DurCell(r, "kernel_share_ns") + "</td><td class=\"num\">" + Count(launches) + "</td><td class=\"num" +
-         (exact < launches ? " warn" : "") + "\">" + Count(exact) + " (" + Percent(exact, launches) +
-         ")</td><td class=\"num\">" + Count(static_cast<int64_t>(request_pictures_[static_cast<int64_t>(i)])) +
-         "</td></tr>\n";
+         Cell(At(r, "completion_tokens")) + "</td><td class=\"num\">" + ArrivalCell(r, first_arrival_us_) +
+         "</td><td class=\"num\">" + Micros(r, "first_token_us") + "</td><td class=\"num\">" + Micros(r, "done_us") +
+         "</td><td class=\"num\" title=\"prefill + decode\">" + steps + "</td><td class=\"num\">" +
+         DurCell(r, "kernel_ns") + "</td><td class=\"num\">" + DurCell(r, "kernel_share_ns") +
+         "</td><td class=\"num\">" + Count(launches) + "</td><td class=\"num" + (exact < launches ? " warn" : "") +
+         "\">" + Count(exact) + " (" + Percent(exact, launches) + ")</td><td class=\"num\">" +
+         Count(static_cast<int64_t>(request_pictures_[static_cast<int64_t>(i)])) + "</td></tr>\n";
   }
   h += "</tbody></table></div>\n";
   if (total > static_cast<int64_t>(request_rows_.size()))

@@ -227,29 +227,8 @@ TEST_F(JoinExport, SqliteGolden) {
 std::string Known(int64_t v) { return v < 0 ? "NULL" : std::to_string(v); }
 std::string NonZero(uint64_t v) { return v ? std::to_string(v) : "NULL"; }
 
-// A serving run (tests/join/served_scene.h): every request, step, step of a
-// request and target launch of a step is a row, equal to the model's; the
-// request_launches view gives one request's target launches with their blocks.
-TEST_F(JoinExport, SqliteHoldsTheRequestsOfAServingRun) {
-  const join::JoinedModel m = testing::JoinServed(dir_, true);
-  const join::RequestTable& t = m.requests;
-  ASSERT_EQ(t.requests.size(), 3u);
-  ASSERT_EQ(t.steps.size(), 6u);
-  const std::string out = dir_ + "/join.sqlite";
-  auto r = ExportJoinSqlite(m, out);
-  ASSERT_TRUE(r.ok()) << r.status().message();
-  Db db(out);
-
-  size_t request_steps = 0, step_launches = 0;
-  for (const auto& q : t.requests) request_steps += q.steps.size();
-  for (const auto& s : t.steps) step_launches += s.target_launches.size();
-  EXPECT_EQ(request_steps, 9u);
-  EXPECT_EQ(step_launches, 12u);
-  EXPECT_EQ(db.Rows("SELECT (SELECT count(*) FROM requests), (SELECT count(*) FROM served_steps), (SELECT count(*) "
-                    "FROM request_steps), (SELECT count(*) FROM step_launches)"),
-            "3|6|9|12\n");
-
-  // Each request's row, column for column.
+// The requests table as the model says it should be, column for column.
+std::string RequestRows(const join::RequestTable& t) {
   std::string want;
   for (size_t i = 0; i < t.requests.size(); ++i) {
     const join::ServedRequest& q = t.requests[i];
@@ -281,11 +260,40 @@ TEST_F(JoinExport, SqliteHoldsTheRequestsOfAServingRun) {
                                  std::to_string(q.shadow_exact),
                                  std::to_string(q.shadow_time_only),
                                  NonZero(q.first_start_ns),
-                                 NonZero(q.last_end_ns)})
+                                 NonZero(q.last_end_ns),
+                                 Known(q.arrival_unix_us),
+                                 NonZero(q.arrival_ns)})
       want += v + "|";
     want.back() = '\n';
   }
-  EXPECT_EQ(db.Rows("SELECT * FROM requests ORDER BY id"), want);
+  return want;
+}
+
+// A serving run (tests/join/served_scene.h): every request, step, step of a
+// request and target launch of a step is a row, equal to the model's; the
+// request_launches view gives one request's target launches with their blocks.
+TEST_F(JoinExport, SqliteHoldsTheRequestsOfAServingRun) {
+  const join::JoinedModel m = testing::JoinServed(dir_, true);
+  const join::RequestTable& t = m.requests;
+  ASSERT_EQ(t.requests.size(), 3u);
+  ASSERT_EQ(t.steps.size(), 6u);
+  const std::string out = dir_ + "/join.sqlite";
+  auto r = ExportJoinSqlite(m, out);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  Db db(out);
+
+  size_t request_steps = 0, step_launches = 0;
+  for (const auto& q : t.requests) request_steps += q.steps.size();
+  for (const auto& s : t.steps) step_launches += s.target_launches.size();
+  EXPECT_EQ(request_steps, 9u);
+  EXPECT_EQ(step_launches, 12u);
+  EXPECT_EQ(db.Rows("SELECT (SELECT count(*) FROM requests), (SELECT count(*) FROM served_steps), (SELECT count(*) "
+                    "FROM request_steps), (SELECT count(*) FROM step_launches)"),
+            "3|6|9|12\n");
+
+  // Each request's row, column for column (no arrival times in this trace: both NULL).
+  EXPECT_EQ(db.Rows("SELECT * FROM requests ORDER BY id"), RequestRows(t));
+  EXPECT_EQ(db.Rows("SELECT count(*) FROM requests WHERE arrival_unix_us IS NULL AND arrival_ns IS NULL"), "3\n");
   // Hand-checked (tests/join/requests_test.cpp): r0 has the first token at 900 us and 8 target launches, all
   // matched; the odd id no completion_tokens, 10 target launches, 9 matched exactly; the 400 no steps.
   EXPECT_EQ(db.Rows("SELECT request, status, completion_tokens, first_token_us, steps, target_launches, shadow_exact, "
@@ -295,7 +303,7 @@ TEST_F(JoinExport, SqliteHoldsTheRequestsOfAServingRun) {
             "bad|400|NULL|NULL|0|0|0|NULL|NULL|max_tokens must be an integer\n");
 
   // The steps, column for column.
-  want.clear();
+  std::string want;
   for (const join::ServedStep& s : t.steps) {
     for (const std::string& v :
          {std::to_string(s.index), s.kind, Known(s.batch), Known(s.padded), Known(s.tokens), s.range,
@@ -348,6 +356,27 @@ TEST_F(JoinExport, SqliteHoldsTheRequestsOfAServingRun) {
             "2|50000|exact\n");
   const std::string meta = db.Rows("SELECT value FROM meta WHERE key = 'requests'");
   EXPECT_NE(meta.find("\"bad_lines\":1"), std::string::npos) << meta;
+}
+
+// A serving run with arrival times (served_scene.h, ArrivalRequestTrace): each
+// request's arrival_unix_us as the server traced it and arrival_ns on the
+// primary's CUPTI clock (absolute, like start_ns), NULL for the requests
+// without an arrival time.
+TEST_F(JoinExport, SqliteHoldsEachRequestsArrival) {
+  const int64_t base_us = 1'796'113'162'000'000;
+  const join::JoinedModel m = testing::JoinServedWithArrivals(dir_, base_us);
+  ASSERT_EQ(m.requests.requests.size(), 6u);
+  const std::string out = dir_ + "/join.sqlite";
+  auto r = ExportJoinSqlite(m, out);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  Db db(out);
+  EXPECT_EQ(db.Rows("SELECT * FROM requests ORDER BY id"), RequestRows(m.requests));
+  const std::string b = std::to_string(base_us);
+  EXPECT_EQ(db.Rows("SELECT request, arrival_unix_us - " + b + ", arrival_ns FROM requests ORDER BY id"),
+            "r0|1001|1001000\na/b,c:1]|NULL|NULL\nskew|1100|1100000\nbad|1500|1500000\nlost|NULL|NULL\n"
+            "late|2200|2200000\n");
+  // The arrival sits on the clock of the request's steps: r0's first step starts 1 us after it.
+  EXPECT_EQ(db.Rows("SELECT start_ns - arrival_ns FROM requests WHERE request = 'r0'"), "1000\n");
 }
 
 TEST_F(JoinExport, SqliteReplacesAFileAndSaysWhereTheShadowWasCut) {

@@ -132,6 +132,40 @@ TEST(Requests, ArrivalIsPutOnThePrimarysClock) {
   EXPECT_EQ(plain.requests.requests[0].arrival_ns, 1'001'000u);
 }
 
+// join.json's rows carry each request's arrival: the server's arrival_unix_us as
+// the trace gave it, and the model's arrival on the primary's clock relative to
+// its first kernel like the rows' GPU times (signed: r0 arrives 1 us before the
+// first kernel at 1,002,000 ns); null where the model has none. A join without
+// arrival times writes nulls, and a reader of older files finds no keys.
+TEST(Requests, JsonHoldsEachRequestsArrival) {
+  const int64_t base_us = 1'796'113'162'000'000;
+  const std::string dir = Dir();
+  join::JoinedModel m = testing::JoinServedWithArrivals(dir + "/pair", base_us);
+  ASSERT_EQ(m.primary_t0_ns, 1'002'000u);
+  const json rows = join::JoinToJson(m, {}, {})["requests"]["rows"];
+  ASSERT_EQ(rows.size(), m.requests.requests.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const join::ServedRequest& r = m.requests.requests[i];
+    ASSERT_EQ(rows[i]["id"], r.id);
+    ASSERT_TRUE(rows[i].contains("arrival_unix_us") && rows[i].contains("arrival_ns")) << r.id;
+    EXPECT_EQ(rows[i]["arrival_unix_us"], r.arrival_unix_us < 0 ? json(nullptr) : json(r.arrival_unix_us)) << r.id;
+    const int64_t rel = static_cast<int64_t>(r.arrival_ns) - static_cast<int64_t>(m.primary_t0_ns);
+    EXPECT_EQ(rows[i]["arrival_ns"], r.arrival_ns ? json(rel) : json(nullptr)) << r.id;
+  }
+  // Hand-checked against the scene (served_scene.h, ArrivalRequestTrace).
+  std::vector<std::pair<json, json>> got,
+      want = {{base_us + 1001, -1'000},  {nullptr, nullptr}, {base_us + 1100, 98'000},
+              {base_us + 1500, 498'000}, {nullptr, nullptr}, {base_us + 2200, 1'198'000}};
+  for (const auto& r : rows) got.emplace_back(r["arrival_unix_us"], r["arrival_ns"]);
+  EXPECT_EQ(got, want);
+
+  join::JoinedModel plain = JoinServed(dir + "/none", true);
+  for (const auto& r : join::JoinToJson(plain, {}, {})["requests"]["rows"]) {
+    EXPECT_TRUE(r.at("arrival_unix_us").is_null()) << r["id"];
+    EXPECT_TRUE(r.at("arrival_ns").is_null()) << r["id"];
+  }
+}
+
 TEST(Requests, WithoutAScheduleBatchesComeFromTheTrace) {
   join::JoinedModel m = JoinServed(Dir(), false);
   const join::RequestTable& t = m.requests;

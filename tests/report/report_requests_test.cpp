@@ -2,9 +2,14 @@
 // figures and block-picture counts, the embedded steps, its bounds, hostile request ids kept inert, and no
 // section at all for a join without requests. In a browser: report_browser_test.cpp.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+
+#include "join/join_views.h"
 #include "report/report.h"
 #include "sample_join.h"
+#include "served_scene.h"
 
 namespace twinscope {
 namespace {
@@ -123,6 +128,84 @@ TEST(ReportRequests, ListsRequestsWithTheirFiguresAndEmbedsTheirSteps) {
   EXPECT_EQ(d["requests"]["steps"].size(), 8u);
   EXPECT_EQ(d["requests"]["steps"][3]["target_launches"].size(), 2u);
   EXPECT_EQ(d["requests"]["source"]["trace"], "/run/requests-primary.jsonl");
+}
+
+// The cells of the Requests table's row of request `id` (its text, tags left out).
+std::vector<std::string> RowCells(const std::string& html, const std::string& id) {
+  std::vector<std::string> cells;
+  const size_t row = html.rfind("<tr>", html.find(">" + id + "</a>"));
+  const std::string tr = html.substr(row, html.find("</tr>", row) - row);
+  for (size_t at = tr.find("<td"); at != std::string::npos; at = tr.find("<td", at + 1)) {
+    std::string cell = tr.substr(tr.find('>', at) + 1, tr.find("</td>", at) - tr.find('>', at) - 1);
+    for (size_t lt; (lt = cell.find('<')) != std::string::npos;) cell.erase(lt, cell.find('>', lt) - lt + 1);
+    cells.push_back(cell);
+  }
+  return cells;
+}
+
+// The "arrival" column: milliseconds after the first arrival among all the
+// join's rows (not the first row's: the trace is in order of completion, and a
+// row past the report's own bound may have come first), a dash where the row
+// has no arrival time, as in a join written before arrival times were kept.
+TEST(ReportRequests, ArrivalIsMillisecondsAfterTheFirstRequestsArrival) {
+  json join = WithRequests(SmallJoin(), 5, 2);
+  json& rows = join["requests"]["rows"];
+  const int64_t base = 1'796'113'162'000'000;
+  rows[0]["arrival_unix_us"] = base + 2'345'678;
+  rows[1]["arrival_unix_us"] = base + 1'000;
+  rows[2]["arrival_unix_us"] = nullptr;  // unknown, as join.json writes it
+  rows[4]["arrival_unix_us"] = base;     // the first to arrive, past the bound below
+  // rows[3]: no key at all
+  ReportOptions o;
+  o.max_request_rows = 4;
+  const std::string html = Render(join, o);
+  size_t th = html.find("<table class=\"requests\">");
+  const std::string head = html.substr(th, html.find("</thead>", th) - th);
+  EXPECT_NE(head.find("<th class=\"num\">tokens</th><th class=\"num\" title=\"after the first request's arrival "
+                      "(the server's clock)\">arrival</th><th class=\"num\">first token</th>"),
+            std::string::npos)
+      << head;
+  const size_t arrival = 4;  // request, status, prompt, tokens, arrival
+  std::vector<std::string> want = {"2,345.678 ms", "1.000 ms", "&ndash;", "&ndash;"};
+  for (size_t i = 0; i < want.size(); ++i) {
+    std::vector<std::string> cells = RowCells(html, "req-" + std::to_string(i));
+    ASSERT_EQ(cells.size(), 13u) << i;
+    EXPECT_EQ(cells[arrival], want[i]) << i;
+    EXPECT_EQ(cells[arrival + 1], "1.50 ms") << i;  // first token, the column after
+  }
+  EXPECT_EQ(html.find(">req-4</a>"), std::string::npos);
+
+  // A join without any arrival time: the column is there, every cell a dash.
+  const std::string none = Render(WithRequests(SmallJoin(), 3, 2));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(RowCells(none, "req-" + std::to_string(i))[arrival], "&ndash;") << i;
+}
+
+// A joined serving run's report (tests/join/served_scene.h, ArrivalRequestTrace):
+// each request's arrival is the model's, after r0's (the first to arrive); the
+// odd id and "lost" have none.
+TEST(ReportRequests, ArrivalOfAJoinedServingRunIsTheModels) {
+  const auto dir = std::filesystem::temp_directory_path() / ("twinscope_report_arrival_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const join::JoinedModel m = testing::JoinServedWithArrivals(dir.string(), 1'796'113'162'000'000);
+  const auto& rq = m.requests.requests;
+  ASSERT_EQ(rq.size(), 6u);
+  const std::string html = Render(join::JoinToJson(m, {}, {}));
+  std::filesystem::remove_all(dir);
+  int64_t first = -1;
+  for (const auto& r : rq)
+    if (r.arrival_unix_us >= 0 && (first < 0 || r.arrival_unix_us < first)) first = r.arrival_unix_us;
+  std::vector<std::string> got, want;
+  for (const auto& r : rq) {
+    std::vector<std::string> cells = RowCells(html, r.id);
+    ASSERT_EQ(cells.size(), 13u) << r.id;
+    got.push_back(cells[4]);
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.3f ms", static_cast<double>(r.arrival_unix_us - first) / 1000.0);
+    want.push_back(r.arrival_unix_us < 0 ? "&ndash;" : ms);
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(got, (std::vector<std::string>{"0.000 ms", "&ndash;", "0.099 ms", "0.499 ms", "&ndash;", "1.199 ms"}));
 }
 
 TEST(ReportRequests, BoundsRowsAndStepsAndSaysSo) {

@@ -57,7 +57,7 @@ CREATE TABLE requests (
   first_step INTEGER, last_step INTEGER, steps INTEGER, prefill_steps INTEGER, decode_steps INTEGER,
   steps_without_kernels INTEGER, kernels INTEGER, kernel_ns INTEGER, kernel_share_ns INTEGER,
   targets INTEGER, target_ns INTEGER, target_launches INTEGER, shadow_exact INTEGER, shadow_time_only INTEGER,
-  start_ns INTEGER, end_ns INTEGER);
+  start_ns INTEGER, end_ns INTEGER, arrival_unix_us INTEGER, arrival_ns INTEGER);
 CREATE TABLE served_steps (
   step INTEGER PRIMARY KEY, kind TEXT, batch INTEGER, padded INTEGER, tokens INTEGER, range TEXT,
   kernels INTEGER, kernel_ns INTEGER, targets INTEGER, target_ns INTEGER, start_ns INTEGER, end_ns INTEGER,
@@ -182,7 +182,7 @@ void WriteRequests(Db& db, const join::JoinedModel& m) {
   if (!t.present) return;
   auto known = [](Row& row, int64_t v) -> Row& { return row.Opt(v >= 0, static_cast<uint64_t>(v)); };  // -1: NULL
   auto text_or_null = [](Row& row, const std::string& v) -> Row& { return v.empty() ? row.Null() : row.Text(v); };
-  Statement req = db.Insert("requests", 28);
+  Statement req = db.Insert("requests", 30);
   Statement req_step = db.Insert("request_steps", 3);
   for (size_t i = 0; i < t.requests.size(); ++i) {
     const join::ServedRequest& r = t.requests[i];
@@ -198,7 +198,8 @@ void WriteRequests(Db& db, const join::JoinedModel& m) {
     row.I(r.prefill_steps).I(r.decode_steps).I(r.steps_without_kernels);
     row.I(r.kernels).I(r.kernel_ns).I(r.kernel_share_ns).I(r.targets).I(r.target_ns).I(r.target_launches);
     row.I(r.shadow_exact).I(r.shadow_time_only);
-    row.Opt(r.first_start_ns != 0, r.first_start_ns).Opt(r.last_end_ns != 0, r.last_end_ns).Insert();
+    row.Opt(r.first_start_ns != 0, r.first_start_ns).Opt(r.last_end_ns != 0, r.last_end_ns);
+    known(row, r.arrival_unix_us).Opt(r.arrival_ns != 0, r.arrival_ns).Insert();
     for (size_t k = 0; k < r.steps.size(); ++k) req_step.Bind().I(i).I(k).I(r.steps[k]).Insert();
   }
   Statement step = db.Insert("served_steps", 15);
