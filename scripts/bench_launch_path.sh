@@ -43,11 +43,13 @@ rm -f "$LOG_DIR"/cg.* "$LOG_DIR"/*.out
 
 # measure <variant> <workload> <units>: prints "<instructions> <allocations> <kernels per unit>".
 measure() {
-  local variant=$1 workload=$2 units=$3 lib env=()
+  local variant=$1 workload=$2 units=$3 lib env=() run=$2
+  [[ $workload == cudart_flat ]] && run=cudart
   case $variant in
     twinscope)
       lib=$COLLECTOR
       env=(NVTX_INJECTION64_PATH="$COLLECTOR" TWINSCOPE_OUTPUT="$LOG_DIR/$workload.tsc" TWINSCOPE_QUIET=1)
+      [[ $workload == cudart_flat ]] && env+=(TWINSCOPE_API_NESTED=0)
       ;;
     floor) lib=$FLOOR ;;
     floor_cb) lib=$FLOOR env=(BARE_CUPTI_CALLBACKS=1) ;;
@@ -55,7 +57,7 @@ measure() {
   local out=$LOG_DIR/cg.$variant.$workload
   if ! env LD_LIBRARY_PATH="$FAKE_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "${env[@]}" \
     valgrind --tool=callgrind --separate-threads=yes --collect-atstart=no '--toggle-collect=bench_measured_*' \
-    --callgrind-out-file="$out" "$DRIVER" "$lib" "$workload" "$units" >"$LOG_DIR/$variant.$workload.out" 2>&1; then
+    --callgrind-out-file="$out" "$DRIVER" "$lib" "$run" "$units" >"$LOG_DIR/$variant.$workload.out" 2>&1; then
     echo "bench_launch_path.sh: $variant $workload failed:" >&2
     tail -20 "$LOG_DIR/$variant.$workload.out" >&2
     exit 1
@@ -73,7 +75,9 @@ measure() {
 
 printf '%-9s %-7s %10s %10s %10s %12s %12s %10s\n' workload per twinscope floor floor_cb "+vs floor" "+vs floor_cb" "+allocs"
 fail=0
-for workload in plain nested8 capture graph100 memcpy; do
+# cudart: a launch as the CUDA runtime makes it (the driver's launch inside), four callbacks; cudart_flat:
+# the same under TWINSCOPE_API_NESTED=0 (no API record for the inner call).
+for workload in plain cudart cudart_flat nested8 capture graph100 memcpy; do
   units=$UNITS
   [[ $workload == graph100 ]] && units=$((UNITS / 40 > 0 ? UNITS / 40 : 1))
   declare -A ir=() al=()

@@ -11,7 +11,9 @@
 // script can subtract the floor's (the fake's own record buffers).
 //
 // Usage: launch_path_driver <injection.so> <workload> [units]
-//   workloads: plain (one NVTX range), nested8 (8 nested ranges), capture
+//   workloads: plain (one NVTX range), cudart (the same, as the CUDA runtime
+//   launches: cudaLaunchKernel with the driver's cuLaunchKernel inside it, so
+//   four callbacks a launch, as on the GPU), nested8 (8 nested ranges), capture
 //   (launches into a capturing stream), graph100 (graph launches of 100 kernel
 //   nodes; per node = per unit / 100), memcpy (cudaMemcpyAsync API calls).
 // Prints "UNITS <n> ALLOCS <n> KERNELS_PER_UNIT <k>".
@@ -81,14 +83,14 @@ namespace {
 
 constexpr char kKernel[] = "_Z4tinyPi";
 
-FakeLaunch TinyLaunch(CUstream s) {
+FakeLaunch TinyLaunch(CUstream s, int api = FAKE_API_RUNTIME) {
   FakeLaunch l{};
   l.name = kKernel;
   l.grid[0] = 1;
   l.grid[1] = l.grid[2] = 1;
   l.block[0] = 32;
   l.block[1] = l.block[2] = 1;
-  l.api = FAKE_API_RUNTIME;
+  l.api = api;
   l.stream = s;
   return l;
 }
@@ -139,7 +141,7 @@ int Run(const std::string& workload, long units) {
     }
     Settle();
   };
-  if (workload == "plain" || workload == "nested8" || workload == "capture") {
+  if (workload == "plain" || workload == "cudart" || workload == "nested8" || workload == "capture") {
     const int depth = workload == "nested8" ? 8 : 1;
     CUstream s = nullptr;
     if (workload == "capture") {
@@ -148,7 +150,7 @@ int Run(const std::string& workload, long units) {
       kernels_per_unit = 0;
     }
     for (int d = 0; d < depth; ++d) nvtxRangePushA(d == 0 ? "step" : "layer");
-    const FakeLaunch l = TinyLaunch(s);
+    const FakeLaunch l = TinyLaunch(s, workload == "cudart" ? FAKE_API_RUNTIME_NESTED : FAKE_API_RUNTIME);
     repeat([&](bool measured) {
       if (measured)
         bench_measured_launch(&l);

@@ -22,6 +22,9 @@ inline constexpr char kDeviceBufferSizeMb[] = "TWINSCOPE_DEVICE_BUFFER_SIZE_MB";
 // key (zero launch key), clock (API times from the host clock, not CUPTI's), callback (API callbacks return
 // at once). Breaks the data it skips; never for real use.
 inline constexpr char kCuptiSkip[] = "TWINSCOPE_CUPTI_SKIP";
+// 0: the driver's launch call made inside a runtime launch (cuLaunchKernel inside cudaLaunchKernel) gets no
+// API record: two clock reads and one record fewer a runtime launch. Default 1.
+inline constexpr char kApiNested[] = "TWINSCOPE_API_NESTED";
 // Benchmarks only (bench_kernels --levels): 1 lets the program switch the collector, between bursts, to
 // level 0 (nothing enabled), 1 (activity only, as the bare floor) or 2 (everything) through the exported
 // twinscope_bench_level(), so one process measures all three. The trace misses what is switched off.

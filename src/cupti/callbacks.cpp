@@ -222,16 +222,21 @@ void Collector::OnApi(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
   const LaunchApiInfo launch = runtime ? (cbid < kRuntimeLaunches.size() ? kRuntimeLaunches[cbid] : LaunchApiInfo{})
                                        : (cbid < kDriverLaunches.size() ? kDriverLaunches[cbid] : LaunchApiInfo{});
   if (cb->callbackSite == CUPTI_API_ENTER) {
+    if (launch.api != LaunchApi::kNone) return OnLaunchEnter(launch, cb);  // times the call itself
     const uint64_t now = Now();
     if (cb->correlationData) *cb->correlationData = now;
-    if (launch.api != LaunchApi::kNone) OnLaunchEnter(launch, cb, now);
     return;
   }
   if (cb->callbackSite != CUPTI_API_EXIT) return;
   if (launch.api == LaunchApi::kNone && !config_.write_api) return;
   ThreadState& t = State();
-  uint8_t flags = launch.api != LaunchApi::kNone ? OnLaunchExit(t, cb) : 0;
-  if (!config_.write_api) {
+  uint8_t flags = 0;
+  bool inner = false;  // the driver's launch inside a runtime launch
+  if (launch.api != LaunchApi::kNone) {
+    inner = t.depth > 1;
+    flags = OnLaunchExit(t, cb);
+  }
+  if (!config_.write_api || (inner && !config_.api_nested)) {
     if (flags) launches_->PushWith<ExitOp>(t.ring, [&](ExitOp& e) { e.flags = flags; });
     return;
   }
@@ -247,9 +252,10 @@ void Collector::OnApi(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
   });
 }
 
-void Collector::OnLaunchEnter(LaunchApiInfo info, const CUpti_CallbackData* cb, uint64_t enter_ns) {
+void Collector::OnLaunchEnter(LaunchApiInfo info, const CUpti_CallbackData* cb) {
   ThreadState& t = State();
-  if (t.depth++ > 0) {
+  if (t.depth++ > 0) {  // inside the outer launch call: its id is an alias; timed for its own API record
+    if (cb->correlationData) *cb->correlationData = config_.api_nested ? Now() : 0;
     if (t.registered) {
       AliasOp a;
       a.alias = cb->correlationId;
@@ -257,6 +263,8 @@ void Collector::OnLaunchEnter(LaunchApiInfo info, const CUpti_CallbackData* cb, 
     }
     return;
   }
+  const uint64_t enter_ns = Now();
+  if (cb->correlationData) *cb->correlationData = enter_ns;
   t.registered = t.capturing = false;
 
   // The device of the launch's context, memoised per thread.

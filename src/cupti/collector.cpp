@@ -155,6 +155,7 @@ Config Config::FromEnv() {
                env::kCuptiSkip, step.c_str());
     at = end + 1;
   }
+  c.api_nested = EnvInt(env::kApiNested, 1) != 0;
   c.bench_levels = EnvInt(env::kBenchLevels, 0) == 1;
   if (c.bench_levels)
     LogError("%s=1: benchmark mode, the program may switch tracing off; the trace misses what it does then",
@@ -197,7 +198,8 @@ nlohmann::json Config::ToJson() const {
           {"device_buffer_size_mb", device_buffer_size_mb},
           {"flush_ms", flush_ms},
           {"max_buffered_bytes", max_buffered_bytes},
-          {"max_pending_launch_keys", max_pending_keys}};
+          {"max_pending_launch_keys", max_pending_keys},
+          {"api_records_of_nested_calls", api_nested}};
 }
 
 // ---- BufferPool --------------------------------------------------------------

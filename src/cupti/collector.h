@@ -53,6 +53,9 @@ struct Config {
   // TWINSCOPE_CUPTI_SKIP (benchmarks only): per-launch steps left out to measure their cost.
   bool skip_pending = false, skip_capture = false, skip_stream = false, skip_key = false, skip_clock = false,
        skip_callback = false;
+  // TWINSCOPE_API_NESTED=0: no API record (and no clock reads) for the driver's launch call made inside a
+  // runtime launch (cuLaunchKernel inside cudaLaunchKernel).
+  bool api_nested = true;
   bool bench_levels = false;  // TWINSCOPE_BENCH_LEVELS=1 (benchmarks only): SetBenchLevel works
   nlohmann::json ToJson() const;
   static Config FromEnv();
@@ -124,7 +127,7 @@ class Collector : public NvtxListener {
   // callbacks.cpp (application threads): capture launch facts into the
   // thread's LaunchRing; launches_ turns them into keys and records.
   void OnApi(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* cb);
-  void OnLaunchEnter(LaunchApiInfo info, const CUpti_CallbackData* cb, uint64_t enter_ns);
+  void OnLaunchEnter(LaunchApiInfo info, const CUpti_CallbackData* cb);
   uint8_t OnLaunchExit(ThreadState& t, const CUpti_CallbackData* cb);  // ExitFlags
   const KernelName* KernelNameOf(ThreadState& t, const char* name);
   ThreadState& State();

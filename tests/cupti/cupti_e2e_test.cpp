@@ -297,6 +297,43 @@ TEST_P(CuptiE2E, LaunchApiVariantsCaptureAndFailures) {
   for (const auto& l : t.launches) EXPECT_EQ(t.S(l.key.path), "apis#0");
 }
 
+// TWINSCOPE_API_NESTED=0: the driver's cuLaunchKernel inside a runtime launch
+// gets no API record; every other record, key and counter is the same as by
+// default, and the trace's config says nested calls are not recorded.
+TEST_P(CuptiE2E, NestedApiCallsCanGoWithoutTheirRecord) {
+  auto api_names = [](const Trace& t) {
+    std::map<std::string, int> n;
+    for (const auto& a : t.apis) n[t.S(a.name)]++;
+    return n;
+  };
+  RunResult full_run = Run("apis");
+  ASSERT_EQ(full_run.exit_code, 0) << full_run.err;
+  Trace full = Read();
+  RunResult flat_run = Run("apis", {{"TWINSCOPE_API_NESTED", "0"}});
+  ASSERT_EQ(flat_run.exit_code, 0) << flat_run.err;
+  Trace flat = Read();
+
+  std::map<std::string, int> want = api_names(full);
+  ASSERT_EQ(want["cuLaunchKernel"], 2);  // the nested one and a driver launch of its own
+  want["cuLaunchKernel"] -= 1;
+  EXPECT_EQ(api_names(flat), want);
+  for (const auto& a : flat.apis) EXPECT_LE(a.start_ns, a.end_ns);
+  // The outer call's record spans the inner call's time: it is still there, with its own times.
+  ASSERT_EQ(flat.launches.size(), full.launches.size());
+  for (size_t i = 0; i < full.launches.size(); ++i) {
+    EXPECT_EQ(flat.S(flat.launches[i].kernel), full.S(full.launches[i].kernel));
+    EXPECT_EQ(flat.S(flat.launches[i].key.path), full.S(full.launches[i].key.path));
+    EXPECT_EQ(flat.launches[i].key.ordinal, full.launches[i].key.ordinal);
+    EXPECT_EQ(flat.launches[i].key.hash, full.launches[i].key.hash);
+  }
+  ExpectKeysTied(flat);
+  for (const char* c : {"launches_seen", "launches_failed", "launches_during_capture", "kernel_records",
+                        "kernel_records_missing", "kernel_records_no_launch_key", "kernel_records_key_fallback"})
+    EXPECT_EQ(flat.Counter(c), full.Counter(c)) << c;
+  EXPECT_EQ(full.header["config"].value("api_records_of_nested_calls", false), true);
+  EXPECT_EQ(flat.header["config"].value("api_records_of_nested_calls", true), false);
+}
+
 // The benchmarks' levels (bench_kernels --levels): with TWINSCOPE_BENCH_LEVELS=1
 // the program can switch the collector to nothing (0), activity only (1) and
 // everything (2); the records show each level did what it says, and the
