@@ -26,7 +26,9 @@ def pct(values, q):
 def main(path):
     levels = {}  # variant -> (proc, round) -> level -> ns
     plain = []
-    for line in open(path):
+    with open(path) as f:
+        lines = f.readlines()
+    for line in lines:
         line = line.strip()
         if not line.startswith("{"):
             continue

@@ -34,7 +34,9 @@ def ratio_text(rounds, plain, by, ref):
 def main(path):
     ns = {}  # workload -> variant -> round -> ns/kernel
     checks = []
-    for line in open(path):
+    with open(path) as f:
+        lines = f.readlines()
+    for line in lines:
         line = line.strip()
         if not line.startswith("{"):
             continue
