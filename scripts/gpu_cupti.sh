@@ -89,6 +89,23 @@ traced() {
   env CUDA_INJECTION64_PATH="$LIB" NVTX_INJECTION64_PATH="$LIB" TWINSCOPE_OUTPUT="$out" "$@"
 }
 
+# floor_variant <variant>: sets `floor` to the env prefix that runs a command under that variant of the bare
+# floor (bench/gpu/bare_cupti.cpp); returns 1 when <variant> is not one. bare: activity only; bare_cb: empty
+# callbacks on the launch/copy APIs of both domains (bare_cb_driver / bare_cb_runtime: one domain;
+# bare_cb_launch: cudaLaunchKernel only); bare_act: API activity records instead (bare_act_ext: and external
+# correlation).
+floor_variant() {
+  floor=(env CUDA_INJECTION64_PATH="$BARE")
+  case $1 in
+    bare) ;;
+    bare_cb) floor+=(BARE_CUPTI_CALLBACKS=1) ;;
+    bare_cb_driver | bare_cb_runtime | bare_cb_launch) floor+=(BARE_CUPTI_CALLBACKS="${1#bare_cb_}") ;;
+    bare_act) floor+=(BARE_CUPTI_API_ACTIVITY=1) ;;
+    bare_act_ext) floor+=(BARE_CUPTI_API_ACTIVITY=ext) ;;
+    *) return 1 ;;
+  esac
+}
+
 # check <case> <trace>: trace summary as JSON into $LOG/<case>.trace.json.
 check() {
   "$BIN/cupti_trace_check" "$2" >"$LOG/$1.trace.json" 2>>"$LOG/$1.log" || true
@@ -185,10 +202,7 @@ if [[ $MODE == ablate ]]; then
     for v in "${variants[@]}"; do
       run=(env)
       case $v in
-        bare) run=(env CUDA_INJECTION64_PATH="$BARE") ;;
-        bare_cb) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_CALLBACKS=1) ;;
-        bare_cb_driver) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_CALLBACKS=driver) ;;
-        bare_cb_runtime) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_CALLBACKS=runtime) ;;
+        bare*) floor_variant "$v" && run=("${floor[@]}") ;;
         twinscope) run=(traced "$LOG/a.tsc") ;;
         skip_all) run=(traced "$LOG/a.tsc" TWINSCOPE_CUPTI_SKIP=pending,capture,stream,key) ;;
         skip_*) run=(traced "$LOG/a.tsc" TWINSCOPE_CUPTI_SKIP="${v#skip_}") ;;
@@ -249,10 +263,6 @@ if [[ $MODE == levels ]]; then
       run=(env)
       case $v in
         plain) run=(env TWINSCOPE_QUIET=1) ;;
-        bare_cb) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_CALLBACKS=1) ;;
-        bare_cb_launch) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_CALLBACKS=launch) ;;
-        bare_act) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_API_ACTIVITY=1) ;;
-        bare_act_ext) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_API_ACTIVITY=ext) ;;
         twinscope | ts_skip_* | ts_no_api)
           run=(env CUDA_INJECTION64_PATH="$LIB" NVTX_INJECTION64_PATH="$LIB" TWINSCOPE_OUTPUT="$LOG/levels.tsc"
             TWINSCOPE_BENCH_LEVELS=1 TWINSCOPE_QUIET=1)
@@ -265,8 +275,11 @@ if [[ $MODE == levels ]]; then
           [[ $v == ts_no_api ]] && run+=(TWINSCOPE_KINDS=kernel,memcpy,memset,nvtx)
           ;;
         *)
-          echo "gpu_cupti.sh levels: unknown variant $v" >&2
-          exit 2
+          floor_variant "$v" || {
+            echo "gpu_cupti.sh levels: unknown variant $v" >&2
+            exit 2
+          }
+          run=("${floor[@]}")
           ;;
       esac
       [[ -n ${PIN:-} ]] && run+=(taskset -c "$PIN")
@@ -355,15 +368,13 @@ if [[ $MODE == confirm ]]; then
     [[ -n ${PIN:-} ]] && set -- taskset -c "$PIN" "$@"
     case $v in
       plain) env TWINSCOPE_QUIET=1 "$@" ;;
-      bare) env CUDA_INJECTION64_PATH="$BARE" "$@" ;;
-      bare_cb) env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_CALLBACKS=1 "$@" ;;
-      bare_cb_launch) env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_CALLBACKS=launch "$@" ;;
-      bare_act) env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_API_ACTIVITY=1 "$@" ;;
-      bare_act_ext) env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_API_ACTIVITY=ext "$@" ;;
       twinscope) traced "$LOG/confirm.tsc" TWINSCOPE_QUIET=1 "$@" ;;
       *)
-        echo "gpu_cupti.sh confirm: unknown variant $v" >&2
-        return 2
+        floor_variant "$v" || {
+          echo "gpu_cupti.sh confirm: unknown variant $v" >&2
+          return 2
+        }
+        "${floor[@]}" "$@"
         ;;
     esac
   }
@@ -409,8 +420,7 @@ for rep in 1 2 3; do
     run=()
     case $variant in
       plain) run=(env) ;;
-      bare) run=(env CUDA_INJECTION64_PATH="$BARE") ;;
-      bare_cb) run=(env CUDA_INJECTION64_PATH="$BARE" BARE_CUPTI_CALLBACKS=1) ;;
+      bare*) floor_variant "$variant" && run=("${floor[@]}") ;;
       twinscope) run=(traced "$LOG/bench.tsc") ;;
       profiler) run=() ;;
     esac
