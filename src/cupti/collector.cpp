@@ -137,23 +137,22 @@ Config Config::FromEnv() {
                  env::kKinds, kinds.c_str());
     }
   }
-  const std::string skip = "," + EnvString(env::kCuptiSkip, "") + ",";
-  c.skip_pending = skip.find(",pending,") != std::string::npos;
-  c.skip_capture = skip.find(",capture,") != std::string::npos;
-  c.skip_stream = skip.find(",stream,") != std::string::npos;
-  c.skip_key = skip.find(",key,") != std::string::npos;
-  c.skip_clock = skip.find(",clock,") != std::string::npos;
-  c.skip_callback = skip.find(",callback,") != std::string::npos;
-  if (skip != ",,")
+  const std::string skip = EnvString(env::kCuptiSkip, "");
+  if (!skip.empty()) {
     LogError("%s=%s: benchmark mode, the trace is missing what is skipped", env::kCuptiSkip, skip.c_str());
-  for (size_t at = 1; at < skip.size();) {
-    const size_t end = skip.find(',', at);
-    const std::string step = skip.substr(at, end - at);
-    if (!step.empty() && step != "pending" && step != "capture" && step != "stream" && step != "key" &&
-        step != "clock" && step != "callback")
-      LogError("%s: unknown step '%s' (known: pending, capture, stream, key, clock, callback); it is not skipped",
-               env::kCuptiSkip, step.c_str());
-    at = end + 1;
+    static constexpr std::pair<const char*, bool Config::*> kSteps[] = {
+        {"pending", &Config::skip_pending}, {"capture", &Config::skip_capture}, {"stream", &Config::skip_stream},
+        {"key", &Config::skip_key},         {"clock", &Config::skip_clock},     {"callback", &Config::skip_callback}};
+    std::stringstream ss(skip);
+    std::string step;
+    while (std::getline(ss, step, ',')) {
+      auto it = std::find_if(std::begin(kSteps), std::end(kSteps), [&](const auto& k) { return step == k.first; });
+      if (it != std::end(kSteps))
+        c.*(it->second) = true;
+      else if (!step.empty())
+        LogError("%s: unknown step '%s' (known: pending, capture, stream, key, clock, callback); it is not skipped",
+                 env::kCuptiSkip, step.c_str());
+    }
   }
   c.api_nested = EnvInt(env::kApiNested, 1) != 0;
   c.bench_levels = EnvInt(env::kBenchLevels, 0) == 1;
@@ -455,7 +454,6 @@ void Collector::EnableApiCallbacks(CUpti_SubscriberHandle subscriber) {
       if (api.GetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS || !name) continue;
       if (ClassifyLaunch(domain, cbid).api == LaunchApi::kNone && !IsCopyApi(name)) continue;
       CUPTI_SETUP(api.EnableCallback(1, subscriber, domain, cbid));
-      api_callbacks_.emplace_back(domain, cbid);
       (*names)[cbid] = writer_->Intern(CleanApiName(name));
     }
   };
@@ -475,9 +473,13 @@ int Collector::SetBenchLevel(int level) {
   if (!config_.bench_levels || level < 0 || level > 2 || !collecting()) return -1;
   std::lock_guard<std::mutex> lock(bench_mu_);
   const CuptiApi& api = Cupti();
-  for (const auto& [domain, cbid] : api_callbacks_)
-    if (CUptiResult r = api.EnableCallback(level == 2 ? 1 : 0, subscriber_, domain, cbid); r != CUPTI_SUCCESS)
-      return static_cast<int>(r);
+  // The API callbacks EnableApiCallbacks enabled: those it named.
+  for (const auto& [domain, names] :
+       {std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, &runtime_names_}, std::pair{CUPTI_CB_DOMAIN_DRIVER_API, &driver_names_}})
+    for (CUpti_CallbackId cbid = 0; cbid < names->size(); ++cbid)
+      if ((*names)[cbid] != 0)
+        if (CUptiResult r = api.EnableCallback(level == 2 ? 1 : 0, subscriber_, domain, cbid); r != CUPTI_SUCCESS)
+          return static_cast<int>(r);
   return static_cast<int>(EnableActivity(level >= 1));
 }
 

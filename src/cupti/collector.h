@@ -142,8 +142,7 @@ class Collector : public NvtxListener {
   std::atomic<bool> finalized_{false};
   int pid_ = 0;
   CUpti_SubscriberHandle subscriber_ = nullptr;
-  std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> api_callbacks_;  // what EnableApiCallbacks enabled
-  std::mutex bench_mu_;                                                           // SetBenchLevel
+  std::mutex bench_mu_;  // SetBenchLevel
 
   LossCounters loss_;
   std::unique_ptr<LaunchSink> launch_sink_;
