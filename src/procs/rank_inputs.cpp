@@ -1,0 +1,98 @@
+// The rank comparison's inputs from a joined pair or from a primary trace (docs/join.md, "Ranks").
+#include "procs/rank_inputs.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "twinscope/trace_reader.h"
+
+namespace twinscope::procs {
+namespace {
+
+std::string TopLevel(const std::string& path) { return path.substr(0, path.find('/')); }
+
+std::string KeyOf(const std::string& path, const std::string& kernel, uint32_t ordinal) {
+  return path + "|" + kernel + "|" + std::to_string(ordinal);
+}
+
+class StepSink : public RecordSink {
+ public:
+  explicit StepSink(const TraceReader& reader) : reader_(reader) {}
+  void OnKernel(const KernelRecord& r) override {
+    if ((r.flags & kFlagInvalidTimestamp) || !r.start_ns || !r.end_ns || r.end_ns < r.start_ns) return;
+    auto it = index_.find(r.key.path);
+    if (it == index_.end()) {
+      it = index_.emplace(r.key.path, 0).first;
+      const std::string top = TopLevel(std::string(reader_.String(r.key.path)));
+      auto t = by_top_.find(top);
+      if (t == by_top_.end()) {
+        t = by_top_.emplace(top, steps.size()).first;
+        steps.push_back(RankStep{top});
+      }
+      it->second = t->second;
+    }
+    RankStep& s = steps[it->second];
+    ++s.kernels;
+    s.kernel_ns += r.end_ns - r.start_ns;
+    if (!s.first_start_ns || r.start_ns < s.first_start_ns) s.first_start_ns = r.start_ns;
+    s.last_end_ns = std::max(s.last_end_ns, r.end_ns);
+  }
+  std::vector<RankStep> steps;
+
+ private:
+  const TraceReader& reader_;
+  std::unordered_map<StringId, size_t> index_;
+  std::unordered_map<std::string, size_t> by_top_;
+};
+
+}  // namespace
+
+RankInput RankInputFromJoin(int64_t rank, const join::JoinedModel& m) {
+  RankInput in;
+  in.rank = rank;
+  for (const auto& s : m.steps)
+    in.steps.push_back(RankStep{s.range, s.first_start_ns, s.last_end_ns, s.kernels, s.kernel_ns});
+  std::vector<bool> matched(m.primary.size(), false);
+  for (const auto& mt : m.matches) {
+    if (mt.kind != join::MatchKind::kExact) continue;
+    const join::PrimaryLaunch& p = m.primary[mt.primary];
+    if (!p.have_kernel) continue;
+    matched[mt.primary] = true;
+    RankTargetLaunch t;
+    t.range = TopLevel(p.path);
+    t.kernel = p.demangled.empty() ? p.kernel : p.demangled;
+    t.key = KeyOf(p.path, p.kernel, p.ordinal);
+    t.dur_ns = p.end_ns - p.start_ns;
+    t.grid = p.grid;
+    t.have_blocks = m.shadow[mt.shadow].blocks.blocks_seen > 0;
+    t.blocks = m.shadow[mt.shadow].blocks;
+    in.targets.push_back(std::move(t));
+  }
+  for (size_t i = 0; i < m.primary.size(); ++i) {
+    const join::PrimaryLaunch& p = m.primary[i];
+    if (matched[i] || !p.have_kernel) continue;
+    RankTargetLaunch t;
+    t.range = TopLevel(p.path);
+    t.kernel = p.demangled.empty() ? p.kernel : p.demangled;
+    t.key = KeyOf(p.path, p.kernel, p.ordinal);
+    t.dur_ns = p.end_ns - p.start_ns;
+    t.grid = p.grid;
+    in.targets.push_back(std::move(t));
+  }
+  return in;
+}
+
+StatusOr<RankInput> RankInputFromTrace(int64_t rank, const std::string& path) {
+  std::string error;
+  auto reader = TraceReader::Open(path, &error);
+  if (!reader) return Status::Error(error);
+  StepSink sink(*reader);
+  ReadReport report = reader->Read(sink);
+  if (!report.ok() && report.records == 0) return Status::Error(report.message);
+  RankInput in;
+  in.rank = rank;
+  in.steps = std::move(sink.steps);
+  return in;
+}
+
+}  // namespace twinscope::procs
