@@ -141,6 +141,8 @@ struct JoinOptions {
   size_t min_group_launches = 3;
   // A serving run's request trace (and schedule): per-request views (join/requests.h).
   RequestInputs requests;
+  // What reading the options assumed (e.g. a twin folder's missing twin.json): the model's warnings start with these.
+  std::vector<std::string> warnings;
 };
 
 struct JoinedModel {
