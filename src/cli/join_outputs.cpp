@@ -81,24 +81,43 @@ std::string BaseName(const std::string& p) {
 
 join::JoinOptions TwinOptions(const std::string& dir) {
   join::JoinOptions o;
-  std::ifstream f(dir + "/twin.json");
-  if (!f) return o;
+  const std::string path = dir + "/twin.json";
+  // What the join assumes without the file's options, said once on stderr and kept in the model's warnings
+  // (join.json): a twin folder without its options must not silently give a different join.
+  auto assume = [&](const std::string& what) {
+    const std::string w = path + " " + what +
+                          ": joined as sequential twins (no overlap flag) without a request trace; "
+                          "give the traces to `twinscope join` (--concurrent, --requests) to choose";
+    std::fprintf(stderr, "twinscope: warning: %s\n", w.c_str());
+    o.warnings.push_back(w);
+    return o;
+  };
+  std::ifstream f(path);
+  if (!f) return assume("is missing");
   auto j = nlohmann::json::parse(f, nullptr, false);
-  if (!j.is_object()) return o;
+  if (!j.is_object())
+    return assume(j.is_discarded() ? "is not valid JSON (damaged or cut short)" : "is not a JSON object");
   o.concurrent = j.value("concurrent", false);
   o.shadow_window_start_realtime_ns = j.value("shadow_start_realtime_ns", uint64_t{0});
   o.shadow_window_end_realtime_ns = j.value("shadow_end_realtime_ns", uint64_t{0});
   o.primary_start_realtime_ns = j.value("primary_start_realtime_ns", uint64_t{0});
   o.primary_end_realtime_ns = j.value("primary_end_realtime_ns", uint64_t{0});
-  // A serving run's request trace and schedule; a folder that moved still finds its own copies.
-  auto input = [&](const char* key) {
+  // A serving run's request trace and schedule; a folder that moved still finds its own copies. One named but
+  // found in neither place is said, with what the join does without it.
+  auto input = [&](const char* key, const char* without) {
     const auto it = j.find(key);
     std::string p = it != j.end() && it->is_string() ? it->get<std::string>() : "";
     if (!p.empty() && !IsFile(p) && IsFile(dir + "/" + BaseName(p))) p = dir + "/" + BaseName(p);
+    if (!p.empty() && !IsFile(p)) {
+      const std::string w = path + " names " + key + " " + p + ", which is not there (nor in " + dir + "): " + without;
+      std::fprintf(stderr, "twinscope: warning: %s\n", w.c_str());
+      o.warnings.push_back(w);
+      p.clear();
+    }
     return p;
   };
-  o.requests.trace = input("request_trace");
-  if (!o.requests.trace.empty()) o.requests.schedule = input("schedule");
+  o.requests.trace = input("request_trace", "joined without per-request views");
+  if (!o.requests.trace.empty()) o.requests.schedule = input("schedule", "per-request views without step batches");
   return o;
 }
 

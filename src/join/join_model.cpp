@@ -247,6 +247,7 @@ StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::str
   m.primary_path = primary_path;
   m.shadow_path = shadow_path;
   m.options = options;
+  m.warnings = options.warnings;
 
   // Shadow first: it names the target kernels.
   std::string error;

@@ -190,6 +190,8 @@ struct JoinOptions {
   size_t align_max_d = 2000;
   // A serving run's request trace (and schedule): per-request views (join/requests.h).
   RequestInputs requests;
+  // What reading the options assumed (e.g. a twin folder's missing twin.json): the model's warnings start with these.
+  std::vector<std::string> warnings;
 };
 
 struct JoinedModel {

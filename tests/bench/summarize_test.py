@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Tests of bench/gpu/summarize_rounds.py (gpu_cupti.sh confirm) and
-summarize_levels.py (gpu_cupti.sh levels) on results written here: the
-ratios they print are computed per round (or per process and round) as their
-docstrings say, incomplete data makes them fail, and every check of a traced
-run is applied. Usage: summarize_test.py <bench/gpu folder>"""
+"""Tests of bench/gpu/summarize_rounds.py (gpu_cupti.sh confirm),
+summarize_levels.py (gpu_cupti.sh levels) and summarize_cupti.py (gpu_cupti.sh
+bench) on results written here: the ratios they print are computed per round
+(or per process and round, or from per-variant medians) as their docstrings
+say, incomplete data makes them fail, and every check of a traced run is
+applied. Usage: summarize_test.py <bench/gpu folder>"""
 import contextlib
 import importlib.util
 import io
@@ -144,6 +145,61 @@ class Levels(unittest.TestCase):
         rc, text = run(self.mod, [{"proc": 1, "variant": "plain",
                                    "result": {"workload": "eager_call", "ns_per_kernel": 1}}])
         self.assertEqual(rc, 1, text)
+
+
+class Cupti(unittest.TestCase):
+    mod = load("summarize_cupti")
+
+    def run_dir(self, files):
+        """files: {name: [lines (dicts, or text kept as is)]} in a log folder; returns (exit code, text)."""
+        with tempfile.TemporaryDirectory() as d:
+            for name, lines in files.items():
+                with open(os.path.join(d, name), "w") as f:
+                    for line in lines:
+                        f.write((line if isinstance(line, str) else json.dumps(line)) + "\n")
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                rc = self.mod.main(d)
+        return rc, out.getvalue()
+
+    @staticmethod
+    def res(ns, workload="eager"):
+        return {"workload": workload, "ns_per_kernel": ns}
+
+    def test_medians_added_cost_and_ratios_to_both_floors(self):
+        # Medians over every file of a variant: plain 1000, bare 1100 (+100), bare_cb 1200 (+200),
+        # twinscope 1300 (+300): 300/100 = 3.00 over the floor, 300/200 = 1.50 over the floor with callbacks.
+        rc, text = self.run_dir({
+            "plain.1.json": ["log line, not JSON", self.res(990), self.res(1000)],
+            "plain.2.json": [self.res(1010), {"note": "no workload"}],
+            "bare.1.json": [self.res(1100)],
+            "bare_cb.1.json": [self.res(1200), "{broken json"],
+            "twinscope.1.json": [self.res(1250), self.res(1400)],
+            "twinscope.2.json": [self.res(1300)],
+        })
+        self.assertEqual(rc, 0, text)
+        self.assertEqual(row(text, "eager", "plain").split()[2:], ["3", "1000", "-"], text)
+        self.assertEqual(row(text, "eager", "bare").split()[2:], ["1", "1100", "+100"], text)
+        self.assertEqual(row(text, "eager", "bare_cb").split()[2:], ["1", "1200", "+200"], text)
+        self.assertEqual(row(text, "eager", "twinscope").split()[2:], ["3", "1300", "+300", "3.00", "1.50"], text)
+        self.assertNotIn("profiler", text)
+
+    def test_each_workload_has_its_own_rows_and_a_floor_at_or_below_plain_is_said(self):
+        rc, text = self.run_dir({
+            "plain.1.json": [self.res(1000), self.res(500, "graph")],
+            "bare.1.json": [self.res(1000), self.res(600, "graph")],
+            "bare_cb.1.json": [self.res(1100), self.res(700, "graph")],
+            "twinscope.1.json": [self.res(1200), self.res(800, "graph")],
+        })
+        self.assertEqual(rc, 0, text)
+        self.assertIn("n/a (floor <= 0)", row(text, "eager", "twinscope"), text)
+        self.assertEqual(row(text, "eager", "twinscope").split()[-1], "2.00", text)
+        self.assertEqual(row(text, "graph", "twinscope").split()[2:], ["1", "800", "+300", "3.00", "1.50"], text)
+
+    def test_no_results_fail(self):
+        rc, text = self.run_dir({"plain.1.json": ["nothing here"]})
+        self.assertEqual(rc, 1, text)
+        self.assertIn("no results in", text)
 
 
 if __name__ == "__main__":

@@ -9,12 +9,14 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <tuple>
 
 #include "export/chrome_json.h"
 #include "golden.h"
+#include "join/join_views.h"
 #include "join_scene.h"
 #include "served_scene.h"
 
@@ -291,8 +293,22 @@ TEST_F(JoinExport, SqliteHoldsTheRequestsOfAServingRun) {
                     "FROM request_steps), (SELECT count(*) FROM step_launches)"),
             "3|6|9|12\n");
 
-  // Each request's row, column for column (no arrival times in this trace: both NULL).
-  EXPECT_EQ(db.Rows("SELECT * FROM requests ORDER BY id"), RequestRows(t));
+  // Each request's row, column for column, worked out by hand from served_scene.h (no arrival times in this
+  // trace: both NULL). Kernels: two targets (10 us; step 2's second 50 us, step 4's first 60 us) and two
+  // 500 ns others per step, launches 100 us apart from 1 ms, each kernel 2 us after its launch, an other
+  // one 100 ns after each target. r0 (steps 0-3): 16 kernels, 21 + 21 + 61 + 21 = 124 us; its share is 5/8
+  // of step 0 and half of steps 1-3: 13125 + 10500 + 30500 + 10500 = 64625 ns; targets 8, 120 us; GPU time
+  // from 1,002,000 to step 3's last kernel's end 1,712,600. The odd id (steps 0-4) adds step 4 (71 us, all
+  // its own; one launch missing from the shadow): 20 kernels, 195 us, share 7875 + 51500 + 71000 = 130375,
+  // 10 targets, 190 us, 9 matched exactly, up to 1,912,600. "bad": no steps, nothing.
+  EXPECT_EQ(db.Rows("SELECT * FROM requests ORDER BY id"),
+            "0|r0|200|length|NULL|5|4|4|10|900|4000|0|0|3|4|1|3|0|16|124000|64625|8|120000|8|8|0|1002000|1712600|"
+            "NULL|NULL\n"
+            "1|a/b,c:1]|200|NULL|NULL|3|NULL|NULL|NULL|NULL|NULL|0|0|4|5|1|4|0|20|195000|130375|10|190000|10|9|0|"
+            "1002000|1912600|NULL|NULL\n"
+            "2|bad|400|NULL|max_tokens must be an integer|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|0|0|0|0|0|0|0|"
+            "0|0|0|0|0|NULL|NULL|NULL|NULL\n");
+  EXPECT_EQ(RequestRows(t), db.Rows("SELECT * FROM requests ORDER BY id")) << "the model and the table differ";
   EXPECT_EQ(db.Rows("SELECT count(*) FROM requests WHERE arrival_unix_us IS NULL AND arrival_ns IS NULL"), "3\n");
   // Hand-checked (tests/join/requests_test.cpp): r0 has the first token at 900 us and 8 target launches, all
   // matched; the odd id no completion_tokens, 10 target launches, 9 matched exactly; the 400 no steps.
@@ -313,7 +329,19 @@ TEST_F(JoinExport, SqliteHoldsTheRequestsOfAServingRun) {
       want += v + "|";
     want.back() = '\n';
   }
-  EXPECT_EQ(db.Rows("SELECT * FROM served_steps ORDER BY step"), want);
+  EXPECT_EQ(db.Rows("SELECT * FROM served_steps ORDER BY step"), want) << "the model and the table differ";
+  // And by hand: the schedule's batch, padding and tokens (step 5 is in no schedule: NULL); two targets and
+  // two others per step; GPU spans from the first kernel (2 us after the step's first launch) to the last
+  // other kernel's end; step 4's second launch missing from the shadow. (The range column is left out: a
+  // request id with a '/' cuts the step's range name there, see the report of issue 22.)
+  EXPECT_EQ(db.Rows("SELECT step, kind, batch, padded, tokens, kernels, kernel_ns, targets, target_ns, start_ns, "
+                    "end_ns, target_launches, shadow_exact, shadow_time_only FROM served_steps ORDER BY step"),
+            "0|prefill|2|8|8|4|21000|2|20000|1002000|1112600|2|2|0\n"
+            "1|decode|2|2|2|4|21000|2|20000|1202000|1312600|2|2|0\n"
+            "2|decode|2|2|2|4|61000|2|60000|1402000|1552600|2|2|0\n"
+            "3|decode|2|2|2|4|21000|2|20000|1602000|1712600|2|2|0\n"
+            "4|decode|1|1|1|4|71000|2|70000|1802000|1912600|2|1|0\n"
+            "5|decode|NULL|NULL|NULL|4|21000|2|20000|2002000|2112600|2|2|0\n");
 
   // One request's steps in order, with the step's kind, batch and target launches.
   const std::string odd = "(SELECT id FROM requests WHERE request = 'a/b,c:1]')";
@@ -370,7 +398,30 @@ TEST_F(JoinExport, SqliteHoldsEachRequestsArrival) {
   auto r = ExportJoinSqlite(m, out);
   ASSERT_TRUE(r.ok()) << r.status().message();
   Db db(out);
-  EXPECT_EQ(db.Rows("SELECT * FROM requests ORDER BY id"), RequestRows(m.requests));
+  // Worked out by hand (served_scene.h, as in SqliteHoldsTheRequestsOfAServingRun): r0 and the odd id have
+  // the kernels and shares of that run. "skew" names steps 0-4 but is in no step's batch, so its tokens are
+  // the default (one in a step that is not its prefill step) over the schedule's: 1/8 of step 0 (2625 ns),
+  // half of steps 1-3 (51500), all of step 4 (71000): 125125. "bad" and "lost" have no steps; "late"'s only
+  // step (6) has no kernel and, not being its prefill step, counts as a decode step. Arrivals: base + the
+  // trace's offsets, and on the primary's clock (CUPTI time 0 is the base) the same offsets in ns.
+  const auto at = [&](int64_t us) { return std::to_string(base_us + us); };
+  EXPECT_EQ(
+      db.Rows("SELECT * FROM requests ORDER BY id"),
+      "0|r0|200|length|NULL|5|4|4|1|120|800|0|0|3|4|1|3|0|16|124000|64625|8|120000|8|8|0|1002000|1712600|" + at(1001) +
+          "|1001000\n" +
+          "1|a/b,c:1]|200|NULL|NULL|3|NULL|NULL|NULL|NULL|NULL|0|0|4|5|1|4|0|20|195000|130375|10|190000|10|9|0|"
+          "1002000|1912600|NULL|NULL\n" +
+          "2|skew|200|NULL|NULL|NULL|NULL|NULL|NULL|300|700|NULL|0|4|5|1|4|0|20|195000|125125|10|190000|10|9|0|"
+          "1002000|1912600|" +
+          at(1100) + "|1100000\n" +
+          "3|bad|400|NULL|max_tokens must be an integer|NULL|NULL|NULL|NULL|NULL|0|NULL|NULL|NULL|0|0|0|0|0|0|0|0|"
+          "0|0|0|0|NULL|NULL|" +
+          at(1500) + "|1500000\n" +
+          "4|lost|200|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|0|0|0|0|0|0|0|0|0|0|0|0|NULL|NULL|"
+          "NULL|NULL\n" +
+          "5|late|200|NULL|NULL|NULL|NULL|NULL|NULL|NULL|100|NULL|6|6|1|0|1|1|0|0|0|0|0|0|0|0|NULL|NULL|" + at(2200) +
+          "|2200000\n");
+  EXPECT_EQ(RequestRows(m.requests), db.Rows("SELECT * FROM requests ORDER BY id")) << "the model and the table differ";
   const std::string b = std::to_string(base_us);
   EXPECT_EQ(db.Rows("SELECT request, arrival_unix_us - " + b + ", arrival_ns FROM requests ORDER BY id"),
             "r0|1001|1001000\na/b,c:1]|NULL|NULL\nskew|1100|1100000\nbad|1500|1500000\nlost|NULL|NULL\n"
@@ -391,7 +442,9 @@ TEST_F(JoinExport, SqliteReplacesAFileAndSaysWhereTheShadowWasCut) {
   auto r = ExportJoinSqlite(*m, out);
   ASSERT_TRUE(r.ok()) << r.status().message();
   Db db(out);
-  EXPECT_NE(db.Rows("SELECT value FROM meta WHERE key = 'shadow_read_end'"), "complete\n");
+  // The row is there and names how the read ended (a missing row must fail, not pass as "not complete").
+  EXPECT_EQ(db.Rows("SELECT value FROM meta WHERE key = 'shadow_read_end'"), "truncated\n");
+  EXPECT_EQ(db.Rows("SELECT value FROM meta WHERE key = 'primary_read_end'"), "complete\n");
   EXPECT_EQ(db.Rows("SELECT count(*) FROM launches WHERE side = 'shadow'"), std::to_string(m->shadow.size()) + "\n");
   bool said = false;
   for (const auto& w : r->warnings) said = said || w.rfind("shadow: the trace read ended", 0) == 0;
@@ -399,6 +452,85 @@ TEST_F(JoinExport, SqliteReplacesAFileAndSaysWhereTheShadowWasCut) {
 }
 
 #endif  // TWINSCOPE_NO_SQLITE
+
+// Facts of a hand-built scene, worked out by hand here (not by the code under test): five launches of one
+// kernel, grid 8, blocks 1 us each entering 100 ns apart. step#0-#3 run 10 us, step#4 30 us (3x the median,
+// step#2 the reference). Block layouts:
+//   even (step#0, #2): SM i%4, arrival order i -> 4 SMs, 2 blocks per SM, tau 1; exits 1000..1700 ns,
+//     median exit (4th of 8) 1300, span 1700, tail 400 (24% of the span).
+//   step#1: even, blocks 0 and 1 arrived swapped -> 1 inversion of 28 pairs, tau (27 - 1) / 28.
+//   step#3: blocks 0-3 on SM 0, 4-6 on SM 1, 7 on SM 2 -> 3 SMs, blocks per SM 1 / 3 / 4.
+//   step#4: SM i%2, arrival order reversed, block 5 a straggler (exits at 6500 ns) -> 2 SMs, 4 per SM,
+//     tau -1; exits sorted 1000..1400, 1600, 1700, 6500: median 1300, span 6500, tail 5200 (80%).
+TEST(JoinSceneFacts, TauTailBlocksPerSmAndWhySlowAsWorkedOutByHand) {
+  std::vector<testing::FakeLaunch> v;
+  for (int i = 0; i < 5; ++i) {
+    testing::FakeLaunch l;
+    l.kernel = "_Z6kernelv";
+    l.path = "step#" + std::to_string(i);
+    l.cpu_ns = 1'000'000 * static_cast<uint64_t>(i + 1);
+    l.dur_ns = i == 4 ? 30'000 : 10'000;
+    l.blocks = testing::EvenBlocks(8, 4, 1'000);
+    if (i == 1) std::swap(l.blocks[0].order, l.blocks[1].order);
+    if (i == 3)
+      for (auto& b : l.blocks) b.sm = b.block < 4 ? 0 : b.block < 7 ? 1 : 2;
+    if (i == 4) {
+      for (auto& b : l.blocks) b.sm = b.block % 2, b.order = 7 - b.block;
+      l.blocks[5].exit_ns = 6'500;
+    }
+    v.push_back(l);
+  }
+  const std::string dir = testing::SceneDir("facts");
+  const auto files = testing::WriteTwin(dir, v);
+  auto m = join::JoinTraces(files.primary, files.shadow);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const json j = join::JoinToJson(*m, {}, {});
+  std::map<std::string, json> by_step;
+  for (const auto& l : j["launches"]) by_step[l["key"]["path"].get<std::string>()] = l["shadow"];
+  ASSERT_EQ(by_step.size(), 5u) << j["launches"].dump();
+
+  for (const char* even : {"step#0", "step#2"}) {
+    SCOPED_TRACE(even);
+    const json& s = by_step[even];
+    EXPECT_EQ(s["sms_used"], 4);
+    EXPECT_EQ(s["blocks_per_sm"], json({2, 2, 2}));
+    EXPECT_EQ(s["inversions"], 0);
+    EXPECT_DOUBLE_EQ(s["kendall_tau"].get<double>(), 1.0);
+    EXPECT_EQ(s["span_ns"], 1700);
+    EXPECT_EQ(s["tail_ns"], 400);
+  }
+  EXPECT_EQ(by_step["step#1"]["inversions"], 1);
+  EXPECT_NEAR(by_step["step#1"]["kendall_tau"].get<double>(), 26.0 / 28.0, 1e-9);
+  EXPECT_EQ(by_step["step#3"]["sms_used"], 3);
+  EXPECT_EQ(by_step["step#3"]["blocks_per_sm"], json({1, 3, 4}));
+  const json& slow = by_step["step#4"];
+  EXPECT_EQ(slow["sms_used"], 2);
+  EXPECT_EQ(slow["blocks_per_sm"], json({4, 4, 4}));
+  EXPECT_EQ(slow["inversions"], 28);
+  EXPECT_DOUBLE_EQ(slow["kendall_tau"].get<double>(), -1.0);
+  EXPECT_EQ(slow["span_ns"], 6500);
+  EXPECT_EQ(slow["tail_ns"], 5200);
+  EXPECT_EQ(slow["straggler"], json({{"block", 5}, {"sm", 1}, {"exit_ns", 6500}}));
+
+  // Why slow: one group of five, the median launch step#2 (10 us), step#4 listed with every reason.
+  ASSERT_EQ(j["why_slow"].size(), 1u);
+  const json& g = j["why_slow"][0];
+  EXPECT_EQ(g["launches"], 5);
+  EXPECT_EQ(g["median_dur_ns"], 10000);
+  ASSERT_EQ(g["slow"].size(), 1u) << g.dump();
+  const json& w = g["slow"][0];
+  EXPECT_EQ(w["dur_ns"], 30000);
+  EXPECT_DOUBLE_EQ(w["ratio"].get<double>(), 3.0);
+  EXPECT_EQ(w["verdicts"], json({"fewer_sms", "reordered", "straggler"}));
+  const std::string text = w["text"];
+  for (const char* says :
+       {"3.00x the median (30.0 us vs 10.0 us)", "its blocks ran on 2 SMs vs 4 (up to 4 blocks per SM vs 2)",
+        "blocks arrived in another order: Kendall tau -1.00 vs 1.00",
+        "one block held it up: block 5 on SM 1 left 80% of the span after the median block "
+        "(median launch: 24%)"})
+    EXPECT_NE(text.find(says), std::string::npos) << says << "\nin: " << text;
+  std::filesystem::remove_all(dir);
+}
 
 }  // namespace
 }  // namespace twinscope::exporters

@@ -1,0 +1,43 @@
+# Driver of TestPrerequisitesUnderCI: configures a project whose tests miss one prerequisite (and one part
+# turned off by choice), with and without CI=true, and checks configure's result and skipped-tests.txt.
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK}/src)
+file(WRITE ${WORK}/src/CMakeLists.txt "cmake_minimum_required(VERSION 3.24)
+project(prereq NONE)
+set(TWINSCOPE_BUILD_TESTS ON)
+include(${MODULE})
+twinscope_test_skipped(\"Perfetto tests\" \"protoc not found\")
+twinscope_test_skipped(\"serve_test\" \"TWINSCOPE_WITH_MIRROR=OFF\" CHOSEN)
+")
+
+function(configure ci build)
+  if(ci)
+    set(env ${CMAKE_COMMAND} -E env CI=true)
+  else()
+    set(env ${CMAKE_COMMAND} -E env --unset=CI)
+  endif()
+  execute_process(COMMAND ${env} ${CMAKE_COMMAND} -S ${WORK}/src -B ${WORK}/${build}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  set(rc ${rc} PARENT_SCOPE)
+  set(log "${out}${err}" PARENT_SCOPE)
+endfunction()
+
+configure(ON ci)
+if(rc EQUAL 0)
+  message(FATAL_ERROR "CI=true: configure passed although the Perfetto tests cannot be built:\n${log}")
+endif()
+string(REGEX REPLACE "[ \n]+" " " flat "${log}")  # CMake wraps the message
+string(FIND "${flat}" "Perfetto tests: NOT built (protoc not found). CI=true: these tests must run in CI." at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "CI=true: configure failed without saying why:\n${log}")
+endif()
+
+configure(OFF local)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "without CI, configure must pass (a warning):\n${log}")
+endif()
+file(READ ${WORK}/local/skipped-tests.txt listed)
+if(NOT listed STREQUAL "Perfetto tests: protoc not found\nserve_test: TWINSCOPE_WITH_MIRROR=OFF\n")
+  message(FATAL_ERROR "skipped-tests.txt does not list the skipped parts:\n${listed}")
+endif()
+message(STATUS "TestPrerequisitesUnderCI: ok")
