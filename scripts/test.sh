@@ -10,11 +10,43 @@ BUILD=${1:-build}
 FUZZ_SECONDS=${TWINSCOPE_FUZZ_SECONDS:-20}
 JOBS=${JOBS:-$(nproc)}
 
+# ---- Where the time goes (issue 21, part 7): each phase's wall and CPU seconds (this script's children,
+# from bash's `times`), printed when the script ends and kept in $BUILD-timing.txt with the build's slowest
+# steps (bench/RESULTS.md, "The test command's time").
+_timing=() _phase= _phase_t=$SECONDS _phase_cpu=0 _times_file=$(mktemp)
+_cpu_now() {
+  times >"$_times_file"
+  _cpu=$(awk 'NR==2{split($1,u,/[ms]/); split($2,s,/[ms]/); printf "%d", u[1]*60+u[2]+s[1]*60+s[2]}' "$_times_file")
+}
+phase() {
+  _cpu_now
+  [[ -n $_phase ]] && _timing+=("$(printf '%-24s %6d s wall %7d s cpu' "$_phase" $((SECONDS - _phase_t)) $((_cpu - _phase_cpu)))")
+  _phase=$1 _phase_t=$SECONDS _phase_cpu=$_cpu
+}
+_timing_report() {
+  phase ""
+  {
+    echo "scripts/test.sh time by phase ($(nproc) cores, JOBS=$JOBS; $(date -u +%FT%TZ)):"
+    printf '  %s\n' "${_timing[@]}"
+    if [[ -f $BUILD/.ninja_log ]]; then
+      echo "slowest build steps of $BUILD (s, wall while sharing $JOBS jobs):"
+      awk 'NR>1{printf "%8.1f %s\n", ($2-$1)/1000, $4}' "$BUILD/.ninja_log" | sort -rn | head -15
+    fi
+  } | tee "$BUILD-timing.txt" >&2
+  rm -f "$_times_file"
+}
+trap _timing_report EXIT
+phase setup-deps
+
 scripts/setup-deps.sh
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+phase configure
 cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTWINSCOPE_BUILD_TESTS=ON
+phase build
 cmake --build "$BUILD" -j "$JOBS"
+phase ctest
 (cd "$BUILD" && ctest --output-on-failure -j "$JOBS" --timeout 600)
+phase bench_launch_path
 # The launch path's instruction and allocation budget on the application
 # thread (deterministic, callgrind; ~40 s): fails if a plain launch costs more
 # than 600 instructions above the floor or allocates in steady state.
@@ -26,12 +58,18 @@ CHECK=1 scripts/bench_launch_path.sh "$BUILD"
 # mirror's replay drives the same entry point as mirror_input_fuzzer, which
 # runs here from the same corpus.)
 if command -v clang++ >/dev/null && [[ $FUZZ_SECONDS -gt 0 ]]; then
+  phase fuzz-build
+  # No CUDA in this build (TWINSCOPE_BUILD_EXAMPLES=OFF: nvcc is not even probed): only the fuzz targets and the
+  # reader's replay test are built, each with just what it links.
   CC=clang CXX=clang++ cmake -S . -B "$BUILD-fuzz" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTWINSCOPE_FUZZ=ON \
-    -DTWINSCOPE_WITH_CUPTI=OFF -DTWINSCOPE_WITH_SANITIZER=OFF -DTWINSCOPE_BUILD_TESTS=ON >/dev/null
-  cmake --build "$BUILD-fuzz" -j "$JOBS" --target reader_fuzz_replay_test
+    -DTWINSCOPE_WITH_CUPTI=OFF -DTWINSCOPE_WITH_SANITIZER=OFF -DTWINSCOPE_BUILD_TESTS=ON -DTWINSCOPE_BUILD_EXAMPLES=OFF >/dev/null
+  targets=$(cmake --build "$BUILD-fuzz" --target help | grep -oE '^[a-z_]+_fuzzer' | sort -u || true)
+  # All of them in one build, so that both jobs stay busy (one target at a time idles a core at each link).
+  sample=$(cmake --build "$BUILD-fuzz" --target help | grep -oE '^write_sample_trace' | head -1 || true)
+  cmake --build "$BUILD-fuzz" -j "$JOBS" --target reader_fuzz_replay_test $sample $targets
+  phase fuzzing
   echo "fuzz replay reader_fuzz_replay_test (ASan, UBSan)"
   "$BUILD-fuzz/bin/reader_fuzz_replay_test" --gtest_brief=1
-  targets=$(cmake --build "$BUILD-fuzz" --target help | grep -oE '^[a-z_]+_fuzzer' | sort -u || true)
   for t in $targets; do
     cmake --build "$BUILD-fuzz" -j "$JOBS" --target "$t"
     mkdir -p "$BUILD-fuzz/corpus-$t"

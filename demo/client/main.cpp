@@ -3,12 +3,15 @@
 // request's tokens, time to first token and latency; with --check it also
 // checks every reply against the text the demo server must produce for it
 // (the same seed and prompt always give the same words). Exit 0 when every
-// request succeeded (and matched), 1 otherwise.
+// request succeeded (and matched), 1 otherwise. With --mirror-latency N it
+// then measures what a mirror adds to the latency (mirror_latency.h): the
+// client of `twinscope demo`, which runs this binary rather than linking it.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
 
 #include "client/chat_client.h"
+#include "client/mirror_latency.h"
 #include "net/beast.h"
 #include "net/url.h"
 #include "server/text.h"
@@ -60,6 +63,9 @@ int main(int argc, char** argv) {
   bool no_stream = false, check = false, quiet = false;
   double timeout_s = 300;
   std::string json_out;
+  MirrorLatencyOptions lo;
+  lo.pairs = 0;
+  std::string latency_json;
   CLI::App app{"twinscope-demo-client: send concurrent chat completion requests and report per-request statistics"};
   app.add_option("--url", o.url, "server (or mirror) base URL (default http://127.0.0.1:8000)");
   app.add_option("-n,--requests", o.requests, "requests, all sent at once (default 8)");
@@ -73,6 +79,15 @@ int main(int argc, char** argv) {
   app.add_flag("--check", check, "check each reply against the demo server's deterministic text");
   app.add_option("--json", json_out, "write the report as JSON here");
   app.add_flag("-q,--quiet", quiet, "only the summary line");
+  app.add_option("--mirror-latency", lo.pairs,
+                 "then N requests one at a time straight to --direct-url and N through --url (the mirror), "
+                 "interleaved: the mirror's added latency (default 0: none)");
+  app.add_option("--direct-url", lo.direct_url, "with --mirror-latency: the server behind the mirror");
+  app.add_option("--shadow-url", lo.shadow_url,
+                 "with --mirror-latency: each direct request is also sent here, its answer dropped (a lockstep "
+                 "shadow waits for every request)");
+  app.add_option("--latency-json", latency_json,
+                 "with --mirror-latency: write its report as JSON here (\"describe\": the summary line)");
   CLI11_PARSE(app, argc, argv);
   if (o.requests < 1 || o.max_tokens < 1) {
     std::fprintf(stderr, "twinscope-demo-client: --requests and --max-tokens must be at least 1\n");
@@ -134,5 +149,22 @@ int main(int argc, char** argv) {
     if (check) j["mismatched"] = mismatched;
     std::ofstream(json_out) << j.dump(2) << "\n";
   }
-  return rep.failed == 0 && mismatched == 0 ? 0 : 1;
+  bool latency_failed = false;
+  if (lo.pairs > 0) {
+    if (lo.direct_url.empty()) {
+      std::fprintf(stderr, "twinscope-demo-client: --mirror-latency needs --direct-url\n");
+      return 2;
+    }
+    lo.request = o;
+    lo.mirror_url = o.url;
+    const MirrorLatencyReport lat = RunMirrorLatency(lo);
+    std::printf("%s\n", lat.Describe().c_str());
+    latency_failed = lat.failed() != 0;
+    if (!latency_json.empty()) {
+      nlohmann::json j = lat.ToJson();
+      j["describe"] = lat.Describe();
+      std::ofstream(latency_json) << j.dump(2) << "\n";
+    }
+  }
+  return rep.failed == 0 && mismatched == 0 && !latency_failed ? 0 : 1;
 }

@@ -1,41 +1,13 @@
-// Environment variables through which the CLI configures the injected
-// collectors. The CLI sets them; the collectors read them at
-// InitializeInjection. Documented in README.md ("Configuration").
+// Names of the TWINSCOPE_* environment variables, as constants
+// (twinscope::env::kFlushMs == "TWINSCOPE_FLUSH_MS"), generated from the one
+// settings table (base/settings_table.h); base/settings.h reads them with
+// their types, defaults and ranges. Documented in README.md ("Configuration").
 #pragma once
 
 namespace twinscope::env {
 
-// Both collectors.
-inline constexpr char kOutput[] = "TWINSCOPE_OUTPUT";                  // trace file path
-inline constexpr char kMaxBufferedMb[] = "TWINSCOPE_MAX_BUFFERED_MB";  // writer memory cap
-inline constexpr char kFlushMs[] = "TWINSCOPE_FLUSH_MS";               // periodic flush interval
-inline constexpr char kQuiet[] = "TWINSCOPE_QUIET";                    // 1: no info lines on stderr
-
-// CUPTI collector.
-inline constexpr char kKinds[] = "TWINSCOPE_KINDS";                  // comma list: kernel,memcpy,memset,api,nvtx
-inline constexpr char kKernelsOnly[] = "TWINSCOPE_KERNELS_ONLY";     // 1: disable the seed-001 mitigation
-inline constexpr char kBufferSizeKb[] = "TWINSCOPE_BUFFER_SIZE_KB";  // CUPTI host buffer size
-inline constexpr char kDeviceBufferPoolLimit[] = "TWINSCOPE_DEVICE_BUFFER_POOL_LIMIT";
-inline constexpr char kDeviceBufferSizeMb[] = "TWINSCOPE_DEVICE_BUFFER_SIZE_MB";
-// Benchmarks only (bench/, scripts/gpu_cupti.sh ablate): comma list of per-launch steps to skip to measure
-// what each costs: pending (no key for kernel records), capture (no capture check), stream (stream id 0),
-// key (zero launch key), clock (API times from the host clock, not CUPTI's), callback (API callbacks return
-// at once). Breaks the data it skips; never for real use.
-inline constexpr char kCuptiSkip[] = "TWINSCOPE_CUPTI_SKIP";
-// 0: the driver's launch call made inside a runtime launch (cuLaunchKernel inside cudaLaunchKernel) gets no
-// API record: two clock reads and one record fewer a runtime launch. Default 1.
-inline constexpr char kApiNested[] = "TWINSCOPE_API_NESTED";
-// Benchmarks only (bench_kernels --levels): 1 lets the program switch the collector, between bursts, to
-// level 0 (nothing enabled), 1 (activity only, as the bare floor) or 2 (everything) through the exported
-// twinscope_bench_level(), so one process measures all three. The trace misses what is switched off.
-inline constexpr char kBenchLevels[] = "TWINSCOPE_BENCH_LEVELS";
-
-// Block probe.
-inline constexpr char kKernelPatterns[] = "TWINSCOPE_KERNELS";    // ';'-separated; "re:" prefix = regex
-inline constexpr char kEvery[] = "TWINSCOPE_EVERY";               // trace every Nth matching launch
-inline constexpr char kMaxLaunches[] = "TWINSCOPE_MAX_LAUNCHES";  // stop after N traced launches
-inline constexpr char kPerSecond[] = "TWINSCOPE_PER_SECOND";      // at most R traced launches a second
-inline constexpr char kBudget[] = "TWINSCOPE_BUDGET";             // overhead budget, % of the program's time
-inline constexpr char kBlocksPatch[] = "TWINSCOPE_BLOCKS_PATCH";  // always | toggle (default: toggle when sampling)
+#define TWINSCOPE_SETTING(constant, name, ...) inline constexpr char constant[] = name;
+#include "base/settings_table.h"
+#undef TWINSCOPE_SETTING
 
 }  // namespace twinscope::env

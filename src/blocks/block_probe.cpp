@@ -24,6 +24,7 @@
 
 #include "base/env_names.h"
 #include "base/log.h"
+#include "base/settings.h"
 #include "blocks/coexistence.h"
 #include "blocks/probe_callbacks.h"
 #include "format/header.h"
@@ -146,8 +147,10 @@ int BlockProbe::Initialize() {
   header["max_slots"] = config_.max_slots;
   if (config_.naive) header["naive"] = true;
   header["clock"] = {{"launch_cpu_ns", "CLOCK_MONOTONIC"}, {"block_ns", "GPU %globaltimer"}};
-  const long long flush_ms = EnvInt(twinscope::env::kFlushMs, 500);  // period of the STATUS chunks (0: writer's own)
+  // Period of the STATUS chunks (0: the writer's own), through the settings table like the rest.
+  const long long flush_ms = settings::Int(twinscope::env::kFlushMs);
   header["flush_ms"] = flush_ms;
+  header["settings"] = settings::HeaderJson(settings::kBlocks);  // every setting it reads, as in effect
   WriterOptions wo;
   wo.path = config_.output;
   wo.max_buffered_bytes = config_.max_buffered_bytes;

@@ -1,32 +1,23 @@
 // Configuration of the block probe, read from the environment at
-// InitializeInjection. The CLI sets the variables of src/base/env_names.h;
-// the TWINSCOPE_BLOCKS_* tuning variables below are read only here.
+// InitializeInjection through the settings table (base/settings.h). The CLI
+// sets the variables it has flags for; the TWINSCOPE_BLOCKS_* tuning
+// variables are read only here.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "base/env_names.h"
 #include "base/status.h"
 #include "blocks/kernel_selector.h"
 #include "blocks/sampler.h"
 
 namespace twinscope::blocks {
 
-namespace env {
-inline constexpr char kRing[] = "TWINSCOPE_BLOCKS_RING";           // traced launches in flight before a forced drain
-inline constexpr char kMaxSlots[] = "TWINSCOPE_BLOCKS_MAX_SLOTS";  // blocks recorded per launch at most
-inline constexpr char kDeviceMb[] = "TWINSCOPE_BLOCKS_DEVICE_MB";  // device arena per context, MiB
-inline constexpr char kDecodeMb[] = "TWINSCOPE_BLOCKS_DECODE_MB";  // copies waiting for the decoder, MiB
-// 1: the naive probe, as a benchmark baseline only: patch EVERY module and
-// copy each traced launch's buffer right after the launch (a sync per launch).
-inline constexpr char kNaive[] = "TWINSCOPE_BLOCKS_NAIVE";
-// Diagnostics for CUDA-graph kernel nodes (tests/gpu/graph_nodes.cu): "log"
-// prints a line per kernel-node callback and per table entry handed out;
-// "calls" a line per callback and per blocking Sanitizer call (hangs).
-inline constexpr char kGraphDiag[] = "TWINSCOPE_BLOCKS_GRAPH_DIAG";
-inline constexpr char kToggleAt[] = "TWINSCOPE_BLOCKS_TOGGLE_AT";
-}  // namespace env
+// The TWINSCOPE_BLOCKS_* tuning variables (TWINSCOPE_BLOCKS_RING, _MAX_SLOTS,
+// _DEVICE_MB, _DECODE_MB, _NAIVE, _GRAPH_DIAG, _TOGGLE_AT) are in the settings
+// table with the rest (base/settings_table.h; constants twinscope::env::k*).
 
 // How target modules are patched. kAlways: at load, for good (every launch of
 // their kernels pays the patch call). kToggle: only around sampled launches
@@ -56,7 +47,9 @@ struct BlocksConfig {
   ToggleAt toggle_at = ToggleAt::kDefaultStreamEnd;
 };
 
-// Reads and validates the environment. Errors name the variable and the value.
+// Reads the environment. A bad value is warned about and its default used
+// (base/settings.h); errors: a kernel pattern that does not parse, and
+// TWINSCOPE_BUDGET with TWINSCOPE_BLOCKS_PATCH=always.
 StatusOr<BlocksConfig> ConfigFromEnv();
 
 }  // namespace twinscope::blocks

@@ -5,16 +5,22 @@
 // mirror); then a shadow of the server replays the primary's step schedule
 // under the block probe (default), or runs beside it in lockstep (--live;
 // --no-lockstep: batching on its own); the two are joined launch by launch,
-// per request too, and summed up.
+// per request too, and summed up. The client is the demo's own binary
+// (twinscope-demo-client beside this one): the tracer links no demo code.
 #include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include "base/env_names.h"
 #include "cli/cli_text.h"
@@ -22,16 +28,17 @@
 #include "cli/record_common.h"
 #include "cli/run_child.h"
 #include "cli/twin_command.h"
-#include "client/chat_client.h"
-#include "client/mirror_latency.h"
 #include "twin/serve.h"
 
 namespace twinscope::cli {
 namespace {
 
 // The demo server to run instead of the one beside this twinscope (a build elsewhere; the tests' fake-GPU one).
-constexpr char kDemoServerEnv[] = "TWINSCOPE_DEMO_SERVER";
+constexpr const auto& kDemoServerEnv = env::kDemoServer;
 constexpr char kChatPrefix[] = "demo-";
+constexpr char kClientName[] = "twinscope-demo-client";
+
+extern "C" char** environ;
 
 struct DemoFlags {
   bool live = false;
@@ -57,12 +64,56 @@ std::vector<std::string> ServerArgs(const std::string& server, const DemoFlags& 
   return {server, "--port", "{port}", "--engine", f.engine, "--model", f.model};
 }
 
-// What the client saw, beside the join.
+// What the client saw, beside the join: its reports as it wrote them
+// (client.json: ChatLoadReport::ToJson; mirror-latency.json:
+// MirrorLatencyReport::ToJson, demo/client/).
 struct ClientRun {
-  demo::ChatLoadReport load;
+  bool ran = false;
+  nlohmann::json load = nlohmann::json::object();
   bool latency_ran = false;
-  demo::MirrorLatencyReport latency;
+  nlohmann::json latency = nlohmann::json::object();
+  int exit_code = 0;
+  std::string error;  // the client could not run or wrote no report
+  int ok() const { return load.value("ok", 0); }
+  int failed() const { return load.value("failed", 0); }
+  int latency_failed() const {
+    if (!latency_ran) return 0;
+    auto failed = [](const nlohmann::json& s) { return s.value("requests", 0) - s.value("ok", 0); };
+    return failed(latency.value("direct", nlohmann::json::object())) +
+           failed(latency.value("mirror", nlohmann::json::object()));
+  }
 };
+
+nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return nullptr;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return nlohmann::json::parse(ss.str(), nullptr, false);
+}
+
+// Runs `argv` with its stdout on our stderr (the demo's own lines stay on
+// stdout) and waits; returns its exit code, 127 if it could not start.
+int RunAndWait(const std::vector<std::string>& argv, std::string* error) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    *error = "cannot run " + argv[0] + ": " + std::strerror(rc);
+    return 127;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
 
 // The figures seed 000 reported, from the joined model: over the chat requests' steps where the join
 // has the request trace (the mirror-latency requests' steps are counted apart), else over every step.
@@ -121,25 +172,24 @@ Figures ComputeFigures(const join::JoinedModel& m) {
   return g;
 }
 
-double TtftP50(const demo::ChatLoadReport& c) {
-  std::vector<double> ttft;
-  for (const auto& r : c.results)
-    if (r.ok() && r.ttft_ms >= 0) ttft.push_back(r.ttft_ms);
-  return demo::Percentile(ttft, 50);
-}
-
-void PrintClient(const demo::ChatLoadReport& c, const DemoFlags& f) {
+void PrintClient(const ClientRun& run, const DemoFlags& f) {
+  const nlohmann::json& c = run.load;
+  if (!run.error.empty()) std::printf("client: %s\n", run.error.c_str());
   std::printf("client: %d requests ok, %d failed, %" PRId64
               " tokens in %.2f s (%.1f tokens/s, the primary %s), TTFT p50 %.1f ms\n",
-              c.ok, c.failed, c.tokens, c.wall_ms / 1e3, c.tokens_per_s(),
-              f.live ? "beside the shadow" : "alone behind the mirror", TtftP50(c));
-  for (const auto& r : c.results) {
-    if (!r.ok()) std::printf("  request %s failed: %s\n", r.request_id.c_str(), r.error.c_str());
+              run.ok(), run.failed(), c.value("tokens", int64_t{0}), c.value("wall_ms", 0.0) / 1e3,
+              c.value("tokens_per_s", 0.0), f.live ? "beside the shadow" : "alone behind the mirror",
+              c.value("ttft_ms_p50", 0.0));
+  const nlohmann::json results = c.value("results", nlohmann::json::array());
+  for (const auto& r : results) {
+    if (r.contains("error"))
+      std::printf("  request %s failed: %s\n", r.value("request_id", "").c_str(), r.value("error", "").c_str());
   }
-  if (!c.results.empty() && c.results[0].ok()) {
-    std::string text = c.results[0].content.substr(0, 100);
-    std::printf("  reply to %s: \"%s%s\"\n", c.results[0].request_id.c_str(), text.c_str(),
-                c.results[0].content.size() > 100 ? "..." : "");
+  if (!results.empty() && !results[0].contains("error")) {
+    const std::string content = results[0].value("content", "");
+    std::string text = content.substr(0, 100);
+    std::printf("  reply to %s: \"%s%s\"\n", results[0].value("request_id", "").c_str(), text.c_str(),
+                content.size() > 100 ? "..." : "");
   }
 }
 
@@ -147,7 +197,7 @@ void PrintSummary(const join::JoinedModel& m, const Figures& g, const ClientRun&
                   const std::string& out) {
   const auto& s = m.summary;
   std::printf("\n== twinscope demo (%s) ==\n", Mode(f).c_str());
-  PrintClient(client.load, f);
+  PrintClient(client, f);
   std::printf("decode steps: %" PRIu64, g.decode_steps);
   if (g.chat_requests_traced)
     std::printf(" of the %" PRIu64 " chat requests (%" PRIu64 "-%" PRIu64 " each)", g.chat_requests_traced,
@@ -167,7 +217,7 @@ void PrintSummary(const join::JoinedModel& m, const Figures& g, const ClientRun&
   if (m.requests.present)
     std::printf("per request: %zu requests in %s (twinscope stats %s lists them; the report's Requests section)\n",
                 m.requests.requests.size(), m.requests.trace_path.c_str(), out.c_str());
-  if (client.latency_ran) std::printf("%s\n", client.latency.Describe().c_str());
+  if (client.latency_ran) std::printf("%s\n", client.latency.value("describe", "").c_str());
   std::printf("joined model: %s/join.json; report: %s/report.html; again: twinscope stats %s\n", out.c_str(),
               out.c_str(), out.c_str());
 }
@@ -179,10 +229,10 @@ nlohmann::json SummaryJson(const join::JoinedModel& m, const Figures& g, const C
       {"mode", Mode(f)},
       {"model", f.model},
       {"engine", f.engine},
-      {"requests", {{"sent", c.load.results.size()}, {"ok", c.load.ok}, {"failed", c.load.failed}}},
-      {"tokens", c.load.tokens},
-      {"tokens_per_s", c.load.tokens_per_s()},
-      {"ttft_ms_p50", TtftP50(c.load)},
+      {"requests", {{"sent", c.load.value("requests", 0)}, {"ok", c.ok()}, {"failed", c.failed()}}},
+      {"tokens", c.load.value("tokens", int64_t{0})},
+      {"tokens_per_s", c.load.value("tokens_per_s", 0.0)},
+      {"ttft_ms_p50", c.load.value("ttft_ms_p50", 0.0)},
       {"chat_requests_traced", g.chat_requests_traced},
       {"decode_steps", g.decode_steps},
       {"decode_steps_per_request", {g.per_request_min, g.per_request_max}},
@@ -202,8 +252,10 @@ nlohmann::json SummaryJson(const join::JoinedModel& m, const Figures& g, const C
       {"drifting_ranges", g.drifting},
       {"ranges", m.drift.size()},
       {"report", out + "/report.html"},
-      {"mirror_latency", c.latency_ran ? c.latency.ToJson() : nlohmann::json(nullptr)}};
-  if (c.latency_ran) j["mirror_latency"].erase("direct_results"), j["mirror_latency"].erase("mirror_results");
+      {"mirror_latency", c.latency_ran ? c.latency : nlohmann::json(nullptr)}};
+  if (c.latency_ran) {
+    for (const char* k : {"direct_results", "mirror_results", "describe"}) j["mirror_latency"].erase(k);
+  }
   return j;
 }
 
@@ -319,6 +371,12 @@ CommandRegistration kDemo(
                        server.c_str(), hint.c_str());
           return 1;
         }
+        // The chat client is the demo's own program, beside this one (built with it: src/cli/CMakeLists.txt).
+        const std::string client = ExecutableDir() + "/" + kClientName;
+        if (access(client.c_str(), X_OK) != 0) {
+          std::fprintf(stderr, "twinscope demo: %s not found: build the target %s\n", client.c_str(), kClientName);
+          return 1;
+        }
         TwinSetup s;
         s.kernels = {f->kernel};
         s.out = AbsolutePath(f->out);
@@ -337,30 +395,49 @@ CommandRegistration kDemo(
           unlink((s.out + "/" + name).c_str());
         ClientRun run;
         auto run_client = [&](const twin::ServeEndpoints& ep) {
-          demo::ChatLoadOptions o;
-          o.url = ep.mirror_url;
-          o.requests = f->requests;
-          o.max_tokens = f->max_tokens;
-          o.seed = 1234;
-          o.id_prefix = kChatPrefix;
-          std::fprintf(stderr, "twinscope demo: sending %d concurrent streaming chat requests to %s\n", f->requests,
-                       ep.mirror_url.c_str());
-          run.load = demo::RunChatLoad(o);
-          std::fprintf(stderr, "twinscope demo: %d of %d requests ok, %.1f tokens/s\n", run.load.ok, f->requests,
-                       run.load.tokens_per_s());
+          const std::string client_json = s.out + "/client.json", latency_json = s.out + "/mirror-latency.json";
+          std::vector<std::string> argv = {client,
+                                           "--url",
+                                           ep.mirror_url,
+                                           "--requests",
+                                           std::to_string(f->requests),
+                                           "--max-tokens",
+                                           std::to_string(f->max_tokens),
+                                           "--seed",
+                                           "1234",
+                                           "--id-prefix",
+                                           kChatPrefix,
+                                           "--json",
+                                           client_json,
+                                           "--quiet"};
+          std::fprintf(stderr, "twinscope demo: sending %d concurrent streaming chat requests to %s (%s)\n",
+                       f->requests, ep.mirror_url.c_str(), kClientName);
+          if (f->mirror_latency > 0) {
+            // live: the shadow gets each direct request too, as mirrored ones
+            for (const std::string& a :
+                 {std::string("--mirror-latency"), std::to_string(f->mirror_latency), std::string("--direct-url"),
+                  ep.primary_url, std::string("--latency-json"), latency_json})
+              argv.push_back(a);
+            if (!ep.shadow_url.empty()) argv.insert(argv.end(), {"--shadow-url", ep.shadow_url});
+            std::fprintf(stderr,
+                         "twinscope demo: then mirror latency: %d requests straight to the primary (%s) and %d "
+                         "through the mirror, one at a time, interleaved\n",
+                         f->mirror_latency, ep.primary_url.c_str(), f->mirror_latency);
+          }
+          run.exit_code = RunAndWait(argv, &run.error);
+          run.ran = true;
+          const nlohmann::json load = ReadJson(client_json);
+          if (load.is_object()) {
+            run.load = load;
+          } else if (run.error.empty()) {
+            run.error = client + " exited with " + std::to_string(run.exit_code) + " and wrote no " + client_json;
+          }
+          std::fprintf(stderr, "twinscope demo: %d of %d requests ok, %.1f tokens/s\n", run.ok(), f->requests,
+                       run.load.value("tokens_per_s", 0.0));
           if (f->mirror_latency <= 0) return;
-          demo::MirrorLatencyOptions lo;
-          lo.request = o;
-          lo.mirror_url = ep.mirror_url;
-          lo.direct_url = ep.primary_url;
-          lo.shadow_url = ep.shadow_url;  // live: the shadow gets each direct request too, as mirrored ones
-          lo.pairs = f->mirror_latency;
-          std::fprintf(stderr,
-                       "twinscope demo: mirror latency: %d requests straight to the primary (%s) and %d through the "
-                       "mirror, one at a time, interleaved\n",
-                       lo.pairs, ep.primary_url.c_str(), lo.pairs);
-          run.latency = demo::RunMirrorLatency(lo);
-          run.latency_ran = true;
+          const nlohmann::json latency = ReadJson(latency_json);
+          run.latency_ran = latency.is_object();
+          if (run.latency_ran) run.latency = latency;
         };
         join::JoinedModel model;
         int code = 0;
@@ -374,14 +451,14 @@ CommandRegistration kDemo(
         } else {
           code = ServeThenReplay(s, run_client, &model);
         }
-        if (!run.load.results.empty()) WriteJson(s.out + "/client.json", run.load.ToJson());
-        if (run.latency_ran) WriteJson(s.out + "/mirror-latency.json", run.latency.ToJson());
+        if (run.ran && !run.error.empty()) std::fprintf(stderr, "twinscope demo: client: %s\n", run.error.c_str());
         if (code != 0 && model.shadow.empty()) return code;
         const Figures g = ComputeFigures(model);
         PrintSummary(model, g, run, *f, s.out);
         WriteJson(s.out + "/summary.json", SummaryJson(model, g, run, *f, s.out));
-        if (run.latency_ran && run.latency.failed()) return 1;
-        return run.load.failed ? 1 : code;
+        if (run.latency_ran && run.latency_failed()) return 1;
+        if (f->mirror_latency > 0 && !run.latency_ran) return 1;  // asked for and not measured
+        return run.failed() || !run.error.empty() ? 1 : code;
       };
     });
 

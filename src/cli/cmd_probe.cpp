@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/env_names.h"
 #include "base/log.h"
 #include "cli/command.h"
 #include "cuptilib/cupti_library.h"
@@ -19,7 +20,7 @@ namespace twinscope::cli {
 namespace {
 
 std::string DefaultChild() {
-  std::string env = EnvString("TWINSCOPE_PROBE_CHILD");
+  std::string env = EnvString(env::kProbeChild);
   if (!env.empty()) return env;
   char self[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

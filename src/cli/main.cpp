@@ -1,9 +1,12 @@
 // twinscope: the command-line front end. Subcommands live in cmd_*.cpp and
 // register themselves (command.h).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
 
+#include "base/settings.h"
 #include "cli/command.h"
 
 namespace twinscope::cli {
@@ -31,6 +34,8 @@ int main(int argc, char** argv) {
     CLI::App* sub = app.add_subcommand(c.name, c.description);
     runs[sub] = c.setup(sub);
   }
+  // A misspelt TWINSCOPE_* variable would reach the collectors unread: named here first, with the closest known one.
+  twinscope::settings::WarnUnknown(environ);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

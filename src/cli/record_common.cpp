@@ -11,6 +11,7 @@
 
 #include "base/env_names.h"
 #include "base/log.h"
+#include "base/settings.h"
 #include "cli/cli_text.h"
 #include "cli/run_child.h"
 #include "cuptilib/cupti_library.h"
@@ -67,7 +68,6 @@ std::vector<std::pair<std::string, std::string>> BlocksEnv(const std::vector<std
 namespace {
 
 // Unless TWINSCOPE_GUARD=0, the primary gets the guard preloaded (src/guard).
-constexpr char kGuardEnv[] = "TWINSCOPE_GUARD";
 
 bool IsPython(const std::string& arg0) {
   const std::string base = arg0.substr(arg0.rfind('/') + 1);
@@ -81,7 +81,7 @@ std::vector<std::pair<std::string, std::string>> PrimaryCuptiEnv(const std::vect
   cuptilib::SearchOptions search;
   if (!command.empty() && IsPython(command[0]) && command[0] != "python3") search.pythons.push_back(command[0]);
   auto choice = cuptilib::Choose(search);
-  const bool quiet = EnvInt(env::kQuiet, 0) == 1;
+  const bool quiet = settings::Flag(env::kQuiet);
   if (!choice.ok()) {
     std::fprintf(stderr, "twinscope: %s\n", choice.status().message().c_str());
   } else {
@@ -99,7 +99,7 @@ std::vector<std::pair<std::string, std::string>> PrimaryCuptiEnv(const std::vect
       std::fprintf(stderr, "%s\n", line.c_str());
     }
   }
-  if (EnvString(kGuardEnv, "1") == "0") return env;
+  if (!settings::Flag(env::kGuard)) return env;
   auto guard = FindCollectorLibrary("libtwinscope_guard.so");
   if (guard.ok()) {
     std::string preload = *guard;

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <thread>
 
+#include "base/env_names.h"
 #include "format/trace_tail.h"
 #include "twin/child_group.h"
 
@@ -35,7 +36,7 @@ std::string ExecutableDir() {
 
 StatusOr<std::string> FindCollectorLibrary(const std::string& file_name) {
   std::vector<std::string> dirs;
-  if (const char* env = std::getenv("TWINSCOPE_LIB_DIR"); env && *env) dirs.push_back(env);
+  if (const char* env = std::getenv(env::kLibDir); env && *env) dirs.push_back(env);
   std::string exe_dir = ExecutableDir();
   if (!exe_dir.empty()) {
     dirs.push_back(exe_dir + "/../lib");
@@ -52,7 +53,7 @@ StatusOr<std::string> FindCollectorLibrary(const std::string& file_name) {
     looked += (looked.empty() ? "" : ", ") + candidate;
   }
   return Status::Error("cannot find " + file_name + " (looked in: " + (looked.empty() ? "nowhere" : looked) +
-                       "); build it, or set TWINSCOPE_LIB_DIR to the folder that holds it");
+                       "); build it, or set " + std::string(env::kLibDir) + " to the folder that holds it");
 }
 
 std::string HumanBytes(double bytes) {

@@ -15,6 +15,7 @@
 
 #include "base/env_names.h"
 #include "base/log.h"
+#include "base/settings.h"
 #include "cupti/callbacks.h"
 #include "cupti/cupti_api.h"
 #include "cupti/cupti_check.h"
@@ -23,8 +24,6 @@
 
 namespace twinscope::cupti {
 
-// Collector-private: bound on launch keys waiting for their kernel records.
-static constexpr char kMaxPendingLaunchesEnv[] = "TWINSCOPE_MAX_PENDING_LAUNCHES";
 // Host activity buffers outstanding at most this many bytes together.
 static constexpr size_t kHostPoolBytes = 256u << 20;
 // How long a terminating signal waits for the final flush.
@@ -113,66 +112,41 @@ class BlockTerminatingSignals {
 // ---- Config ------------------------------------------------------------------
 
 Config Config::FromEnv() {
+  settings::WarnUnknown(environ);  // a misspelt TWINSCOPE_* variable is named, with the closest known one
   Config c;
   c.output = EnvString(env::kOutput, "twinscope-" + std::to_string(getpid()) + ".tsc");
-  c.kernels_only = EnvInt(env::kKernelsOnly, 0) != 0;
-  std::string kinds = EnvString(env::kKinds, "");
-  if (!kinds.empty()) {
-    c.write_kernel = c.write_memcpy = c.write_memset = c.write_api = c.write_nvtx = false;
-    std::stringstream ss(kinds);
-    std::string k;
-    while (std::getline(ss, k, ',')) {
-      if (k == "kernel")
-        c.write_kernel = true;
-      else if (k == "memcpy")
-        c.write_memcpy = true;
-      else if (k == "memset")
-        c.write_memset = true;
-      else if (k == "api")
-        c.write_api = true;
-      else if (k == "nvtx")
-        c.write_nvtx = true;
-      else if (!k.empty())
-        LogError("ignoring unknown kind '%s' in %s=%s; known kinds: kernel,memcpy,memset,api,nvtx", k.c_str(),
-                 env::kKinds, kinds.c_str());
-    }
-  }
-  const std::string skip = EnvString(env::kCuptiSkip, "");
+  // Every other setting through the one table and policy (base/settings.h): a bad value is warned about
+  // once and its default used.
+  c.kernels_only = settings::Flag(env::kKernelsOnly);
+  const std::vector<std::string> kinds = settings::List(env::kKinds);  // default: all
+  auto has = [](const std::vector<std::string>& v, const char* k) {
+    return std::find(v.begin(), v.end(), k) != v.end();
+  };
+  c.write_kernel = has(kinds, "kernel");
+  c.write_memcpy = has(kinds, "memcpy");
+  c.write_memset = has(kinds, "memset");
+  c.write_api = has(kinds, "api");
+  c.write_nvtx = has(kinds, "nvtx");
+  const std::vector<std::string> skip = settings::List(env::kCuptiSkip);
   if (!skip.empty()) {
-    LogError("%s=%s: benchmark mode, the trace is missing what is skipped", env::kCuptiSkip, skip.c_str());
+    LogError("%s=%s: benchmark mode, the trace is missing what is skipped", env::kCuptiSkip,
+             settings::Text(env::kCuptiSkip).c_str());
     static constexpr std::pair<const char*, bool Config::*> kSteps[] = {
         {"pending", &Config::skip_pending}, {"capture", &Config::skip_capture}, {"stream", &Config::skip_stream},
         {"key", &Config::skip_key},         {"clock", &Config::skip_clock},     {"callback", &Config::skip_callback}};
-    std::stringstream ss(skip);
-    std::string step;
-    while (std::getline(ss, step, ',')) {
-      auto it = std::find_if(std::begin(kSteps), std::end(kSteps), [&](const auto& k) { return step == k.first; });
-      if (it != std::end(kSteps))
-        c.*(it->second) = true;
-      else if (!step.empty())
-        LogError("%s: unknown step '%s' (known: pending, capture, stream, key, clock, callback); it is not skipped",
-                 env::kCuptiSkip, step.c_str());
-    }
+    for (const auto& [step, member] : kSteps) c.*member = has(skip, step);
   }
-  c.api_nested = EnvInt(env::kApiNested, 1) != 0;
-  c.bench_levels = EnvInt(env::kBenchLevels, 0) == 1;
+  c.api_nested = settings::Flag(env::kApiNested);
+  c.bench_levels = settings::Flag(env::kBenchLevels);
   if (c.bench_levels)
     LogError("%s=1: benchmark mode, the program may switch tracing off; the trace misses what it does then",
              env::kBenchLevels);
-  long long kb = EnvInt(env::kBufferSizeKb, 8192);
-  if (kb < 64 || kb > (1 << 20)) {
-    LogError("%s=%lld is outside 64..1048576; using 8192", env::kBufferSizeKb, kb);
-    kb = 8192;
-  }
-  c.buffer_bytes = static_cast<size_t>(kb) << 10;
-  c.device_buffer_pool_limit = EnvInt(env::kDeviceBufferPoolLimit, -1);
-  c.device_buffer_size_mb = EnvInt(env::kDeviceBufferSizeMb, -1);
-  c.flush_ms = EnvInt(env::kFlushMs, 500);
-  if (c.flush_ms < 0) c.flush_ms = 500;
-  long long mb = EnvInt(env::kMaxBufferedMb, 64);
-  c.max_buffered_bytes = static_cast<size_t>(mb > 0 ? mb : 64) << 20;
-  long long pending = EnvInt(kMaxPendingLaunchesEnv, 1 << 20);
-  c.max_pending_keys = static_cast<size_t>(pending > 0 ? pending : 1 << 20);
+  c.buffer_bytes = static_cast<size_t>(settings::Int(env::kBufferSizeKb)) << 10;
+  c.device_buffer_pool_limit = settings::Int(env::kDeviceBufferPoolLimit);
+  c.device_buffer_size_mb = settings::Int(env::kDeviceBufferSizeMb);
+  c.flush_ms = settings::Int(env::kFlushMs);
+  c.max_buffered_bytes = static_cast<size_t>(settings::Int(env::kMaxBufferedMb)) << 20;
+  c.max_pending_keys = static_cast<size_t>(settings::Int(env::kMaxPendingLaunches));
   return c;
 }
 
@@ -198,7 +172,9 @@ nlohmann::json Config::ToJson() const {
           {"flush_ms", flush_ms},
           {"max_buffered_bytes", max_buffered_bytes},
           {"max_pending_launch_keys", max_pending_keys},
-          {"api_records_of_nested_calls", api_nested}};
+          {"api_records_of_nested_calls", api_nested},
+          // Every setting this collector reads, as in effect (base/settings.h), and any value rejected.
+          {"settings", settings::HeaderJson(settings::kCupti)}};
 }
 
 // ---- BufferPool --------------------------------------------------------------

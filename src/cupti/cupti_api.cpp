@@ -5,15 +5,16 @@
 #include <cstdlib>
 #include <vector>
 
+#include "abi/guard_abi.h"
+#include "base/env_names.h"
 #include "base/log.h"
 #include "cupti/cupti_check.h"
-#include "guard/guard_abi.h"
 
 namespace twinscope::cupti {
 
 // Not in base/env_names.h: a collector-private override for unusual installs
 // (e.g. the CUPTI of a Python wheel).
-static constexpr char kCuptiLibraryEnv[] = "TWINSCOPE_CUPTI_LIBRARY";
+static constexpr const auto& kCuptiLibraryEnv = env::kCuptiLibrary;
 
 namespace {
 

@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "cupti/cupti_v2.h"
+#include "abi/cupti_v2.h"
 
 namespace twinscope::cupti {
 

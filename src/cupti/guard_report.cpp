@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "guard/guard_abi.h"
+#include "abi/guard_abi.h"
 
 namespace twinscope::cupti {
 

@@ -14,12 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "abi/cupti_versions.h"
+#include "base/env_names.h"
 #include "base/status.h"
-#include "cuptilib/cupti_versions.h"
 
 namespace twinscope::cuptilib {
 
-inline constexpr char kCuptiLibraryEnv[] = "TWINSCOPE_CUPTI_LIBRARY";
+inline constexpr const auto& kCuptiLibraryEnv = env::kCuptiLibrary;  // the settings table's name
 
 struct Candidate {
   std::string path;   // as found (resolved to the file for the loader's copy)

@@ -10,15 +10,16 @@
 #include <mutex>
 #include <string>
 
+#include "abi/cupti_versions.h"
+#include "abi/guard_abi.h"
+#include "base/env_names.h"
 #include "base/log.h"
-#include "cuptilib/cupti_versions.h"
-#include "guard/guard_abi.h"
 #include "guard/guard_timestamps.h"
 
 namespace twinscope::guard {
 namespace {
 
-constexpr char kCuptiLibraryEnv[] = "TWINSCOPE_CUPTI_LIBRARY";
+constexpr const auto& kCuptiLibraryEnv = env::kCuptiLibrary;
 constexpr int kMaxFailureMessages = 4;
 
 std::mutex g_path_mu;

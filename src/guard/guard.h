@@ -26,7 +26,7 @@
 #include <cstdint>
 #include <string>
 
-#include "cupti/cupti_v2.h"
+#include "abi/cupti_v2.h"
 #include "guard/guard_slots.h"
 
 namespace twinscope::guard {

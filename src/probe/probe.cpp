@@ -14,7 +14,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "cuptilib/cupti_versions.h"
+#include "abi/cupti_versions.h"
 #include "probe/probe_experiments.h"
 
 extern char** environ;

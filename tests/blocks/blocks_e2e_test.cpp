@@ -265,6 +265,30 @@ TEST(BlocksE2E, BadPatternDisablesWithClearMessageAndProgramRuns) {
   EXPECT_NE(r.status.value("tool_message", "").find("re:(unclosed"), std::string::npos);
 }
 
+// The settings policy (base/settings.h) in the real probe, as in the collector (tests/cupti): a bad value is
+// warned about once and its default used (the probe used to refuse to trace); the header records the settings
+// in effect and the value rejected; a misspelt variable is named with the closest known one.
+TEST(BlocksE2E, BadSettingWarnsUsesTheDefaultAndTheHeaderSaysSo) {
+  AppRun r = RunApp(
+      "bad_setting", Script("@modules\nlaunch target " + std::string(kTarget) + " 4,1,1 32,1,1\nsync\n"),
+      {{"TWINSCOPE_KERNELS", "reshape_and_cache_flash"}, {"TWINSCOPE_EVERY", "0"}, {"TWINSCOPE_BLOCK_NAIVE", "1"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.status["tool_state"], "ok") << r.err;
+  const std::string bad = "TWINSCOPE_EVERY=0 is not an integer >= 1; using the default (1)";
+  EXPECT_NE(r.err.find(bad), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(bad), r.err.rfind(bad)) << "warned more than once: " << r.err;
+  EXPECT_NE(r.err.find("TWINSCOPE_BLOCK_NAIVE is not a twinscope setting and is ignored; did you mean "
+                       "TWINSCOPE_BLOCKS_NAIVE?"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.rec.launches.size(), 1u) << "traced with the default";
+  EXPECT_EQ(r.header["sampling"]["every"], 1);
+  EXPECT_EQ(r.header["settings"]["TWINSCOPE_EVERY"], 1);
+  EXPECT_EQ(r.header["settings"]["rejected"]["TWINSCOPE_EVERY"], "0");
+  EXPECT_EQ(r.header["settings"]["TWINSCOPE_BLOCKS_NAIVE"], false);
+  EXPECT_FALSE(r.header["settings"].contains("TWINSCOPE_KINDS")) << "the CUPTI collector's";
+}
+
 TEST(BlocksE2E, SamplingEveryAndMaxLaunches) {
   AppRun r = RunApp("sampling",
                     Script(R"(@modules

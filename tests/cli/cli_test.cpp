@@ -98,6 +98,18 @@ TEST_F(CliTest, BadFlagsAreUsageErrors) {
   EXPECT_NE(r.err.find("bad regular expression"), std::string::npos) << r.err;
 }
 
+// A misspelt TWINSCOPE_* variable is named once by `twinscope` itself, with the closest known setting
+// (base/settings.h); known ones are not; the command still runs.
+TEST_F(CliTest, MisspeltSettingIsNamedWithTheClosest) {
+  WriteCleanTrace(P("t.tsc"));
+  Outcome r = Twinscope({"stats", P("t.tsc")}, {"TWINSCOPE_QUITE=1", "TWINSCOPE_FLUSH_MS=20"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  const std::string w = "TWINSCOPE_QUITE is not a twinscope setting and is ignored; did you mean TWINSCOPE_QUIET?";
+  EXPECT_NE(r.err.find(w), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(w), r.err.rfind(w)) << r.err;
+  EXPECT_EQ(r.err.find("TWINSCOPE_FLUSH_MS"), std::string::npos) << r.err;
+}
+
 TEST_F(CliTest, StatsOnMissingAndForeignFiles) {
   Outcome r = Twinscope({"stats", P("missing.tsc")});
   EXPECT_EQ(r.code, 1);

@@ -32,7 +32,7 @@
 #include <thread>
 #include <vector>
 
-#include "cupti/cupti_v2.h"
+#include "abi/cupti_v2.h"
 #include "fakecupti.h"
 #include "load_injection.h"
 

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "cupti/cupti_v2.h"
+#include "abi/cupti_v2.h"
 #include "probe/child/sides.h"
 
 namespace twinscope::probe_child {

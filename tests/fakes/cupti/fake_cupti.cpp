@@ -47,7 +47,7 @@
 #include <utility>
 #include <vector>
 
-#include "cupti/cupti_v2.h"
+#include "abi/cupti_v2.h"
 #include "fake_objects.h"
 #include "fakecupti.h"
 

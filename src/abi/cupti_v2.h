@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "cuptilib/cupti_versions.h"
+#include "abi/cupti_versions.h"
 
 namespace twinscope::cupti::v2 {
 
