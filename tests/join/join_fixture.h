@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,7 @@ struct WriteOptions {
   std::vector<std::string> other_kernels;           // primary-only kernels launched between targets
   uint64_t primary_clock_realtime_ns = 0;           // non-zero: the primary header's clock pair {0 -> this}
   uint32_t shadow_every = 1;                        // the sampling the shadow's header records
+  std::map<std::string, uint64_t> primary_counters, shadow_counters;  // a collector's counters, set before closing
 };
 
 // Writes both traces for `launches` under `dir` (created if needed).
