@@ -6,10 +6,15 @@
 namespace twinscope::env {
 
 // Both collectors.
-inline constexpr char kOutput[] = "TWINSCOPE_OUTPUT";                  // trace file path
+inline constexpr char kOutput[] = "TWINSCOPE_OUTPUT";  // trace file, or folder (ends with /): one trace per process
 inline constexpr char kMaxBufferedMb[] = "TWINSCOPE_MAX_BUFFERED_MB";  // writer memory cap
 inline constexpr char kFlushMs[] = "TWINSCOPE_FLUSH_MS";               // periodic flush interval
 inline constexpr char kQuiet[] = "TWINSCOPE_QUIET";                    // 1: no info lines on stderr
+// Process trees (docs/design.md, "Process trees"). Set by the CLI: the pid of the process it started (the
+// header's "top" is true in that process only), and the folder polled for the stop request (a file
+// "stop" there makes the collectors flush and write a summary, then create "flushed-<pid>").
+inline constexpr char kTopPid[] = "TWINSCOPE_TOP_PID";
+inline constexpr char kControlDir[] = "TWINSCOPE_CONTROL_DIR";
 
 // CUPTI collector.
 inline constexpr char kKinds[] = "TWINSCOPE_KINDS";                  // comma list: kernel,memcpy,memset,api,nvtx
