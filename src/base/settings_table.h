@@ -15,7 +15,15 @@
 // TWINSCOPE_UPDATE_GOLDEN=1 to regenerate README.md's table.
 
 // ---- Both collectors -------------------------------------------------------------------------------------
-TWINSCOPE_SETTING(kOutput, "TWINSCOPE_OUTPUT", Text, Both, "", 0, 0, "", "`twinscope-<pid>.tsc`", "trace file")
+TWINSCOPE_SETTING(kOutput, "TWINSCOPE_OUTPUT", Text, Both, "", 0, 0, "", "`twinscope-<pid>.tsc`",
+                  "trace file, or folder (an existing one, or ending with `/`): one trace per process, never "
+                  "truncating another's (docs/trace-format.md, \"Run folders\")")
+// Process trees (docs/processes.md): set by `twinscope` for the traced program's processes.
+TWINSCOPE_SETTING(kTopPid, "TWINSCOPE_TOP_PID", Int, Both, "0", 0, 4194304, "", "none",
+                  "set by `twinscope`: the pid of the process it started (its header says `top`)")
+TWINSCOPE_SETTING(kControlDir, "TWINSCOPE_CONTROL_DIR", Text, Both, "", 0, 0, "", "none",
+                  "set by `twinscope`: folder polled for the stop request (`stop`): the collectors flush and write "
+                  "their summary, then create `flushed-<pid>` there")
 TWINSCOPE_SETTING(kFlushMs, "TWINSCOPE_FLUSH_MS", Int, Both, "500", 0, 3600000, "", "",
                   "periodic flush of CUPTI buffers and of all counters into the trace, in ms (0: the writer's own)")
 TWINSCOPE_SETTING(kMaxBufferedMb, "TWINSCOPE_MAX_BUFFERED_MB", Int, Both, "64", 1, 1048576, "", "",
@@ -92,7 +100,9 @@ TWINSCOPE_SETTING(kDemoServer, "TWINSCOPE_DEMO_SERVER", Text, Cli, "", 0, 0, "",
                   "`twinscope demo`: the demo server to run")
 TWINSCOPE_SETTING(kProbeChild, "TWINSCOPE_PROBE_CHILD", Text, Cli, "", 0, 0, "", "none",
                   "internal: `twinscope probe` runs one experiment in a child")
-// Process trees (issue 21's sibling work) adds its settings here: TWINSCOPE_TOP_PID, TWINSCOPE_CONTROL_DIR.
+TWINSCOPE_SETTING(kNormalizeRange, "TWINSCOPE_NORMALIZE_RANGE", Text, Cli, "", 0, 0, "", "none",
+                  "`join`/`twin`: `;`-separated regular expressions whose matches' digits are ignored in range names "
+                  "when the twins' launch sequences are aligned (as `--normalize-range`; docs/join.md)")
 
 // ---- Set by twinscope for the traced program ---------------------------------------------------------------
 TWINSCOPE_SETTING(kRole, "TWINSCOPE_ROLE", Choice, Program, "", 0, 0, "primary,shadow", "none",

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "format/process_info.h"
 #include "twinscope/records.h"
 
 namespace twinscope {
@@ -46,6 +47,9 @@ nlohmann::json BaseHeader(const std::string& role) {
   h["command_line"] = args;
   h["start_realtime_ns"] = RealtimeNs();
   h["start_monotonic_ns"] = MonotonicNs();
+  nlohmann::json process = ProcessObject();
+  process["start_realtime_ns"] = h["start_realtime_ns"];
+  h["process"] = std::move(process);
   return h;
 }
 

@@ -4,14 +4,14 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace twinscope {
 
 // {"role", "format_version", "twinscope_version", "host", "pid", "command_line"
-//  (array), "start_realtime_ns", "start_monotonic_ns"}.
+//  (array), "start_realtime_ns", "start_monotonic_ns", "process"} ("process":
+//  format/process_info.h).
 nlohmann::json BaseHeader(const std::string& role);
 
 // CLOCK_REALTIME / CLOCK_MONOTONIC in ns.

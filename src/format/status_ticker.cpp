@@ -42,6 +42,12 @@ void StatusTicker::Loop() {
     Firewall("trace status thread", [this] {
       if (publish_) publish_();
       writer_->Checkpoint();
+      if (stop_request_.Due()) {
+        const bool on_disk = writer_->SummaryAtStopRequest(std::chrono::seconds(5));
+        LogInfo("stop request: summary written to %s%s", writer_->path().c_str(),
+                on_disk ? "" : " (not yet on disk after 5 s)");
+        stop_request_.Acknowledge(on_disk);
+      }
     });
     lock.lock();
   }

@@ -8,6 +8,9 @@
 // For collectors without a background thread of their own that does this (the
 // block probe; the CUPTI collector's flush thread checkpoints itself). All
 // signals are blocked in the thread, so the program's own threads get them.
+// It also answers the stop request (format/stop_request.h): after a tick that
+// finds <TWINSCOPE_CONTROL_DIR>/stop it writes the SUMMARY marked
+// "at_stop_request" and acknowledges.
 #pragma once
 
 #include <sys/types.h>
@@ -18,6 +21,7 @@
 #include <mutex>
 #include <thread>
 
+#include "format/stop_request.h"
 #include "format/trace_writer.h"
 
 namespace twinscope {
@@ -42,6 +46,7 @@ class StatusTicker {
   TraceWriter* writer_;
   const std::chrono::milliseconds period_;
   std::function<void()> publish_;
+  StopRequest stop_request_;
   pid_t pid_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace twinscope {
@@ -25,6 +26,23 @@ class TraceTail {
   uint64_t records_ = 0;
   uint64_t launches_ = 0;
   bool broken_ = false;  // not a trace, or a damaged chunk header: stop following
+};
+
+// TraceTail over a run (docs/trace-format.md, "Run folders"): a trace file P
+// and the traces in P.d/, or every *.tsc in a folder (a path ending in '/' or
+// an existing folder); new files are picked up at each Poll().
+class RunTail {
+ public:
+  explicit RunTail(std::string path);
+  uint64_t Poll();  // records in all traces so far
+  uint64_t bytes() const;
+  uint64_t launches() const;
+  size_t traces() const { return tails_.size(); }
+
+ private:
+  std::string path_;
+  std::map<std::string, TraceTail> tails_;
+  uint64_t records_ = 0;
 };
 
 }  // namespace twinscope

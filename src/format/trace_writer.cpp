@@ -9,8 +9,11 @@
 #include <cstring>
 
 #include "base/crc32c.h"
+#include "base/log.h"
 #include "format/chunk.h"
 #include "format/header.h"
+#include "format/output_path.h"
+#include "format/process_info.h"
 #include "twinscope/counters.h"
 
 namespace twinscope {
@@ -29,10 +32,26 @@ std::unique_ptr<TraceWriter> TraceWriter::Open(const WriterOptions& options, con
   if (w->options_.chunk_bytes < 4096) w->options_.chunk_bytes = 4096;
   if (w->options_.chunk_bytes > format::kMaxChunkRawSize / 2) w->options_.chunk_bytes = format::kMaxChunkRawSize / 2;
   w->options_.status_interval = std::max(w->options_.status_interval, std::chrono::milliseconds(1));
-  w->fd_ = ::open(options.path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
-  if (w->fd_ < 0) {
-    if (error) *error = "cannot create trace file '" + options.path + "': " + std::strerror(errno);
-    return nullptr;
+  if (options.per_process) {
+    ClaimedOutput claimed;
+    std::string claim_error;
+    if (!ClaimOutput(options.path, ProcessShortName(), getpid(), &claimed, &claim_error)) {
+      if (error) *error = claim_error;
+      return nullptr;
+    }
+    w->fd_ = claimed.fd;
+    w->path_ = claimed.path;
+    w->options_.path = claimed.path;
+    if (claimed.fallback)
+      LogInfo("%s is another process's trace: this process (pid %d) writes %s", options.path.c_str(),
+              static_cast<int>(getpid()), claimed.path.c_str());
+  } else {
+    w->path_ = options.path;
+    w->fd_ = ::open(options.path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+    if (w->fd_ < 0) {
+      if (error) *error = "cannot create trace file '" + options.path + "': " + std::strerror(errno);
+      return nullptr;
+    }
   }
   std::string json = DumpJson(header);
   format::FilePreamble pre{};
@@ -119,6 +138,7 @@ bool TraceWriter::AppendRaw(RecordType type, const void* data, size_t size, size
   }
   const auto* p = static_cast<const uint8_t*>(data);
   buf.insert(buf.end(), p, p + bytes);
+  appended_[slot].fetch_add(n, std::memory_order_relaxed);
   st->counts[slot] += static_cast<uint32_t>(n);
   if (buf.size() < options_.chunk_bytes) {
     st->Unlock();
@@ -240,9 +260,10 @@ nlohmann::json TraceWriter::StatusObjectLocked(bool summary) {
   return j;
 }
 
-void TraceWriter::QueueStatusLocked(bool summary, bool always) {
+void TraceWriter::QueueStatusLocked(bool summary, bool always, bool at_stop_request) {
   last_status_ = std::chrono::steady_clock::now();
   nlohmann::json j = StatusObjectLocked(summary);
+  if (at_stop_request) j["at_stop_request"] = true;
   std::string body = DumpJson(j);  // without the two fields below, which change every time
   if (!always && jobs_since_status_ == 0 && body == last_status_body_) return;  // nothing new to say
   last_status_body_ = std::move(body);
@@ -280,8 +301,46 @@ bool TraceWriter::Close(std::string* error) {
     fd_ = -1;
   }
   closed_ = true;
+  if (options_.per_process && io_error_.empty() && !HasGpuWorkLocked()) {
+    // A process that initialized CUDA and launched nothing leaves no file (docs/trace-format.md).
+    if (::unlink(path_.c_str()) == 0) {
+      removed_ = true;
+      LogInfo("pid %d launched no GPU work: its trace %s is removed", static_cast<int>(getpid()), path_.c_str());
+      const size_t slash = path_.rfind('/');
+      const std::string dir = slash == std::string::npos ? "." : path_.substr(0, slash);
+      if (dir.size() > 2 && dir.compare(dir.size() - 2, 2, ".d") == 0) ::rmdir(dir.c_str());  // if empty
+    }
+  }
   if (error && !io_error_.empty()) *error = io_error_;
   return io_error_.empty();
+}
+
+bool TraceWriter::HasGpuWorkLocked() const {
+  if (keep_file_.load(std::memory_order_relaxed)) return true;
+  for (RecordType t :
+       {RecordType::kKernel, RecordType::kLaunch, RecordType::kBlock, RecordType::kMemcpy, RecordType::kMemset})
+    if (appended_[static_cast<size_t>(t)].load(std::memory_order_relaxed) > 0) return true;
+  for (const char* c : {counters::kLaunchesSeen, counters::kLaunchesMatching, counters::kKernelRecords})
+    if (auto it = counters_.find(c); it != counters_.end() && it->second > 0) return true;
+  return dropped_.load(std::memory_order_relaxed) > 0;  // records it could not keep: still work
+}
+
+bool TraceWriter::SummaryAtStopRequest(std::chrono::milliseconds timeout) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closing_.load()) return false;
+    CollectAllLocked();
+    QueueStatusLocked(/*summary=*/true, /*always=*/true, /*at_stop_request=*/true);
+  }
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (queue_.empty() && writing_ == 0) return io_error_.empty();
+    }
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 }
 
 // The writer thread: writes compressed jobs strictly in queue order and, while
@@ -301,9 +360,11 @@ void TraceWriter::WriterLoop() {
     if (!queue_.empty() && queue_.front()->state == Job::State::kCompressed) {
       std::unique_ptr<Job> job = std::move(queue_.front());
       queue_.pop_front();
+      ++writing_;
       lock.unlock();
       bool ok = WriteChunk(*job);
       lock.lock();
+      --writing_;
       if (job->kind == ChunkKind::kRecords) {
         // Released only now that the chunk is on disk (or failed: then counted as dropped).
         queued_bytes_.fetch_sub(job->raw_size, std::memory_order_relaxed);

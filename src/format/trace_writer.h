@@ -37,6 +37,13 @@ namespace twinscope {
 
 struct WriterOptions {
   std::string path;
+  // The collectors' mode (docs/trace-format.md, "Run folders"): `path` is
+  // TWINSCOPE_OUTPUT, a file or a folder, resolved for this process by
+  // ClaimOutput (format/output_path.h; always O_EXCL), and at a clean Close()
+  // a trace without GPU work (no kernel, launch, block, memcpy or memset
+  // record, no launches counted, KeepFile() not called) is removed. Off: `path`
+  // is created or truncated as given (tools, tests).
+  bool per_process = false;
   // Cap on bytes held in staging buffers and the write queue together.
   size_t max_buffered_bytes = 64u << 20;
   // Raw bytes of records per chunk before it is handed to the writer thread.
@@ -97,6 +104,20 @@ class TraceWriter {
   // closes the file. Idempotent. Returns false and sets *error on I/O errors.
   bool Close(std::string* error = nullptr);
 
+  // The stop request (docs/trace-format.md, "Stop request"): everything staged,
+  // then a SUMMARY marked "at_stop_request": true, and waits (at most
+  // `timeout`) until all of it is on disk. The writer stays open; a later
+  // Close() writes the final SUMMARY. True if it is on disk in time.
+  bool SummaryAtStopRequest(std::chrono::milliseconds timeout);
+
+  // The file actually written (per_process: the claimed one).
+  const std::string& path() const { return path_; }
+  // per_process: keep the file at Close() even without GPU work (it says
+  // something: a configuration error, a silent probe, launches of other kernels).
+  void KeepFile() { keep_file_.store(true, std::memory_order_relaxed); }
+  // per_process: Close() removed the file (no GPU work).
+  bool removed() const { return removed_; }
+
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
   uint64_t bytes_written() const { return bytes_written_.load(std::memory_order_relaxed); }
 
@@ -150,8 +171,9 @@ class TraceWriter {
   void HandOffStringsLocked();
   // Queues a STATUS (or the SUMMARY); a STATUS that would repeat the last one
   // with no records queued since is skipped unless `always`.
-  void QueueStatusLocked(bool summary, bool always);
+  void QueueStatusLocked(bool summary, bool always, bool at_stop_request = false);
   nlohmann::json StatusObjectLocked(bool summary);
+  bool HasGpuWorkLocked() const;
   void WriterLoop();
   void CompressLoop(size_t ctx_index);  // a compression worker
   // Compresses and checksums `job` (no lock held by the caller).
@@ -160,7 +182,11 @@ class TraceWriter {
   bool WriteAll(const void* data, size_t size);
 
   WriterOptions options_;
-  uint64_t id_ = 0;  // distinguishes writers in the thread-local staging cache
+  std::string path_;
+  std::atomic<bool> keep_file_{false};
+  bool removed_ = false;
+  std::array<std::atomic<uint64_t>, 8> appended_{};  // records accepted, by RecordType
+  uint64_t id_ = 0;                                  // distinguishes writers in the thread-local staging cache
   int fd_ = -1;
   // One ZSTD_CCtx* per compressing thread: [0] the writer thread's, [i] worker i's.
   std::vector<void*> zstd_ctxs_;
@@ -181,6 +207,7 @@ class TraceWriter {
   // pops, and only a compressed front job, so the Job* below stay valid.
   std::deque<std::unique_ptr<Job>> queue_;
   std::deque<Job*> to_compress_;  // the jobs of queue_ nobody has claimed yet, oldest first
+  int writing_ = 0;               // jobs the writer thread took off queue_ and is writing
   bool stop_workers_ = false;
   bool closed_ = false;
   std::string io_error_;  // written by the writer thread only, under mu_
