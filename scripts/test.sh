@@ -52,6 +52,11 @@ phase bench_launch_path
 # than 600 instructions above the floor or allocates in steady state.
 CHECK=1 scripts/bench_launch_path.sh "$BUILD"
 
+# The Python wheel, built from this build folder (nothing compiled twice),
+# checked, installed in a fresh venv, with the CLI end-to-end tests and the
+# Python API test run against the installed copy (docs/python.md).
+scripts/wheel.sh "$BUILD"
+
 # Bounded fuzzing with libFuzzer (needs clang with its fuzzer runtime), in a
 # build where all code runs under AddressSanitizer and UBSan. The reader's fuzz
 # replay test (its entry point on mutated real traces) runs there too. (The

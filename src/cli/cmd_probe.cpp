@@ -12,6 +12,7 @@
 #include "base/env_names.h"
 #include "base/log.h"
 #include "cli/command.h"
+#include "cli/run_child.h"
 #include "cuptilib/cupti_library.h"
 #include "probe/probe.h"
 #include "probe/probe_experiments.h"
@@ -47,8 +48,9 @@ CommandRegistration probe_command(
       sub->add_option("--experiment", options->only, "Run only these experiments (repeatable): " + ids);
       return [options, json_path]() -> int {
         // The children use the newest libcupti found, as `record` does.
-        if (auto choice = cuptilib::Choose(cuptilib::SearchOptions{}); choice.ok())
-          options->cupti_library = choice->chosen.path;
+        cuptilib::SearchOptions search;
+        if (std::string site = WheelSiteDir(); !site.empty()) search.site_dirs.push_back(site);  // the wheel's
+        if (auto choice = cuptilib::Choose(search); choice.ok()) options->cupti_library = choice->chosen.path;
         auto report = probe::RunProbe(*options);
         if (!report.ok()) {
           std::fprintf(stderr, "twinscope probe: %s\n", report.status().message().c_str());

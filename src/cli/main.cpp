@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   using namespace twinscope::cli;
   CLI::App app{"twinscope: GPU tracing of kernels, copies and thread blocks, launch by launch"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "twinscope 0.1.0");
+  app.set_version_flag("--version", "twinscope " TWINSCOPE_VERSION);  // project(VERSION) in CMakeLists.txt
   auto commands = Commands();
   std::sort(commands.begin(), commands.end(), [](auto& a, auto& b) { return a.name < b.name; });
   std::map<CLI::App*, CommandRun> runs;

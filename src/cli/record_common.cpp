@@ -80,6 +80,7 @@ std::vector<std::pair<std::string, std::string>> PrimaryCuptiEnv(const std::vect
   std::vector<std::pair<std::string, std::string>> env;
   cuptilib::SearchOptions search;
   if (!command.empty() && IsPython(command[0]) && command[0] != "python3") search.pythons.push_back(command[0]);
+  if (std::string site = WheelSiteDir(); !site.empty()) search.site_dirs.push_back(site);  // pip's CUPTI beside us
   auto choice = cuptilib::Choose(search);
   const bool quiet = settings::Flag(env::kQuiet);
   if (!choice.ok()) {

@@ -20,6 +20,12 @@ std::string ExecutableDir();
 // order. The error names every place looked.
 StatusOr<std::string> FindCollectorLibrary(const std::string& file_name);
 
+// The site-packages folder of the Python wheel this twinscope came from
+// (<exe_dir> is site-packages/twinscope/bin beside the package's __init__.py),
+// where pip put the wheel's dependencies (nvidia-cuda-cupti: nvidia/cu13/lib);
+// "" for any other install or the build tree (docs/python.md).
+std::string WheelSiteDir();
+
 struct ChildOptions {
   std::vector<std::string> argv;                         // argv[0] is looked up in PATH unless it contains '/'
   std::vector<std::pair<std::string, std::string>> env;  // set (overriding) in the child

@@ -29,7 +29,7 @@ nlohmann::json BaseHeader(const std::string& role) {
   nlohmann::json h = nlohmann::json::object();
   h["role"] = role;
   h["format_version"] = kFormatVersion;
-  h["twinscope_version"] = "0.1.0";
+  h["twinscope_version"] = TWINSCOPE_VERSION;  // project(VERSION) in CMakeLists.txt
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   h["host"] = host;
