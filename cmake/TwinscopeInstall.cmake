@@ -79,7 +79,8 @@ function(_twinscope_installed_copy_tests)
   # installed wheel: the fixture writer, and the fake CUPTI with its driver
   # program for a `twinscope record` by the installed collector.
   set(_env)
-  foreach(_pair "FIXTURE_WRITER;write_twin_fixture" "CUPTI_DRIVER;cupti_driver" "FAKE_CUPTI;fake_cupti")
+  foreach(_pair "FIXTURE_WRITER;write_twin_fixture" "CUPTI_DRIVER;cupti_driver" "FAKE_CUPTI;fake_cupti"
+        "FAKE_CUPTI135;fake_cupti135")
     list(GET _pair 0 _name)
     list(GET _pair 1 _target)
     if(TARGET ${_target})

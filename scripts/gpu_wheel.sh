@@ -47,8 +47,15 @@ step() {  # step LABEL command...: runs it, logs it, adds a table row
 torch_site=$("$BASE" -c 'import site; print(site.getsitepackages()[0])')
 venv_site=$("$V/bin/python" -c 'import site; print(site.getsitepackages()[0])')
 echo "$torch_site" >"$venv_site/torch-site.pth"
-step "pip install (no network)" "$V/bin/python" -m pip install --no-index --find-links .whl --disable-pip-version-check \
-  "$whl[demo]"
+# With the demo extra (satisfied by PyTorch's nvidia-cuda-runtime and
+# nvidia-cublas), else without it (then the toolkit's runtime serves the demo).
+pipi=("$V/bin/python" -m pip install --no-index --find-links .whl --disable-pip-version-check)
+if "${pipi[@]}" "$whl[demo]" >>"$LOG" 2>&1; then
+  rows+=("| pip install twinscope[demo] (no network) | ok | - |")
+else
+  echo "gpu_wheel: the demo extra cannot be satisfied here; installing without it" | tee -a "$LOG"
+  step "pip install twinscope (no network)" "${pipi[@]}" "$whl"
+fi
 export PATH=$V/bin:/usr/local/cuda/bin:$PATH
 PKG=$("$V/bin/python" -c 'import os, twinscope; print(os.path.dirname(twinscope.__file__))' 2>/dev/null || true)
 {

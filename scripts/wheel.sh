@@ -101,7 +101,10 @@ PKG=$("$W/venv/bin/python" -c 'import os, twinscope; print(os.path.dirname(twins
 # 4. The CLI end-to-end tests against the installed copy, then the Python API.
 export TWINSCOPE_TEST_INSTALLED_twinscope=$PKG/bin/twinscope
 for l in cupti guard blocks; do export "TWINSCOPE_TEST_INSTALLED_twinscope_$l=$PKG/lib/libtwinscope_$l.so"; done
-mapfile -t bins < <(grep -v '^$' "$BUILD/installed-copy-tests.txt")
+# The CLI's end-to-end tests (record, blocks, stats, export, twin, join)
+# among the test binaries that can run against installed files.
+cli_e2e='/(twinscope_cli_test|twinscope_cli_cupti_test|twin_e2e_test|twinscope_join_cli_test)$'
+mapfile -t bins < <(grep -E "$cli_e2e" "$BUILD/installed-copy-tests.txt")
 ((${#bins[@]})) || { echo "wheel: no end-to-end test in $BUILD/installed-copy-tests.txt" >&2; exit 1; }
 regex=$(cd "$BUILD" && ctest --show-only=json-v1 | "$PY" -c '
 import json, re, sys
@@ -110,7 +113,11 @@ names = [t["name"] for t in json.load(sys.stdin)["tests"] if t.get("command") an
 print("^(" + "|".join(re.escape(n) for n in names) + ")$" if names else "")' "${bins[@]}")
 [[ -n $regex ]] || { echo "wheel: ctest lists no test of ${bins[*]}" >&2; exit 1; }
 echo "wheel: CLI end-to-end tests against the installed copy ($PKG): $(printf '%s ' "${bins[@]##*/}")"
-(cd "$BUILD" && ctest --output-on-failure -j "$JOBS" --timeout 600 -R "$regex")
+# Left out: a test that copies the CLI out of its folder (the build tree's case:
+# the main ctest run has it); the wheel's CLI loads its bundled libraries
+# from ../../twinscope.libs, so a lone copy cannot start.
+(cd "$BUILD" && ctest --output-on-failure -j "$JOBS" --timeout 600 -R "$regex" \
+  -E '^CliTest\.RecordWithoutCollectorLibraryNamesWhereItLooked$')
 echo "wheel: Python API test (tests/python/test_api.py) on the installed wheel"
 (cd "$W" && set -a && source "$BUILD/python-test.env" && set +a &&
   PATH=$W/venv/bin:$PATH TWINSCOPE_TEST_SOURCE=$ROOT "$W/venv/bin/python" "$ROOT/tests/python/test_api.py" -v)

@@ -57,13 +57,13 @@ StatusOr<std::string> FindCollectorLibrary(const std::string& file_name) {
 }
 
 std::string WheelSiteDir() {
-  const std::string exe_dir = ExecutableDir();
+  const std::string exe_dir = ExecutableDir();  // SITE/twinscope/bin
   const std::string suffix = "/twinscope/bin";
   if (exe_dir.size() <= suffix.size() || exe_dir.compare(exe_dir.size() - suffix.size(), suffix.size(), suffix) != 0)
     return "";
-  const std::string package = exe_dir.substr(0, exe_dir.size() - 4);  // .../twinscope/
-  if (access((package + "__init__.py").c_str(), R_OK) != 0) return "";
-  return package.substr(0, package.size() - std::string("twinscope/").size());
+  const std::string site = exe_dir.substr(0, exe_dir.size() - suffix.size());
+  if (access((site + "/twinscope/__init__.py").c_str(), R_OK) != 0) return "";
+  return site;
 }
 
 std::string HumanBytes(double bytes) {

@@ -73,6 +73,32 @@ class VersionsAndShim(Fixture):
             self.assertEqual(t.processes()["twinscope_version"].tolist(), [v])
             self.assertGreater(len(t.kernels()), 0)
 
+    def test_installed_cli_finds_pips_cupti_beside_it(self):
+        # nvidia-cuda-cupti puts libcupti in site-packages/nvidia/cu13/lib, beside the twinscope package:
+        # the installed CLI looks there itself (no activated venv, no python3 that knows the venv).
+        fake135 = os.environ.get("TWINSCOPE_TEST_FAKE_CUPTI135")
+        self.assertTrue(fake135, "set TWINSCOPE_TEST_FAKE_CUPTI135 (python-test.env)")
+        site = os.path.dirname(os.path.dirname(os.path.dirname(twinscope.binary())))  # site/twinscope/bin/twinscope
+        libdir = os.path.join(site, "nvidia", "cu13", "lib")
+        placed = os.path.join(libdir, "libcupti.so.13")
+        self.assertFalse(os.path.exists(placed), "the test venv has no nvidia-cuda-cupti (--no-deps)")
+        os.makedirs(libdir)
+        try:
+            shutil.copy(fake135, placed)
+            env = {k: x for k, x in os.environ.items() if not k.startswith("TWINSCOPE_") and k not in ("VIRTUAL_ENV", "LD_PRELOAD")}
+            env.update(LD_LIBRARY_PATH=os.path.dirname(os.environ["TWINSCOPE_TEST_FAKE_CUPTI"]), PATH="/usr/bin:/bin")
+            trace = os.path.join(self.dir, "pip-cupti.tsc")
+            r = subprocess.run(
+                [twinscope.binary(), "record", "-o", trace, "--", "sh", "-c", 'exec "$0" "$CUDA_INJECTION64_PATH" plain',
+                 os.environ["TWINSCOPE_TEST_CUPTI_DRIVER"]],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            first = r.stderr.splitlines()[0]
+            self.assertIn(placed, first)
+            self.assertIn("pip package nvidia-cuda-cupti", first)
+        finally:
+            shutil.rmtree(os.path.join(site, "nvidia"), ignore_errors=True)
+
     def test_shim_runs_the_packaged_binary_with_argv_and_exit_code(self):
         packaged = twinscope.binary()
         self.assertTrue(packaged.endswith(os.path.join("twinscope", "bin", "twinscope")), packaged)
