@@ -5,6 +5,7 @@
 // summary's figures are checked against the run's own schedule and request
 // trace; the report must hold the per-request section. Also: no GPU, bad flags.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -52,19 +53,22 @@ class DemoE2E : public ::testing::Test {
   }
 
   // `server`: TWINSCOPE_DEMO_SERVER ("" = not set).
-  Outcome Demo(const std::vector<std::string>& args, const std::string& server = TWINSCOPE_TEST_FAKE_SERVER) {
+  // `env`: more "NAME=value" for the demo and the servers it starts.
+  Outcome Demo(const std::vector<std::string>& args, const std::string& server = TWINSCOPE_TEST_FAKE_SERVER,
+               const std::vector<std::string>& env = {}) {
     std::vector<std::string> argv = {"demo"};
     argv.insert(argv.end(), args.begin(), args.end());
-    return Twinscope(argv, server);
+    return Twinscope(argv, server, {}, env);
   }
 
   // Runs `twinscope ARGS...`; `then` (if any) runs while it does, with its pid.
   Outcome Twinscope(const std::vector<std::string>& args, const std::string& server,
-                    const std::function<void(pid_t)>& then = {}) {
+                    const std::function<void(pid_t)>& then = {}, const std::vector<std::string>& env = {}) {
     std::vector<std::string> argv = {TWINSCOPE_BIN};
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<std::string> add = {"TWINSCOPE_LIB_DIR=" + (dir_ / "lib").string(),
                                     std::string("LD_LIBRARY_PATH=") + TWINSCOPE_TEST_FAKE_CUPTI_DIR};
+    add.insert(add.end(), env.begin(), env.end());
     if (!server.empty()) add.push_back("TWINSCOPE_DEMO_SERVER=" + server);
     Outcome r =
         testutil::RunToEnd(argv, testutil::EnvironmentWithout({"TWINSCOPE_", "LD_LIBRARY_PATH="}, add), dir_, then);
@@ -153,6 +157,11 @@ class DemoE2E : public ::testing::Test {
     for (const auto& row : j["requests"]["rows"]) {
       EXPECT_EQ(row["target_launches"], kLayers * row["steps"].size()) << row.dump();
       EXPECT_EQ(row["shadow_exact"], row["target_launches"]) << row.dump();
+      // The server's arrival time, put on the primary's CUPTI clock by its header's clock pair, comes before
+      // the request's first kernel (the fake CUPTI stamps records on cuptiGetTimestamp's clock, as CUPTI does).
+      ASSERT_TRUE(row["arrival_ns"].is_number_integer()) << row.dump();
+      ASSERT_TRUE(row["gpu_start_ns"].is_number_integer()) << row.dump();
+      EXPECT_LT(row["arrival_ns"].get<int64_t>(), row["gpu_start_ns"].get<int64_t>()) << row.dump();
     }
     const std::string html = Slurp(out / "report.html");
     EXPECT_NE(html.find("<section id=\"requests\">"), std::string::npos);
@@ -192,6 +201,15 @@ TEST_F(DemoE2E, ReplayGivesTheSummarysFiguresAndAReportWithRequests) {
   // The mirror logged every request, and `stats` on the folder shows the requests again.
   EXPECT_EQ(JsonLines(out / "requests.jsonl").size(), static_cast<size_t>(kRequests + 3));
   EXPECT_NE(r.out.find("requests (requests-primary.jsonl): 10, 10 with status 200"), std::string::npos) << r.out;
+}
+
+// The fake GPU server flushes the fake CUPTI after every step unless told not to: without that flush, the
+// collector's own buffering and flushes must still deliver every kernel record and correlate every launch.
+TEST_F(DemoE2E, ReplayWithoutAFlushPerStepStillMissesNoRecord) {
+  const fs::path out = dir_ / "run";
+  Outcome r = Demo(Args(out), TWINSCOPE_TEST_FAKE_SERVER, {"FAKE_GPU_STEP_FLUSH=0"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  ExpectFiguresOfTheRun(out, r, 0);
 }
 
 TEST_F(DemoE2E, LiveLockstepMatchesEveryLaunchAndCopiesDirectRequestsToTheShadow) {
@@ -236,7 +254,7 @@ TEST_F(DemoE2E, TwinServeJoinsTheRequestTraceItsPrimaryWrote) {
                  "--listen",
                  "127.0.0.1:" + std::to_string(port),
                  "--duration",
-                 "4",
+                 "600",  // a bound only: the test stops it (Ctrl-C) once its client is done
                  "-o",
                  out.string(),
                  "--primary-args=--trace-requests",
@@ -249,7 +267,7 @@ TEST_F(DemoE2E, TwinServeJoinsTheRequestTraceItsPrimaryWrote) {
                  "cpu",
                  "--model",
                  "small"},
-                "", [&](pid_t) {
+                "", [&](pid_t twin_pid) {
                   // The mirror answers /health once both servers do; then three requests through it.
                   for (int i = 0; i < 200 && twin::HttpGetStatus(port, "/health", std::chrono::seconds(1)) != 200; ++i)
                     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -257,6 +275,7 @@ TEST_F(DemoE2E, TwinServeJoinsTheRequestTraceItsPrimaryWrote) {
                                           " --url http://127.0.0.1:" + std::to_string(port) +
                                           " -n 3 --max-tokens 5 -q > " + (dir_ / "client.txt").string() + " 2>&1";
                   client_rc = std::system(cmd.c_str());
+                  kill(twin_pid, SIGINT);  // served all three, however long they took: stop, then join
                 });
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_EQ(client_rc, 0) << Slurp(dir_ / "client.txt");

@@ -8,7 +8,8 @@
 // GPU engine replays them; eagerly with --enforce-eager), prefill steps
 // eagerly. As the primary (TWINSCOPE_ROLE=primary) they go through the fake
 // CUPTI, the injection loaded as the driver would; as the shadow, through the
-// fake Sanitizer over real cubins; with no role, nowhere. Used by
+// fake Sanitizer over real cubins; with no role, nowhere. The fake CUPTI is
+// flushed after every step unless FAKE_GPU_STEP_FLUSH=0. Used by
 // demo_e2e_test through TWINSCOPE_DEMO_SERVER.
 #include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
@@ -58,7 +59,9 @@ class FakeGpuEngine : public Engine {
           fakecupti_launch_kernel(kNormKernel, grid, 1, 1, 128, 1, 1);
         }
       }
-      fakecupti_flush();
+      // A flush per step hands the collector every record at once; FAKE_GPU_STEP_FLUSH=0 leaves delivery to the
+      // collector's own buffering and flushes, as on a GPU.
+      if (flush_each_step_) fakecupti_flush();
     } else if (side_ == Side::kShadow) {
       auto graph = graph_sizes_.find(step.padded);
       const bool as_graph = step.kind == StepKind::kDecode && graph != graph_sizes_.end();
@@ -95,7 +98,11 @@ class FakeGpuEngine : public Engine {
   Side side_;
   uintptr_t cache_module_, norm_module_;
   unsigned layers_ = 0, cache_threads_ = 0;
-  uintptr_t stream_ = 0;                    // the shadow's stream
+  uintptr_t stream_ = 0;  // the shadow's stream
+  const bool flush_each_step_ = [] {
+    const char* v = std::getenv("FAKE_GPU_STEP_FLUSH");
+    return !v || std::string(v) != "0";
+  }();
   std::map<int, CUgraphExec> graph_sizes_;  // captured (instantiated) on first use
 };
 

@@ -179,8 +179,9 @@ TEST(MirrorUpstreamQuirks, RetryDoesNotTakeAnotherStaleConnectionFromThePool) {
   closing.close_on_reuse = true;
   TestUpstream primary(closing), shadow(closing);
   auto m = StartMirror(primary.url(), shadow.url(), [](MirrorOptions& o) { o.threads = 1; });
-  {  // Two requests at once leave two connections to each upstream in the pool.
-    auto slow = [port = m->port()] { return TestClient(port).Request(http::verb::get, "/sleep?ms=200").status; };
+  {  // Two requests at once leave two connections to each upstream in the pool. Each upstream answers
+     // them only once both have arrived, so they overlap however slowly the machine runs.
+    auto slow = [port = m->port()] { return TestClient(port).Request(http::verb::get, "/gate?n=2").status; };
     auto a = std::async(std::launch::async, slow), b = std::async(std::launch::async, slow);
     ASSERT_EQ(a.get(), 200);
     ASSERT_EQ(b.get(), 200);

@@ -4,6 +4,8 @@
 //   /stream?n=N&gap_ms=G   SSE, chunked: N events "data: i" G ms apart, then "data: [DONE]"
 //   /big?bytes=N           N bytes of a fixed pattern (Content-Length)
 //   /sleep?ms=M            like the default, after M ms
+//   /gate?n=N              like the default, once N requests to /gate have arrived (each waits, up to 30 s):
+//                          N requests in flight at once, however slowly the machine runs
 //   /cut_header            the start of a response header, then a reset (RST)
 //   /cut_body?bytes=N      a header announcing 2N bytes, N of them, then a close
 //   anything else          JSON: {"role","id","method","target","body_bytes","body_hash"}
@@ -202,6 +204,11 @@ class TestUpstream {
         ok = !ec;
       } else {
         if (path == "/sleep") co_await Sleep(std::stoi("0" + QueryParam(req.target(), "ms")));
+        if (path == "/gate") {
+          const int n = std::stoi("0" + QueryParam(req.target(), "n"));
+          ++gate_arrivals_;
+          for (int waited = 0; gate_arrivals_.load() < n && waited < 30000; waited += 2) co_await Sleep(2);
+        }
         nlohmann::json j = {{"role", seen.role},
                             {"id", seen.id},
                             {"method", seen.method},
@@ -281,6 +288,7 @@ class TestUpstream {
   uint16_t port_ = 0;
   std::vector<std::thread> threads_;
   std::atomic<int> delay_ms_{0}, connections_{0}, cancels_{0}, completed_{0};
+  std::atomic<int> gate_arrivals_{0};  // requests to /gate so far
   mutable std::mutex mu_;
   std::vector<SeenRequest> seen_;  // every request read, in arrival order; its size is requests()
 };

@@ -24,9 +24,12 @@
 // clients call back into the fake (timestamps, record iteration); the one
 // exception is a client's timestamp callback (a clock read, as CUPTI uses it).
 //
-// Timestamps: by default records carry a synthetic GPU clock; with
-// fakecupti_set_host_clock(1) they are stamped from the fake's own
-// cuptiGetTimestamp clock. A client's timestamp callback (v1 registration, or
+// Timestamps: records are stamped on cuptiGetTimestamp's clock (CLOCK_MONOTONIC),
+// as CUPTI documents it (cupti_activity.h: cuptiGetTimestamp "returns a
+// timestamp normalized to correspond with the start and end timestamps
+// reported in the CUPTI activity records"); a record starts no earlier than
+// the end of the one before it, so records never overlap and never go back.
+// A client's timestamp callback (v1 registration, or
 // the 13.5 attribute CUPTI_ACTIVITY_ATTR_TIMESTAMP_CALLBACK) moves its copies of
 // the records into the callback's clock by the callback's offset at the time
 // the record is made (exact for a clock that only differs by an offset). Like
@@ -113,8 +116,7 @@ struct State {
   std::vector<Client*> retired;     // clients gone: never freed, Fire may still hold one
   int mode = -1;                    // -1: no client yet, 0: single subscriber, 1: multi-subscriber
   std::map<int, int64_t> attributes;
-  uint64_t gpu_clock = 1'000'000'000;
-  bool host_clock = false;  // stamp records from NowNs() (fakecupti_set_host_clock)
+  uint64_t next_stamp = 0;  // the earliest start of the next record (the previous one's end)
   uint64_t kernel_records_made = 0;
   uint64_t invalid_every = 0;
   int invalid_mode = 0;
@@ -316,11 +318,12 @@ void PushRecordLocked(int kind, const T& rec) {
   }
 }
 
-// The start of the next record (the synthetic GPU clock advances either way).
+// The start of the next record: now on cuptiGetTimestamp's clock, or the end of the previous record if that
+// is later; the next one starts `advance` ns after it at the earliest.
 uint64_t StampLocked(uint64_t advance) {
   State& s = S();
-  const uint64_t t = s.host_clock ? NowNs() : s.gpu_clock;
-  s.gpu_clock += advance;
+  const uint64_t t = std::max(NowNs(), s.next_stamp);
+  s.next_stamp = t + advance;
   return t;
 }
 
@@ -1259,9 +1262,7 @@ FAKE_EXPORT void fakecupti_set_graph_pool_units(uint64_t units) {
 }
 
 FAKE_EXPORT void fakecupti_set_host_clock(int on) {
-  ROUTE(fakecupti_set_host_clock, on);
-  std::lock_guard<std::mutex> lock(S().mu);
-  S().host_clock = on != 0;
+  ROUTE(fakecupti_set_host_clock, on);  // records are always on cuptiGetTimestamp's clock now
 }
 
 namespace {

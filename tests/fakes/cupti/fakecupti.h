@@ -71,8 +71,8 @@ uint32_t fakecupti_graph_launch(CUgraphExec exec, CUstream stream, int driver);
 // not enabled uses one device buffer unit per launch; after `units` such
 // launches the kernel records of those graphs stop, silently. 0 = off.
 void fakecupti_set_graph_pool_units(uint64_t units);
-// 1: records are stamped from the fake's cuptiGetTimestamp clock (CLOCK_MONOTONIC
-// ns) instead of the synthetic GPU clock (the default).
+// Does nothing: records are always stamped on the fake's cuptiGetTimestamp
+// clock (CLOCK_MONOTONIC ns), as CUPTI's are on its own (kept for callers).
 void fakecupti_set_host_clock(int on);
 // One record of activity kind `kind` (runtime, driver, synchronization,
 // overhead, marker, CUDA event, memcpy2, external correlation, unified memory

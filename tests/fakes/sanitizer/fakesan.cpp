@@ -65,9 +65,19 @@ struct Op {
   size_t count = 0;
 };
 
+// A launch recorded by a stream capture: a kernel node of the captured graph.
+struct CapturedNode {
+  uintptr_t module = 0;
+  std::string name;
+  uint32_t grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
+  FakesanPlan plan{};
+};
+
 struct Stream {
   uintptr_t id = 0;
   std::deque<Op> pending;
+  bool capturing = false;              // between fakesan_stream_begin_capture and _end_capture
+  std::vector<CapturedNode> captured;  // the launches made on it since the capture began
 };
 
 // An instantiated graph exec: each module's patch state (HasPatches) when it was made.
@@ -101,6 +111,9 @@ struct State {
   std::map<uintptr_t, GraphExec> execs;  // fakesan_graph_exec_instantiate
   uintptr_t next_exec = 1, last_exec = 0;
   uintptr_t graph_exec = 0;  // the exec of the current graph launch, 0 outside one (or none instantiated)
+  std::map<uintptr_t, std::vector<CapturedNode>> captured_graphs;  // fakesan_stream_end_capture's graphs
+  uintptr_t next_captured_graph = 1;
+  std::map<uintptr_t, std::vector<CapturedNode>> exec_nodes;  // execs instantiated from a captured graph
   FakesanStats stats{};
   FILE* log = nullptr;
   // The last launch, for FAKESAN_EXIT_TEARDOWN's launch at exit.
@@ -127,16 +140,44 @@ State& S() {
   return *s;
 }
 
+// A logged "error ..." line is a misuse that fails or hangs a real GPU: unless the test says it expects
+// errors (FAKESAN_EXPECT_ERRORS=1), the program stops there, so that no run over the fake passes with one.
+bool ErrorsExpected() {
+  static const bool expected = [] {
+    const char* v = std::getenv("FAKESAN_EXPECT_ERRORS");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  return expected;
+}
+
 void Log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 void Log(const char* fmt, ...) {
-  FILE* f = S().log;
-  if (!f) return;
+  char line[1024];
   va_list ap;
   va_start(ap, fmt);
-  std::vfprintf(f, fmt, ap);
+  std::vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
-  std::fputc('\n', f);
-  std::fflush(f);
+  if (FILE* f = S().log) {
+    std::fputs(line, f);
+    std::fputc('\n', f);
+    std::fflush(f);
+  }
+  if (std::strncmp(line, "error", 5) == 0 && !ErrorsExpected()) {
+    std::fprintf(stderr,
+                 "fakesan: %s: the program misused the Sanitizer API in a way that fails or hangs a real GPU "
+                 "(tests/fakes/sanitizer/fakesan.h); stopping. A test that expects this sets "
+                 "FAKESAN_EXPECT_ERRORS=1\n",
+                 line);
+    std::abort();
+  }
+}
+
+// The tool's own work on a stream the program is capturing: on a GPU a copy or memset there would be
+// captured into the program's graph, and a synchronize is illegal and invalidates the capture.
+void CheckNotCapturing(const Stream* s, const char* what) {
+  if (s->capturing)
+    Log("error %s_on_capturing_stream %llu (a GPU would capture it or invalidate the capture)", what,
+        static_cast<unsigned long long>(s->id));
 }
 
 Sanitizer_StreamHandle Handle(Stream* s) { return reinterpret_cast<Sanitizer_StreamHandle>(s); }
@@ -461,6 +502,17 @@ int Launch(bool graph, uintptr_t module, const char* name, uint32_t gx, uint32_t
     return -1;
   }
   Module* m = mit->second.get();
+  if (s->capturing && !graph) {
+    // As the driver does: a launch on a capturing stream is not executed but recorded into the graph, and
+    // the Sanitizer sees no launch (no LAUNCH callback, docs/block-probe.md); the graph's launches will.
+    CapturedNode n;
+    n.module = module, n.name = name;
+    for (int i = 0; i < 3; ++i) n.grid[i] = i == 0 ? gx : i == 1 ? gy : gz, n.block[i] = i == 0 ? bx : i == 1 ? by : bz;
+    if (plan) n.plan = *plan;
+    s->captured.push_back(std::move(n));
+    Log("captured %s grid=%u,%u,%u stream=%llu", name, gx, gy, gz, static_cast<unsigned long long>(stream));
+    return 0;
+  }
   ++st.stats.launches;
   st.has_last_launch = true;
   st.last_module = module, st.last_stream = stream, st.last_name = name;
@@ -806,6 +858,7 @@ SanitizerResult sanitizerMemset(void* devPtr, int value, size_t count, Sanitizer
   Lock lk(S().mu);
   Stream* s = StreamOf(stream);
   if (!s || !InAllocation(devPtr, count)) return SANITIZER_ERROR_INVALID_PARAMETER;
+  CheckNotCapturing(s, "memset");
   Op op;
   op.kind = Op::kMemset;
   op.dst = devPtr;
@@ -820,6 +873,7 @@ SanitizerResult sanitizerMemcpyHostToDeviceAsync(void* dst, void* src, size_t co
   Lock lk(S().mu);
   Stream* s = StreamOf(stream);
   if (!s || !src || !InAllocation(dst, count)) return SANITIZER_ERROR_INVALID_PARAMETER;
+  CheckNotCapturing(s, "h2d");
   Op op;
   op.kind = Op::kH2D;
   op.dst = dst;
@@ -837,6 +891,7 @@ SanitizerResult sanitizerMemcpyDeviceToHost(void* dst, void* src, size_t count, 
     return SANITIZER_ERROR_INVALID_PARAMETER;
   }
   CheckNotInsideLaunchBegin("sanitizerMemcpyDeviceToHost");
+  CheckNotCapturing(s, "d2h");
   Flush(s);  // stream-ordered, returns when done
   std::memcpy(dst, src, count);
   ++S().stats.d2h_copies;
@@ -851,6 +906,7 @@ SanitizerResult sanitizerStreamSynchronize(Sanitizer_StreamHandle stream) {
   Stream* s = StreamOf(stream);
   if (!s) return SANITIZER_ERROR_INVALID_PARAMETER;
   CheckNotInsideLaunchBegin("sanitizerStreamSynchronize");
+  CheckNotCapturing(s, "stream_sync");
   Flush(s);
   ++S().stats.stream_syncs;
   Log("sanitizer_stream_sync %llu", static_cast<unsigned long long>(s->id));
@@ -1046,6 +1102,72 @@ uintptr_t fakesan_graph_exec_instantiate(void) {
 }
 
 void fakesan_graph_instantiate(void) { fakesan_graph_exec_instantiate(); }
+
+void fakesan_stream_begin_capture(uintptr_t stream) {
+  Lock lk(S().mu);
+  Stream* s = StreamById(stream);
+  if (!s || stream == 0 || s->capturing) {
+    Log("error bad_begin_capture %llu", static_cast<unsigned long long>(stream));
+    return;
+  }
+  s->capturing = true;
+  s->captured.clear();
+  Log("begin_capture stream=%llu", static_cast<unsigned long long>(stream));
+}
+
+uintptr_t fakesan_stream_end_capture(uintptr_t stream) {
+  Lock lk(S().mu);
+  Stream* s = StreamById(stream);
+  if (!s || !s->capturing) {
+    Log("error bad_end_capture %llu", static_cast<unsigned long long>(stream));
+    return 0;
+  }
+  s->capturing = false;
+  const uintptr_t graph = S().next_captured_graph++;
+  Log("end_capture stream=%llu graph=%llu nodes=%zu", static_cast<unsigned long long>(stream),
+      static_cast<unsigned long long>(graph), s->captured.size());
+  S().captured_graphs[graph] = std::move(s->captured);
+  s->captured.clear();
+  return graph;
+}
+
+uintptr_t fakesan_graph_instantiate_captured(uintptr_t graph) {
+  std::vector<CapturedNode> nodes;
+  {
+    Lock lk(S().mu);
+    auto it = S().captured_graphs.find(graph);
+    if (it == S().captured_graphs.end()) {
+      Log("error bad_captured_graph %llu", static_cast<unsigned long long>(graph));
+      return 0;
+    }
+    nodes = it->second;
+  }
+  const uintptr_t exec = fakesan_graph_exec_instantiate();
+  Lock lk(S().mu);
+  S().exec_nodes[exec] = std::move(nodes);
+  return exec;
+}
+
+int fakesan_graph_launch_captured(uintptr_t exec, uintptr_t stream) {
+  std::vector<CapturedNode> nodes;
+  {
+    Lock lk(S().mu);
+    auto it = S().exec_nodes.find(exec);
+    if (it == S().exec_nodes.end() || !StreamById(stream)) {
+      Log("error bad_captured_graph_launch %llu", static_cast<unsigned long long>(exec));
+      return -1;
+    }
+    nodes = it->second;
+  }
+  fakesan_graph_exec_begin(exec, stream);
+  int rc = 0;
+  for (const CapturedNode& n : nodes)
+    if (rc == 0)
+      rc = Launch(true, n.module, n.name.c_str(), n.grid[0], n.grid[1], n.grid[2], n.block[0], n.block[1], n.block[2],
+                  stream, &n.plan);
+  fakesan_graph_end(stream);
+  return rc;
+}
 
 void fakesan_graph_exec_begin(uintptr_t exec, uintptr_t stream) {
   FireGraphLaunch(SANITIZER_CBID_GRAPHS_LAUNCH_BEGIN, exec, stream);

@@ -49,6 +49,10 @@
  * A graph kernel node of a patched module launched without launch data logs
  * "error graph_node_patched_without_launch_data" (on the H200 such a node
  * crashed with "misaligned address": its patch does not see null).
+ * Every "error ..." line stops the program (a message on stderr, then abort):
+ * no run over the fake passes with a misuse that fails or hangs a real GPU
+ * unless its test sets FAKESAN_EXPECT_ERRORS=1 (then the line is only logged
+ * and counted, and the program carries on).
  * Thread-safe: one lock over the fake's state, released while a callback
  * runs, so the program may launch from several threads. */
 #ifndef TWINSCOPE_TESTS_FAKES_SANITIZER_FAKESAN_H_
@@ -131,8 +135,21 @@ void fakesan_graph_exec_begin(uintptr_t exec, uintptr_t stream);
 void fakesan_graph_instantiate(void);
 void fakesan_graph_begin(uintptr_t stream);
 void fakesan_graph_end(uintptr_t stream);
-void fakesan_stream_sync(uintptr_t stream); /* like cudaStreamSynchronize */
-void fakesan_ctx_sync(void);                /* like cudaDeviceSynchronize */
+/* Stream capture, as the driver does it (cudaStreamBeginCapture / cudaStreamEndCapture on a stream of
+ * the program's): a launch on a capturing stream is not executed but recorded into the capture's graph,
+ * and fires no Sanitizer callback ("captured <kernel>" in the log). The tool's own stream work on a
+ * capturing stream (a copy, a memset, a sanitizerStreamSynchronize) logs
+ * "error <what>_on_capturing_stream": on a GPU it would be captured or invalidate the capture.
+ * End returns the captured graph (ids from 1; 0 and an error if the stream was not capturing);
+ * instantiating it is fakesan_graph_exec_instantiate (GRAPHEXEC_CREATING) with its nodes kept, and
+ * each launch of the exec is a whole graph launch (GRAPHS LAUNCH_BEGIN, a kernel node per captured
+ * launch, LAUNCH_END). */
+void fakesan_stream_begin_capture(uintptr_t stream);
+uintptr_t fakesan_stream_end_capture(uintptr_t stream);
+uintptr_t fakesan_graph_instantiate_captured(uintptr_t graph);
+int fakesan_graph_launch_captured(uintptr_t exec, uintptr_t stream); /* 0, or -1 (unknown exec or stream) */
+void fakesan_stream_sync(uintptr_t stream);                          /* like cudaStreamSynchronize */
+void fakesan_ctx_sync(void);                                         /* like cudaDeviceSynchronize */
 void fakesan_destroy_context(void);
 void fakesan_get_stats(FakesanStats* out);
 

@@ -17,6 +17,8 @@
 //                                      last, or none if no exec was: then nodes are not checked against it)
 //   threads <n> launch|graph ...      (the launch line on n threads at once, each its own stream
 //                                      if the line names stream=new)
+//   capture_begin <stream alias>      capture_end <stream alias> <graph>   (cudaStreamBegin/EndCapture)
+//   instantiate <graph> <exec>        graph_launch <exec> <stream alias>   (a captured graph, launched whole)
 //   sleep_us <N>
 //   sync                              stream_sync <alias>
 //   destroy_context
@@ -128,7 +130,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fakesan_app: cannot read %s\n", argv[1]);
     return 2;
   }
-  std::map<std::string, uintptr_t> modules, streams, execs;
+  std::map<std::string, uintptr_t> modules, streams, execs, graphs;
   streams["0"] = 0;
   bool initialized = false;
   std::string text;
@@ -200,6 +202,17 @@ int main(int argc, char** argv) {
       fakesan_graph_exec_begin(execs.at(w[2]), streams.at(w[1]));
     } else if (cmd == "graph_end" && w.size() == 2) {
       fakesan_graph_end(streams.at(w[1]));
+    } else if (cmd == "capture_begin" && w.size() == 2) {
+      fakesan_stream_begin_capture(streams.at(w[1]));
+    } else if (cmd == "capture_end" && w.size() == 3) {
+      graphs[w[2]] = fakesan_stream_end_capture(streams.at(w[1]));
+    } else if (cmd == "instantiate" && w.size() == 3) {
+      if (!graphs.count(w[1])) return Fail(lineno, "unknown graph " + w[1]);
+      execs[w[2]] = fakesan_graph_instantiate_captured(graphs.at(w[1]));
+    } else if (cmd == "graph_launch" && w.size() == 3) {
+      if (!execs.count(w[1])) return Fail(lineno, "unknown exec " + w[1]);
+      if (fakesan_graph_launch_captured(execs.at(w[1]), streams.at(w[2])) != 0)
+        return Fail(lineno, "the fake refused the graph launch of " + w[1]) + 1;
     } else if (cmd == "sleep_us" && w.size() == 2) {
       std::this_thread::sleep_for(std::chrono::microseconds(std::strtoull(w[1].c_str(), nullptr, 10)));
     } else if (cmd == "sync") {
