@@ -112,12 +112,14 @@ int BlockProbe::Initialize() {
     disabled_ = true;
     WriterOptions wo;
     wo.path = EnvString(twinscope::env::kOutput, "twinscope-blocks-" + std::to_string(getpid()) + ".tsc");
+    wo.per_process = true;
     nlohmann::json header = BaseHeader("shadow");
     header["collector"] = "blocks";
     std::string error;
     if (auto w = TraceWriter::Open(wo, header, &error)) {
       w->SetMetadata("tool_state", "config_error");
       w->SetMetadata("tool_message", msg);
+      w->KeepFile();  // it says why nothing was traced
       w->Close(&error);
     }
     return 1;
@@ -153,6 +155,7 @@ int BlockProbe::Initialize() {
   header["settings"] = settings::HeaderJson(settings::kBlocks);  // every setting it reads, as in effect
   WriterOptions wo;
   wo.path = config_.output;
+  wo.per_process = true;  // a file or folder shared by the process tree (docs/trace-format.md, "Run folders")
   wo.max_buffered_bytes = config_.max_buffered_bytes;
   std::string error;
   writer_ = TraceWriter::Open(wo, header, &error);
@@ -161,6 +164,7 @@ int BlockProbe::Initialize() {
     disabled_ = true;
     return 1;
   }
+  config_.output = writer_->path();  // the file this process claimed
   writer_->SetMetadata("tool_state", "starting");
 
   SanitizerResult r = sanitizerSubscribe(&subscriber_, Callback, nullptr);
@@ -345,6 +349,10 @@ void BlockProbe::Shutdown() {
     writer_->SetMetadata("tool_message", msg);
   }
   writer_->SetMetadata("tool_state", state);
+  // A process that launched kernels keeps its trace even when none matched (it names them); one whose
+  // probe failed keeps it to say so. A process without any launch leaves no file (a silent probe says so on
+  // stderr above).
+  if ((state != "ok" && state != "silent") || !MostLaunchedLocked(1).empty()) writer_->KeepFile();
   const uint64_t matching = sampler_ ? sampler_->matching() : 0;
   if (matching == 0 && counts_[counters::kLaunchesSelectedUnpatched] == 0 && callbacks > 0) {
     // The pattern matched no launch: name the kernels that were launched, as the user needs a substring of one.

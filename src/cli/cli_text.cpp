@@ -147,7 +147,46 @@ std::vector<std::string> SummaryLines(const stats::TraceStats& s) {
   return lines;
 }
 
-void ReportRun(const ChildResult& result, const std::string& trace_path, const std::string& tool) {
+std::string ProcessLabel(const RunTrace& t) {
+  const ProcessInfo& p = t.process;
+  std::string who = "pid " + std::to_string(p.pid);
+  std::vector<std::string> tags;
+  if (p.top) tags.push_back("top");
+  if (p.rank) {
+    std::string r = "rank " + std::to_string(*p.rank);
+    if (p.world_size) r += " of " + std::to_string(*p.world_size);
+    tags.push_back(r);
+  }
+  for (size_t i = 0; i < tags.size(); ++i) who += (i ? ", " : " (") + tags[i] + (i + 1 == tags.size() ? ")" : "");
+  std::string command = p.Command();
+  if (command.size() > 60) command = command.substr(0, 57) + "...";
+  return who + " " + (command.empty() ? "?" : command);
+}
+
+std::string ProcessLine(const RunTrace& t) {
+  if (!t.error.empty() && t.end == "unreadable") return ProcessLabel(t) + ": unreadable: " + t.error;
+  const nlohmann::json empty = nlohmann::json::object();
+  const nlohmann::json& c =
+      t.last_status.contains("counters") && t.last_status["counters"].is_object() ? t.last_status["counters"] : empty;
+  auto n = [&](const char* key) { return c.value(key, uint64_t{0}); };
+  std::string line = ProcessLabel(t) + ": ";
+  if (t.role == "shadow") {
+    line += FormatCount(t.launch_records) + " traced launches, " + FormatCount(t.block_records) +
+            " blocks; losses: " + FormatCount(n(counters::kBlocksOverflow)) + " blocks overflow, " +
+            FormatCount(n(counters::kBlocksLost)) + " lost, " + FormatCount(n(counters::kWriterDropped)) +
+            " records dropped";
+  } else {
+    line += FormatCount(n(counters::kLaunchesSeen)) + " launches, " + FormatCount(t.kernel_records) +
+            " kernel records; losses: " + FormatCount(n(counters::kKernelRecordsMissing)) + " missing, " +
+            FormatCount(n(counters::kCuptiDropped) + n(counters::kWriterDropped)) + " dropped";
+  }
+  if (t.end != "complete") line += "; " + t.end + (t.end == "no-summary" ? " (did not shut down cleanly)" : "");
+  if (t.summary_at_stop_request) line += "; summary taken at the stop request";
+  if (!t.gpu_work()) line += "; no GPU work";
+  return line;
+}
+
+void ReportRun(const ChildResult& result, const std::string& output, const std::string& tool) {
   if (result.term_signal) {
     std::fprintf(stderr, "twinscope: the program was killed by %s after %.1fs\n",
                  SignalName(result.term_signal).c_str(), result.elapsed_s);
@@ -155,14 +194,26 @@ void ReportRun(const ChildResult& result, const std::string& trace_path, const s
     std::fprintf(stderr, "twinscope: the program exited with code %d after %.1fs\n", result.exit_code,
                  result.elapsed_s);
   }
-  struct stat st {};
-  if (stat(trace_path.c_str(), &st) != 0) {
+  auto listing = ListRun(output);
+  if (!listing.ok() || listing->sides.empty() || listing->sides[0].traces.empty()) {
     std::fprintf(stderr,
-                 "twinscope: warning: no trace was written to %s: the collector never started. Either the program "
+                 "twinscope: warning: no trace was written to %s: no process launched GPU work. Either the program "
                  "made no CUDA calls, or %s could not be loaded (look for 'twinscope:' messages above)\n",
-                 trace_path.c_str(), tool.c_str());
+                 output.c_str(), tool.c_str());
     return;
   }
+  const RunSide& side = listing->sides[0];
+  if (side.traces.size() > 1) {
+    std::fprintf(stderr, "twinscope: %zu processes wrote traces (%zu with GPU work), in %s:\n", side.traces.size(),
+                 side.WithGpuWork(),
+                 listing->single_file ? (output + " and " + output + ".d/").c_str() : output.c_str());
+    for (const auto& t : side.traces) std::fprintf(stderr, "  %s\n    %s\n", ProcessLine(t).c_str(), t.path.c_str());
+    std::fprintf(stderr, "twinscope: details: twinscope stats %s\n", output.c_str());
+    return;
+  }
+  const std::string trace_path = side.traces[0].path;
+  struct stat st {};
+  stat(trace_path.c_str(), &st);
   auto stats = stats::ComputeTraceStats(trace_path);
   if (!stats.ok()) {
     std::fprintf(stderr, "twinscope: warning: the trace cannot be read: %s\n", stats.status().message().c_str());

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/run_child.h"
+#include "format/run_dir.h"
 #include "stats/program_cupti.h"
 #include "stats/trace_stats.h"
 
@@ -24,9 +25,16 @@ std::vector<std::string> SummaryLines(const stats::TraceStats& s);
 // or "" for a trace without the probe's sampling header.
 std::string SamplingLine(const stats::TraceStats& s);
 
-// After `record`/`blocks`: says how the program ended, where the trace is, and
-// its summary; warns when the trace is missing or has no summary. `tool` is
-// the collector library's file name (named in the warnings).
-void ReportRun(const ChildResult& result, const std::string& trace_path, const std::string& tool);
+// After `record`/`blocks`: says how the program ended, where the traces are
+// (`output`: the trace file with its .d/ folder, or a folder ending in '/'),
+// and their summary (one trace: its summary lines; several: a line per
+// process); warns when there is none or one has no summary. `tool` is the
+// collector library's file name (named in the warnings).
+void ReportRun(const ChildResult& result, const std::string& output, const std::string& tool);
+
+// "pid 123 (top, rank 0 of 2) python train.py" and, with ProcessLine, what it
+// launched and lost, from the run lister's counters (no records read).
+std::string ProcessLabel(const RunTrace& t);
+std::string ProcessLine(const RunTrace& t);
 
 }  // namespace twinscope::cli

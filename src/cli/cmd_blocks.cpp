@@ -23,7 +23,10 @@ CommandRegistration kBlocks(
           ->allow_extra_args(false)  // one pattern per --kernel: a '--' after it still starts the command
           ->check(CLI::Validator(CheckKernelPattern, "PATTERN"));
       AddBlocksSamplingFlags(sub, &f->sampling, "");
-      sub->add_option("-o,--output", f->output, "Trace file to write (replaced if it exists)")->required();
+      sub->add_option("-o,--output", f->output,
+                      "Trace file (the first traced process's; the others' go to FILE.d/), or a folder (exists, or "
+                      "ends with '/'): a trace per process. The previous run's traces there are replaced")
+          ->required();
       sub->add_option("command", f->command, "The program and its arguments, after '--'")->required();
       sub->footer(
           "Example: twinscope blocks --kernel reshape_and_cache --budget 5 -o shadow.tsc -- python serve.py\n"

@@ -295,7 +295,8 @@ int ServeThenReplay(const TwinSetup& s, const std::function<void(const twin::Ser
   for (const auto& a : s.command) shadow.argv.push_back(twin::ExpandPlaceholders(a, 0, o.primary_port, s.out));
   for (const auto& a : s.shadow_args) shadow.argv.push_back(twin::ExpandPlaceholders(a, 0, o.primary_port, s.out));
   for (const char* a : {"--follow", schedule.c_str(), "--exit-after-schedule"}) shadow.argv.push_back(a);
-  shadow.env = twin::SideEnv(*shadow_lib, o.shadow_trace, "shadow", BlocksEnv(s.kernels, s.sampling));
+  shadow.env = twin::SideEnv(*shadow_lib, o.shadow_dir, "shadow", BlocksEnv(s.kernels, s.sampling));
+  shadow.new_process_group = true;  // signals reach its whole tree
   twin::ChildExit shadow_exit;
   {
     twin::ChildGroup group;
@@ -312,7 +313,7 @@ int ServeThenReplay(const TwinSetup& s, const std::function<void(const twin::Ser
                           {"request_trace", twin::ExpandPlaceholders(s.request_trace, 0, o.primary_port, s.out)}};
   TwinSetup sequential = s;
   sequential.concurrent = false;
-  return FinishTwin(sequential, s.out, primary, shadow_exit, o.primary_trace, o.shadow_trace, false, extra, model);
+  return FinishTwin(sequential, s.out, primary, shadow_exit, o.primary_dir, o.shadow_dir, false, extra, model);
 }
 
 bool WriteJson(const std::string& path, const nlohmann::json& j) {

@@ -1,5 +1,7 @@
 // twinscope export: write a trace, or a twin/join folder's joined run, as
 // Chrome trace-event JSON, a Perfetto protobuf trace or SQLite.
+#include <sys/stat.h>
+
 #include <cstdio>
 
 #include "cli/cli_text.h"
@@ -22,7 +24,11 @@ struct ExportFlags {
 // A twin/join folder (primary.tsc + shadow.tsc): joins, then writes the view.
 StatusOr<exporters::ExportResult> ExportJoin(const ExportFlags& f, exporters::BlockBounds bounds,
                                              exporters::BlockDetailCounts* counts) {
-  auto model = join::JoinTraces(f.path + "/primary.tsc", f.path + "/shadow.tsc", TwinOptions(f.path));
+  auto primary = MainTraceOf(f.path, "primary", "twinscope export");
+  if (!primary.ok()) return primary.status();
+  auto shadow = MainTraceOf(f.path, "shadow", "twinscope export");
+  if (!shadow.ok()) return shadow.status();
+  auto model = join::JoinTraces(*primary, *shadow, TwinOptions(f.path));
   if (!model.ok()) return model.status();
   if (f.format == "sqlite") return exporters::ExportJoinSqlite(*model, f.output);
   auto r = f.format == "perfetto" ? exporters::ExportJoinPerfetto(*model, f.output, bounds)
@@ -32,13 +38,37 @@ StatusOr<exporters::ExportResult> ExportJoin(const ExportFlags& f, exporters::Bl
   return static_cast<exporters::ExportResult>(*r);
 }
 
+// For a run folder that is not a twin folder: its one trace with GPU work
+// becomes f->path; several are refused, naming them (each exports on its own).
+Status PickTraceOfRun(ExportFlags* f) {
+  struct stat st {};
+  if (stat(f->path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return Status::Ok();  // a trace file
+  auto l = ListRun(f->path);
+  if (!l.ok()) return l.status();
+  std::vector<const RunTrace*> work;
+  for (const auto& t : l->sides.front().traces)
+    if (t.gpu_work()) work.push_back(&t);
+  if (work.size() == 1) {
+    f->path = work.front()->path;
+    std::fprintf(stderr, "twinscope export: %s: its one trace with GPU work, %s\n", l->path.c_str(), f->path.c_str());
+    return Status::Ok();
+  }
+  if (work.empty()) return Status::Error(l->path + ": no trace with GPU work in this folder");
+  std::string list;
+  for (const auto* t : work) list += "\n  " + t->path + "  (" + ProcessLabel(*t) + ")";
+  return Status::Error(l->path + " holds " + std::to_string(work.size()) +
+                       " traces with GPU work (a process each); export them one at a time, e.g. twinscope export " +
+                       work.front()->path + " --format " + f->format + " -o OUT:" + list);
+}
+
 CommandRegistration kExport(
     "export",
     "Export a trace or a twin folder as Chrome trace-event JSON, a Perfetto trace (ui.perfetto.dev) or SQLite",
     [](CLI::App* sub) -> CommandRun {
       auto f = std::make_shared<ExportFlags>();
       sub->add_option("file", f->path,
-                      "Trace file (.tsc), or a twin/join folder (primary.tsc and shadow.tsc): the joined run")
+                      "Trace file (.tsc), a run folder with one trace with GPU work, or a twin folder (primary/ and "
+                      "shadow/): the joined run")
           ->required();
       sub->add_option("--format", f->format,
                       "chrome (JSON for chrome://tracing / ui.perfetto.dev), perfetto (protobuf with interned names: "
@@ -55,6 +85,13 @@ CommandRegistration kExport(
         if (f->max_block_launches) bounds.max_launches = f->max_block_launches;
         if (f->max_blocks) bounds.max_blocks = f->max_blocks;
         const bool joined = IsJoinFolder(f->path);
+        if (!joined) {
+          // A run folder (a trace per process): one output per trace, so one trace at a time.
+          if (Status st = PickTraceOfRun(f.get()); !st.ok()) {
+            std::fprintf(stderr, "twinscope export: %s\n", st.message().c_str());
+            return 1;
+          }
+        }
         exporters::BlockDetailCounts counts;
         StatusOr<exporters::ExportResult> result = Status::Error("");
         if (joined) {

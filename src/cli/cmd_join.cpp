@@ -20,8 +20,14 @@ CommandRegistration kJoin(
     "join", "Match a primary trace (record) and a shadow trace (blocks) launch by launch; write the joined views",
     [](CLI::App* sub) -> CommandRun {
       auto f = std::make_shared<JoinFlags>();
-      sub->add_option("primary", f->primary, "Primary trace (twinscope record)")->required()->check(CLI::ExistingFile);
-      sub->add_option("shadow", f->shadow, "Shadow trace (twinscope blocks)")->required()->check(CLI::ExistingFile);
+      sub->add_option("primary", f->primary,
+                      "Primary trace (twinscope record), or its run folder or a twin folder (its main trace: "
+                      "the top process's, else the one with the most launches)")
+          ->required()
+          ->check(CLI::ExistingPath);
+      sub->add_option("shadow", f->shadow, "Shadow trace (twinscope blocks), or its run folder or a twin folder")
+          ->required()
+          ->check(CLI::ExistingPath);
       sub->add_option("-o,--output", f->out, "Folder for join.json, the report and the other views")->required();
       sub->add_flag("--concurrent", f->concurrent,
                     "The two ran at the same time: flag primary kernels that ran while the shadow had GPU work");
@@ -35,15 +41,23 @@ CommandRegistration kJoin(
                       "launches are aligned (numbers a framework assigns per process); repeatable; see docs/join.md")
           ->allow_extra_args(false);
       sub->add_option("--top", f->top, "Slowest matched launches to print")->capture_default_str();
-      sub->footer("Example: twinscope join run/primary.tsc run/shadow.tsc -o run");
+      sub->footer("Example: twinscope join run/primary run/shadow -o run");
       return [f]() {
         if (mkdir(f->out.c_str(), 0755) != 0 && errno != EEXIST) {
           std::fprintf(stderr, "twinscope join: cannot make folder %s: %s\n", f->out.c_str(), std::strerror(errno));
           return 1;
         }
+        auto primary = MainTraceOf(f->primary, "primary", "twinscope join");
+        auto shadow = MainTraceOf(f->shadow, "shadow", "twinscope join");
+        for (auto* t : {&primary, &shadow}) {
+          if (!t->ok()) {
+            std::fprintf(stderr, "twinscope join: %s\n", t->status().message().c_str());
+            return 1;
+          }
+        }
         JoinOutputRequest r;
-        r.primary = f->primary;
-        r.shadow = f->shadow;
+        r.primary = *primary;
+        r.shadow = *shadow;
         r.out_dir = f->out;
         r.options.concurrent = f->concurrent;
         r.options.requests = {f->requests, f->schedule};

@@ -36,7 +36,10 @@ CommandRegistration kRecord(
     "record", "Run a program under the CUPTI collector and write its kernel/copy/API/NVTX trace",
     [](CLI::App* sub) -> CommandRun {
       auto f = std::make_shared<RecordFlags>();
-      sub->add_option("-o,--output", f->output, "Trace file to write (replaced if it exists)")->capture_default_str();
+      sub->add_option("-o,--output", f->output,
+                      "Trace file (the first traced process's; the others' go to FILE.d/), or a folder (exists, or "
+                      "ends with '/'): a trace per process. The previous run's traces there are replaced")
+          ->capture_default_str();
       sub->add_option("--kinds", f->kinds, "Activity kinds, comma list of kernel,memcpy,memset,api,nvtx (default: all)")
           ->check(CLI::Validator(CheckKinds, "KINDS"));
       sub->add_flag("--kernels-only", f->kernels_only,

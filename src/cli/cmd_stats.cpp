@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "cli/cli_text.h"
 #include "cli/command.h"
@@ -242,11 +243,140 @@ struct StatsFlags {
   std::string join_shadow;
 };
 
+// One trace: everything above, or its JSON. Returns the exit code; `json_out`
+// (may be null) takes the JSON instead of printing it.
+int StatsOnTrace(const std::string& path, const StatsFlags& f, nlohmann::json* json_out) {
+  auto stats = stats::ComputeTraceStats(path);
+  if (!stats.ok()) {
+    std::fprintf(stderr, "twinscope stats: %s\n", stats.status().message().c_str());
+    if (json_out) *json_out = {{"path", path}, {"error", stats.status().message()}};
+    return 1;
+  }
+  const auto& s = *stats;
+  const auto problems = stats::StrictProblems(s);
+  // The last summary taken at twinscope's stop request (the process was stopped after it).
+  const bool at_stop = ScanTrace(path).summary_at_stop_request;
+  if (f.json) {
+    nlohmann::json j = stats::StatsToJson(s, f.top);
+    j["summary_at_stop_request"] = at_stop;
+    if (json_out)
+      *json_out = std::move(j);
+    else
+      std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    PrintHeader(s);
+    PrintRead(s);
+    if (at_stop)
+      std::printf("  the summary was written at twinscope's stop request (the process was stopped after it)\n");
+    PrintLoss(s);
+    PrintKernels(s, f.top);
+    PrintDevices(s);
+    PrintNvtx(s, f.top);
+    if (s.shadow) PrintShadow(s, f.top);
+    if (problems.empty()) {
+      std::printf("problems: none\n");
+    } else {
+      std::printf("problems:\n");
+      for (const auto& p : problems) std::printf("  - %s\n", p.c_str());
+    }
+  }
+  std::fflush(stdout);
+  if (s.report.end == ReadEnd::kCorrupt || s.report.end == ReadEnd::kTruncated) {
+    std::fprintf(stderr, "twinscope stats: warning: %s: %s\n", ReadEndName(s.report.end), s.report.message.c_str());
+  }
+  if (f.strict && !problems.empty()) return 3;
+  return s.report.end == ReadEnd::kCorrupt ? 1 : 0;
+}
+
+// A run of several traces: a folder, or a trace file with others in FILE.d/. Null for a lone trace.
+std::optional<RunListing> RunOf(const std::string& path) {
+  auto l = ListRun(path);
+  if (!l.ok() || l->twin) return std::nullopt;
+  if (l->single_file && l->sides.front().traces.size() <= 1) return std::nullopt;
+  return std::move(*l);
+}
+
+// Each process's statistics, then a total line (docs/trace-format.md, "Run folders").
+int StatsOnRun(const RunListing& run, const StatsFlags& f) {
+  const RunSide& side = run.sides.front();
+  if (side.traces.empty()) {
+    std::fprintf(stderr, "twinscope stats: %s: no trace in this folder\n", run.path.c_str());
+    return 1;
+  }
+  int code = 0;
+  nlohmann::json processes = nlohmann::json::array();
+  uint64_t launches = 0, kernels = 0, traced = 0, blocks = 0, missing = 0, dropped = 0;
+  size_t without_work = 0, unclean = 0, damaged = 0;
+  for (size_t i = 0; i < side.traces.size(); ++i) {
+    const RunTrace& t = side.traces[i];
+    const nlohmann::json empty = nlohmann::json::object();
+    const nlohmann::json& c =
+        t.last_status.contains("counters") && t.last_status["counters"].is_object() ? t.last_status["counters"] : empty;
+    auto n = [&](const char* key) { return c.value(key, uint64_t{0}); };
+    launches += t.role == "shadow" ? 0 : n("launches_seen");
+    kernels += t.kernel_records;
+    traced += t.role == "shadow" ? t.launch_records : 0;
+    blocks += t.block_records;
+    missing += n("kernel_records_missing");
+    dropped += n("cupti_dropped_records") + n("writer_dropped_records");
+    without_work += t.gpu_work() ? 0 : 1;
+    unclean += t.end == "no-summary" ? 1 : 0;
+    damaged += t.end == "truncated" || t.end == "corrupt" || t.end == "unreadable" ? 1 : 0;
+    if (!t.gpu_work() && t.error.empty()) {
+      // Counted, not shown: a process that initialized CUDA and was killed before it launched anything.
+      if (f.json) processes.push_back({{"path", t.path}, {"pid", t.process.pid}, {"gpu_work", false}});
+      continue;
+    }
+    int rc = 0;
+    if (f.json) {
+      nlohmann::json j;
+      rc = StatsOnTrace(t.path, f, &j);
+      j["process"] = t.header.value("process", nlohmann::json());
+      j["gpu_work"] = t.gpu_work();
+      processes.push_back(std::move(j));
+    } else {
+      std::printf("== process %zu of %zu: %s\n", i + 1, side.traces.size(), ProcessLabel(t).c_str());
+      rc = StatsOnTrace(t.path, f, nullptr);
+      std::printf("\n");
+    }
+    code = std::max(code, rc);
+  }
+  const std::string total = "total: " + std::to_string(side.traces.size()) + " processes (" +
+                            std::to_string(side.traces.size() - without_work) + " with GPU work, " +
+                            std::to_string(without_work) + " without), " + FormatCount(launches) + " launches, " +
+                            FormatCount(kernels) + " kernel records, " + FormatCount(traced) + " traced launches, " +
+                            FormatCount(blocks) + " blocks; losses: " + FormatCount(missing) + " missing, " +
+                            FormatCount(dropped) + " dropped; " + std::to_string(unclean) + " without a summary, " +
+                            std::to_string(damaged) + " damaged";
+  if (f.json) {
+    nlohmann::json j = {{"run", run.path},
+                        {"processes", processes},
+                        {"total",
+                         {{"processes", side.traces.size()},
+                          {"without_gpu_work", without_work},
+                          {"launches", launches},
+                          {"kernel_records", kernels},
+                          {"traced_launches", traced},
+                          {"blocks", blocks},
+                          {"missing", missing},
+                          {"dropped", dropped},
+                          {"without_summary", unclean},
+                          {"damaged", damaged}}}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("run: %s\n%s\n", run.path.c_str(), total.c_str());
+  }
+  if (f.strict && (missing || dropped || unclean || damaged)) code = std::max(code, 3);
+  return code;
+}
+
 CommandRegistration kStats(
     "stats", "Summarise a trace: counts, loss accounting, top kernels, devices, NVTX, block statistics",
     [](CLI::App* sub) -> CommandRun {
       auto f = std::make_shared<StatsFlags>();
-      sub->add_option("file", f->path, "Trace file (.tsc), or a twin/join folder (primary.tsc + shadow.tsc)")
+      sub->add_option("file", f->path,
+                      "Trace file (.tsc), a run folder (a trace per process: each, then a total), or a twin folder "
+                      "(primary/ and shadow/: the join)")
           ->required();
       sub->add_option("--join", f->join_shadow, "Shadow trace to join with FILE (the primary): show the joined model");
       sub->add_flag("--strict", f->strict,
@@ -256,37 +386,8 @@ CommandRegistration kStats(
       return [f]() {
         if (!f->join_shadow.empty() || IsJoinFolder(f->path))
           return StatsOnJoin(f->path, f->join_shadow, f->json, f->top);
-        auto stats = stats::ComputeTraceStats(f->path);
-        if (!stats.ok()) {
-          std::fprintf(stderr, "twinscope stats: %s\n", stats.status().message().c_str());
-          return 1;
-        }
-        const auto& s = *stats;
-        const auto problems = stats::StrictProblems(s);
-        if (f->json) {
-          std::printf("%s\n", stats::StatsToJson(s, f->top).dump(2).c_str());
-        } else {
-          PrintHeader(s);
-          PrintRead(s);
-          PrintLoss(s);
-          PrintKernels(s, f->top);
-          PrintDevices(s);
-          PrintNvtx(s, f->top);
-          if (s.shadow) PrintShadow(s, f->top);
-          if (problems.empty()) {
-            std::printf("problems: none\n");
-          } else {
-            std::printf("problems:\n");
-            for (const auto& p : problems) std::printf("  - %s\n", p.c_str());
-          }
-        }
-        std::fflush(stdout);
-        if (s.report.end == ReadEnd::kCorrupt || s.report.end == ReadEnd::kTruncated) {
-          std::fprintf(stderr, "twinscope stats: warning: %s: %s\n", ReadEndName(s.report.end),
-                       s.report.message.c_str());
-        }
-        if (f->strict && !problems.empty()) return 3;
-        return s.report.end == ReadEnd::kCorrupt ? 1 : 0;
+        if (auto run = RunOf(f->path)) return StatsOnRun(*run, *f);
+        return StatsOnTrace(f->path, *f, nullptr);
       };
     });
 

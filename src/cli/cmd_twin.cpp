@@ -27,12 +27,13 @@ struct TwinFlags {
   bool follow = false;
 };
 
-void ReportSide(const char* side, const twin::ChildExit& e) {
+// How a side's top process ended; `command` names it.
+void ReportSide(const char* side, const twin::ChildExit& e, const std::string& command) {
   if (!e.started) {
     std::fprintf(stderr, "twinscope twin: the %s could not run: %s\n", side, e.error.c_str());
   } else if (e.term_signal) {
-    std::fprintf(stderr, "twinscope twin: the %s was killed by %s after %.1fs\n", side,
-                 SignalName(e.term_signal).c_str(), e.elapsed_s);
+    std::fprintf(stderr, "twinscope twin: the %s was killed by %s after %.1fs (pid %d: %s)\n", side,
+                 SignalName(e.term_signal).c_str(), e.elapsed_s, e.pid, command.c_str());
   } else {
     std::fprintf(stderr, "twinscope twin: the %s exited with code %d after %.1fs\n", side, e.exit_code, e.elapsed_s);
   }
@@ -53,23 +54,59 @@ void SuggestKernels(const std::string& primary_trace, const std::vector<std::str
     std::fprintf(stderr, "    %10s  %s\n", FormatCount(kernels[i].count).c_str(), kernels[i].name.c_str());
 }
 
-bool FileExists(const std::string& p) { return access(p.c_str(), R_OK) == 0; }
+std::string Joined(const std::vector<std::string>& words) {
+  std::string s;
+  for (const auto& w : words) s += (s.empty() ? "" : " ") + w;
+  if (s.size() > 80) s = s.substr(0, 77) + "...";
+  return s;
+}
+
+// Seconds between the side's start and a trace's last sign of life (its last status block).
+double LastSignOfLife(const RunTrace& t, int64_t side_start_realtime_ns) {
+  const uint64_t start_mono = t.header.value("start_monotonic_ns", uint64_t{0});
+  const uint64_t last_mono = t.last_status.value("monotonic_ns", start_mono);
+  const double at = static_cast<double>(t.process.start_realtime_ns) + static_cast<double>(last_mono - start_mono);
+  return (at - static_cast<double>(side_start_realtime_ns)) / 1e9;
+}
+
+// A line per process when a side wrote several traces; a line per shadow process that did not end
+// cleanly (part of the shadow's tree dying mid-run). Returns how many shadow processes did not.
+size_t ReportSideTraces(const RunSide& side, const twin::ChildExit& e) {
+  if (side.traces.size() > 1) {
+    std::fprintf(stderr, "twinscope twin: the %s wrote %zu traces (%zu with GPU work) in %s:\n", side.name.c_str(),
+                 side.traces.size(), side.WithGpuWork(), side.dir.c_str());
+    for (const auto& t : side.traces) std::fprintf(stderr, "  %s\n", ProcessLine(t).c_str());
+  }
+  size_t unclean = 0;
+  for (const auto& t : side.traces) {
+    if (t.end == "complete") continue;
+    if (side.name == "shadow") ++unclean;
+    std::fprintf(stderr,
+                 "twinscope twin: %s process pid %d (%s) did not shut down cleanly (%s): killed about %.1fs into the "
+                 "run (its last status block); what it left is read\n",
+                 side.name.c_str(), t.process.pid, Joined(t.process.command_line).c_str(), t.end.c_str(),
+                 LastSignOfLife(t, e.start_realtime_ns));
+  }
+  return unclean;
+}
 
 }  // namespace
 
 int FinishTwin(const TwinSetup& f, const std::string& out_dir, const twin::ChildExit& primary,
-               const twin::ChildExit& shadow, const std::string& primary_trace, const std::string& shadow_trace,
+               const twin::ChildExit& shadow, const std::string& primary_dir, const std::string& shadow_dir,
                bool shadow_skipped, const nlohmann::json& extra, join::JoinedModel* model) {
-  ReportSide("primary", primary);
+  const std::string command = Joined(f.command);
+  ReportSide("primary", primary, command);
   if (shadow_skipped) {
     std::fprintf(stderr, "twinscope twin: stopped by a signal: the shadow was not started\n");
   } else {
-    ReportSide("shadow", shadow);
+    ReportSide("shadow", shadow, command);
   }
   const int code = primary.exit_code;
   nlohmann::json twin_json = {{"concurrent", f.concurrent},
                               {"primary_exit", primary.exit_code},
                               {"shadow_exit", shadow.exit_code},
+                              {"shadow_signal", shadow.term_signal},
                               {"primary_elapsed_s", primary.elapsed_s},
                               {"shadow_elapsed_s", shadow.elapsed_s},
                               {"shadow_start_realtime_ns", shadow.start_realtime_ns},
@@ -80,31 +117,62 @@ int FinishTwin(const TwinSetup& f, const std::string& out_dir, const twin::Child
                               {"kernels", f.kernels}};
   for (const auto& [k, v] : extra.items()) twin_json[k] = v;
   std::ofstream(out_dir + "/twin.json") << twin_json.dump(2) << "\n";
-  if (!FileExists(primary_trace)) {
+  auto listing = ListRun(out_dir);
+  const RunSide* pside = listing.ok() ? listing->Side("primary") : nullptr;
+  const RunSide* sside = listing.ok() ? listing->Side("shadow") : nullptr;
+  if (pside) ReportSideTraces(*pside, primary);
+  const size_t shadow_unclean = sside ? ReportSideTraces(*sside, shadow) : 0;
+  std::string pwhy, swhy;
+  const RunTrace* pmain = pside ? MainTrace(*pside, &pwhy) : nullptr;
+  const RunTrace* smain = sside ? MainTrace(*sside, &swhy) : nullptr;
+  if (!pmain) {
     std::fprintf(stderr,
-                 "twinscope twin: the primary wrote no trace (%s): nothing to join. Did the program make CUDA "
-                 "calls? Look for 'twinscope:' messages above\n",
-                 primary_trace.c_str());
+                 "twinscope twin: the primary wrote no trace with GPU work (%s): nothing to join. Did the program "
+                 "make CUDA calls? Look for 'twinscope:' messages above\n",
+                 primary_dir.c_str());
     return code ? code : 1;
   }
-  if (!FileExists(shadow_trace)) {
-    std::fprintf(stderr,
-                 "twinscope twin: the shadow wrote no trace (%s): nothing to join; the primary's trace "
-                 "is complete on its own\n",
-                 shadow_trace.c_str());
+  const bool shadow_died = shadow.term_signal || (shadow.exit_code && !primary.exit_code) || shadow_unclean > 0;
+  if (!smain) {
+    if (shadow_died)
+      std::fprintf(stderr,
+                   "twinscope twin: the shadow died before it launched GPU work (no trace with GPU work in %s): "
+                   "nothing to join; the primary's trace is complete on its own\n",
+                   shadow_dir.c_str());
+    else
+      std::fprintf(stderr,
+                   "twinscope twin: the shadow wrote no trace with GPU work (%s): nothing to join; the primary's trace "
+                   "is complete on its own\n",
+                   shadow_dir.c_str());
     return code;
   }
-  if (shadow.term_signal || (shadow.exit_code && !primary.exit_code))
+  if (pside->traces.size() > 1 || sside->traces.size() > 1)
+    std::fprintf(stderr, "twinscope twin: joining the primary's %s (%s) with the shadow's %s (%s)\n",
+                 pmain->path.c_str(), pwhy.c_str(), smain->path.c_str(), swhy.c_str());
+  if (shadow_died)
     std::fprintf(stderr, "twinscope twin: the shadow did not finish cleanly: joining with what it left\n");
   JoinOutputRequest jr;
-  jr.primary = primary_trace;
-  jr.shadow = shadow_trace;
+  jr.primary = pmain->path;
+  jr.shadow = smain->path;
   jr.out_dir = out_dir;
   jr.options = TwinOptions(out_dir);
   jr.top = f.top;
   if (JoinAndReport(jr, model) != 0) return code ? code : 1;
-  auto shadow_stats = stats::ComputeTraceStats(shadow_trace);
-  if (shadow_stats.ok() && shadow_stats->counts["launch"] == 0) SuggestKernels(primary_trace, f.kernels);
+  // "Matched nothing" only when no shadow process traced a matching launch and the shadow lived to the end.
+  uint64_t traced = 0, matching = 0;
+  for (const auto& t : sside->traces) {
+    traced += t.launch_records;
+    if (t.last_status.contains("counters") && t.last_status["counters"].is_object())
+      matching += t.last_status["counters"].value("launches_matching", uint64_t{0});
+  }
+  if (traced == 0 && matching == 0) {
+    if (shadow_died)
+      std::fprintf(stderr,
+                   "twinscope twin: the shadow traced no matching launch before it died: the pattern may match "
+                   "launches it never reached\n");
+    else
+      SuggestKernels(pmain->path, f.kernels);
+  }
   return code;
 }
 
@@ -143,7 +211,7 @@ int RunTwinAndJoin(const TwinSetup& f) {
     std::fprintf(stderr, "twinscope twin: %s\n", o.error.c_str());
     return 1;
   }
-  return FinishTwin(f, r.out_dir, o.primary, o.shadow, o.primary_trace, o.shadow_trace, o.shadow_skipped,
+  return FinishTwin(f, r.out_dir, o.primary, o.shadow, o.primary_dir, o.shadow_dir, o.shadow_skipped,
                     {{"autotune", o.autotune}}, nullptr);
 }
 
@@ -204,7 +272,9 @@ int ServeTwinAndJoin(const TwinSetup& f, const std::function<void(const twin::Se
   // A server stopped by our SIGTERM ended as asked: report the run's code as 0.
   twin::ChildExit primary = o.primary;
   if (primary.term_signal == SIGTERM) primary.exit_code = 0;
-  return FinishTwin(f, r.out_dir, primary, o.shadow, o.primary_trace, o.shadow_trace, false, extra, model);
+  extra["stop_request"] = {
+      {"asked", o.stop_request.asked}, {"answered", o.stop_request.answered}, {"no_answer", o.stop_request.waiting}};
+  return FinishTwin(f, r.out_dir, primary, o.shadow, o.primary_dir, o.shadow_dir, false, extra, model);
 }
 
 namespace {
@@ -220,7 +290,8 @@ CommandRegistration kTwin(
           ->allow_extra_args(false)  // one pattern per --kernel: a '--' after it still starts the command
           ->check(CLI::Validator(CheckKernelPattern, "PATTERN"));
       AddBlocksSamplingFlags(sub, &f->setup.sampling, "Shadow: ");
-      sub->add_option("-o,--output", f->setup.out, "Folder for primary.tsc, shadow.tsc and the joined views")
+      sub->add_option("-o,--output", f->setup.out,
+                      "Folder for primary/ and shadow/ (a trace per process each) and the joined views")
           ->capture_default_str();
       sub->add_flag("--concurrent", f->setup.concurrent,
                     "Run both at once (live input); the join flags primary kernels that ran while the shadow had "

@@ -123,8 +123,31 @@ join::JoinOptions TwinOptions(const std::string& dir) {
 
 bool IsJoinFolder(const std::string& path) {
   struct stat st {};
-  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && IsFile(path + "/primary.tsc") &&
-         IsFile(path + "/shadow.tsc");
+  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+  auto l = ListRun(path);
+  return l.ok() && l->twin;
+}
+
+StatusOr<std::string> MainTraceOf(const std::string& path, const std::string& side_name, const char* command) {
+  auto l = ListRun(path);
+  if (!l.ok()) return l.status();
+  const RunSide* side = l->twin ? l->Side(side_name) : &l->sides.front();
+  if (!side) return Status::Error(path + ": no " + side_name + " side");
+  const std::string where = side->dir + (side->name.empty() ? "" : " (" + side->name + ")");
+  if (side->traces.empty()) return Status::Error(where + ": no trace there");
+  if (side->traces.size() == 1) return side->traces.front().path;  // nothing to choose: joined as it is
+  std::string why;
+  const RunTrace* main = MainTrace(*side, &why);
+  if (!main) {
+    std::string list;
+    for (const auto& t : side->traces) list += "\n  " + t.path + (t.error.empty() ? ": no GPU work" : ": " + t.error);
+    return Status::Error(where + ": no trace with GPU work:" + list);
+  }
+  if (side->traces.size() > 1)
+    std::fprintf(stderr, "%s: %s: %zu traces; joining %s, %s (processes are not paired yet)\n", command,
+                 side->name.empty() ? path.c_str() : side->name.c_str(), side->traces.size(), main->path.c_str(),
+                 why.c_str());
+  return main->path;
 }
 
 int JoinAndReport(const JoinOutputRequest& r, join::JoinedModel* model_out) {
@@ -169,8 +192,15 @@ int JoinAndReport(const JoinOutputRequest& r, join::JoinedModel* model_out) {
 }
 
 int StatsOnJoin(const std::string& path, const std::string& shadow, bool json, size_t top) {
-  const std::string p = shadow.empty() ? path + "/primary.tsc" : path;
-  const std::string s = shadow.empty() ? path + "/shadow.tsc" : shadow;
+  auto pt = MainTraceOf(path, "primary", "twinscope stats");
+  auto st = MainTraceOf(shadow.empty() ? path : shadow, "shadow", "twinscope stats");
+  for (auto* t : {&pt, &st}) {
+    if (!t->ok()) {
+      std::fprintf(stderr, "twinscope stats: %s\n", t->status().message().c_str());
+      return 1;
+    }
+  }
+  const std::string p = *pt, s = *st;
   auto model = join::JoinTraces(p, s, shadow.empty() ? TwinOptions(path) : join::JoinOptions{});
   if (!model.ok()) {
     std::fprintf(stderr, "twinscope stats: %s\n", model.status().message().c_str());

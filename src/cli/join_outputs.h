@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "base/status.h"
+#include "format/run_dir.h"
 #include "join/join_model.h"
 
 namespace twinscope::cli {
@@ -20,15 +22,23 @@ struct JoinOutputRequest {
 // `model` (may be null) receives the joined model.
 int JoinAndReport(const JoinOutputRequest& request, join::JoinedModel* model = nullptr);
 
-// `twinscope stats` on a join: `path` is a twin/join folder (primary.tsc and
-// shadow.tsc in it); `shadow` non-empty means `path` is the primary trace.
-// Returns the exit code.
+// `twinscope stats` on a join: `path` is a twin folder (primary/ and shadow/,
+// or primary.tsc and shadow.tsc); `shadow` non-empty means `path` is the
+// primary (a trace or a run folder). Returns the exit code.
 int StatsOnJoin(const std::string& path, const std::string& shadow, bool json, size_t top);
+
+// The trace of one side that the join reads until processes are paired
+// (format/run_dir.h MainTrace): `path` is a trace file, a run folder or a twin
+// folder (`side`: "primary" or "shadow" picks the twin folder's side). When
+// the side holds several traces, says on stderr which one and why
+// (`command`: "twinscope join"). Error if no trace there has GPU work.
+StatusOr<std::string> MainTraceOf(const std::string& path, const std::string& side, const char* command);
 
 // The join options a twin run left in DIR/twin.json (defaults if none).
 join::JoinOptions TwinOptions(const std::string& dir);
 
-// True if `path` is a folder holding primary.tsc and shadow.tsc.
+// True if `path` is a twin folder: primary/ and shadow/ side folders, or the
+// older primary.tsc and shadow.tsc.
 bool IsJoinFolder(const std::string& path);
 
 }  // namespace twinscope::cli

@@ -1,5 +1,6 @@
 #include "cli/record_common.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -15,6 +16,7 @@
 #include "cli/cli_text.h"
 #include "cli/run_child.h"
 #include "cuptilib/cupti_library.h"
+#include "twin/twin_runner.h"
 
 namespace twinscope::cli {
 
@@ -68,6 +70,11 @@ std::vector<std::pair<std::string, std::string>> BlocksEnv(const std::vector<std
 namespace {
 
 // Unless TWINSCOPE_GUARD=0, the primary gets the guard preloaded (src/guard).
+
+bool IsFolderPath(const std::string& p) {
+  struct stat st {};
+  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
 
 bool IsPython(const std::string& arg0) {
   const std::string base = arg0.substr(arg0.rfind('/') + 1);
@@ -123,35 +130,53 @@ int RecordCommand(const RecordRequest& request) {
     std::fprintf(stderr, "twinscope: %s\n", library.status().message().c_str());
     return 1;
   }
-  const std::string output = AbsolutePath(request.output);
-  const auto slash = output.rfind('/');
-  const std::string dir = slash == 0 ? "/" : output.substr(0, slash);
-  if (access(dir.c_str(), W_OK) != 0) {
-    std::fprintf(stderr, "twinscope: cannot write the trace to %s: folder %s: %s\n", output.c_str(), dir.c_str(),
-                 std::strerror(errno));
+  // A folder (an existing one, or a path ending in '/') gets a trace per process; a file is the
+  // first process's trace, with the others' beside it in FILE.d/ (docs/trace-format.md, "Run folders").
+  const bool folder = !request.output.empty() && (request.output.back() == '/' || IsFolderPath(request.output));
+  std::string output = AbsolutePath(request.output);
+  while (output.size() > 1 && output.back() == '/') output.pop_back();
+  std::string error;
+  if (folder) {
+    if (!twin::MakeDirs(output, &error)) {
+      std::fprintf(stderr, "twinscope: cannot write the traces to %s: %s\n", output.c_str(), error.c_str());
+      return 1;
+    }
+    if (access(output.c_str(), W_OK) != 0) {
+      std::fprintf(stderr, "twinscope: cannot write the traces to folder %s: %s\n", output.c_str(),
+                   std::strerror(errno));
+      return 1;
+    }
+  } else {
+    const auto slash = output.rfind('/');
+    const std::string dir = slash == 0 ? "/" : output.substr(0, slash);
+    if (access(dir.c_str(), W_OK) != 0) {
+      std::fprintf(stderr, "twinscope: cannot write the trace to %s: folder %s: %s\n", output.c_str(), dir.c_str(),
+                   std::strerror(errno));
+      return 1;
+    }
+  }
+  // Traces left from an earlier run must not pass for this run's.
+  if (!twin::RemoveStaleOutput(folder ? output + "/" : output, &error)) {
+    std::fprintf(stderr, "twinscope: %s\n", error.c_str());
     return 1;
   }
-  // A trace left from an earlier run must not pass for this run's.
-  if (unlink(output.c_str()) != 0 && errno != ENOENT) {
-    std::fprintf(stderr, "twinscope: cannot replace the existing trace %s: %s\n", output.c_str(), std::strerror(errno));
-    return 1;
-  }
+  const std::string env_output = folder ? output + "/" : output;
 
   ChildOptions options;
   options.argv = request.command;
   options.env = request.env;
   options.env.emplace_back("CUDA_INJECTION64_PATH", *library);
   options.env.emplace_back("NVTX_INJECTION64_PATH", *library);
-  options.env.emplace_back(env::kOutput, output);
+  options.env.emplace_back(env::kOutput, env_output);
   options.live_status = isatty(STDERR_FILENO);
-  options.watch_file = output;
+  options.watch_file = env_output;
   options.status_label = request.label;
   ChildResult result = RunChild(options);
   if (!result.started) {
     std::fprintf(stderr, "twinscope: %s\n", result.error.c_str());
     return result.exit_code;
   }
-  ReportRun(result, output, request.library);
+  ReportRun(result, env_output, request.library);
   return result.exit_code;
 }
 

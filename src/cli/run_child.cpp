@@ -101,7 +101,7 @@ class StatusLine {
  private:
   void Loop() {
     std::unique_lock<std::mutex> lock(mu_);
-    TraceTail tail(options_.watch_file);
+    RunTail tail(options_.watch_file);
     uint64_t last_records = 0;
     auto last_t = start_;
     while (!cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) {
@@ -112,9 +112,10 @@ class StatusLine {
       double rate = dt > 0 ? static_cast<double>(records - last_records) / dt : 0;
       last_records = records;
       last_t = now;
-      std::fprintf(stderr, "\r\033[Ktwinscope: %s %.0fs, %llu records on disk (%.0f records/s), %s",
+      const std::string processes = tail.traces() > 1 ? ", " + std::to_string(tail.traces()) + " traces" : "";
+      std::fprintf(stderr, "\r\033[Ktwinscope: %s %.0fs, %llu records on disk (%.0f records/s), %s%s",
                    options_.status_label.c_str(), elapsed, static_cast<unsigned long long>(records), rate,
-                   HumanBytes(static_cast<double>(tail.bytes())).c_str());
+                   HumanBytes(static_cast<double>(tail.bytes())).c_str(), processes.c_str());
       std::fflush(stderr);
     }
   }
@@ -132,7 +133,8 @@ class StatusLine {
 ChildResult RunChild(const ChildOptions& options) {
   ChildResult result;
   twin::ChildGroup group;
-  const size_t i = group.Start(twin::ChildSpec{options.argv, options.env, false});
+  // Its own process group (signals reach the whole tree), with the terminal while it runs.
+  const size_t i = group.Start(twin::ChildSpec{options.argv, options.env, true, true});
   if (!group.exit(i).started) {
     result.exit_code = group.exit(i).exit_code;
     result.error = group.exit(i).error;

@@ -30,7 +30,8 @@ struct ChildOptions {
   std::vector<std::string> argv;                         // argv[0] is looked up in PATH unless it contains '/'
   std::vector<std::pair<std::string, std::string>> env;  // set (overriding) in the child
   // Live status on stderr (caller decides, typically isatty(2)): elapsed time
-  // and the size and growth rate of `watch_file`.
+  // and the size and growth rate of the run at `watch_file` (a trace file and
+  // its .d/ folder, or a folder: format/trace_tail.h RunTail).
   bool live_status = false;
   std::string watch_file;
   std::string status_label = "recording";
@@ -44,9 +45,10 @@ struct ChildResult {
   double elapsed_s = 0;
 };
 
-// Runs the command and waits for it. While it runs, SIGINT/SIGTERM/SIGHUP sent
-// to twinscope itself (kill, not the terminal, which already signals the
-// whole foreground process group) are forwarded to the program.
+// Runs the command, in a process group of its own, and waits for it. While it
+// runs, SIGINT/SIGTERM/SIGHUP sent to twinscope are forwarded to that group,
+// so they reach every process of the program's tree; the exit code is the
+// command's own (the top process).
 ChildResult RunChild(const ChildOptions& options);
 
 // "12.3 MB" style size.

@@ -44,11 +44,13 @@ int RunTwinAndJoin(const TwinSetup& setup);
 int ServeTwinAndJoin(const TwinSetup& setup, const std::function<void(const twin::ServeEndpoints&)>& client,
                      join::JoinedModel* model);
 
-// After a twin run of either kind: reports both sides' exits, writes
-// DIR/twin.json (plus `extra`), joins and writes the views. Returns the
-// primary's exit code (1 if there is nothing to join).
+// After a twin run of either kind: reports both sides' exits (and each
+// process of a side that wrote several traces, and any shadow process that
+// died), writes DIR/twin.json (plus `extra`), joins each side's main trace
+// (format/run_dir.h MainTrace) and writes the views. Returns the primary's
+// exit code (1 if there is nothing to join).
 int FinishTwin(const TwinSetup& setup, const std::string& out_dir, const twin::ChildExit& primary,
-               const twin::ChildExit& shadow, const std::string& primary_trace, const std::string& shadow_trace,
+               const twin::ChildExit& shadow, const std::string& primary_dir, const std::string& shadow_dir,
                bool shadow_skipped, const nlohmann::json& extra, join::JoinedModel* model);
 
 }  // namespace twinscope::cli

@@ -21,6 +21,7 @@
 #include "cupti/cupti_check.h"
 #include "cupti/guard_report.h"
 #include "format/header.h"
+#include "format/stop_request.h"
 
 namespace twinscope::cupti {
 
@@ -278,6 +279,7 @@ void Collector::StartLocked() {
     BlockTerminatingSignals block;  // the writer's thread inherits the mask
     WriterOptions wo;
     wo.path = config_.output;
+    wo.per_process = true;  // a file or folder shared by the process tree (docs/trace-format.md, "Run folders")
     wo.max_buffered_bytes = config_.max_buffered_bytes;
     std::string error;
     writer_ = TraceWriter::Open(wo, header, &error);
@@ -286,6 +288,7 @@ void Collector::StartLocked() {
                error.c_str(), env::kOutput);
       return;
     }
+    config_.output = writer_->path();  // the file this process claimed
   }
 
   TraceWriter* w = writer_.get();
@@ -480,9 +483,10 @@ void Collector::FlushLoop() {
   using Clock = std::chrono::steady_clock;
   const std::chrono::milliseconds period(config_.flush_ms > 0 ? config_.flush_ms : 0);
   Clock::time_point next = Clock::now() + period;
+  StopRequest stop_request;  // TWINSCOPE_CONTROL_DIR (format/stop_request.h)
   for (;;) {
     // Ticks one period apart, start to start, however long a flush takes.
-    int timeout = -1;
+    int timeout = stop_request.active() ? 500 : -1;  // without periodic flushes, still look for the stop request
     if (period.count() > 0) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
       timeout = static_cast<int>(std::clamp<long long>(left, 0, period.count()));
@@ -518,6 +522,18 @@ void Collector::FlushLoop() {
     PublishCounters();
     if (writer_) writer_->Checkpoint();
     if (request) signal_done_.store(true);
+    if (stop_request.Due()) {
+      // The stop request (docs/trace-format.md): everything CUPTI holds, then a SUMMARY marked
+      // "at_stop_request", on disk before the acknowledgement. The program runs on; its exit, if
+      // clean, writes the final SUMMARY.
+      if (collecting()) CUPTI_CHECK(Cupti().ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+      WaitForProcessing(std::chrono::seconds(2));
+      PublishCounters();
+      const bool on_disk = writer_ && writer_->SummaryAtStopRequest(std::chrono::seconds(5));
+      LogInfo("stop request: summary written to %s%s", config_.output.c_str(),
+              on_disk ? "" : " (not on disk after 5 s)");
+      stop_request.Acknowledge(on_disk);
+    }
   }
 }
 

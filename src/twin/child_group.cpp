@@ -14,6 +14,8 @@
 #include <map>
 #include <thread>
 
+#include "base/env_names.h"
+
 extern char** environ;
 
 namespace twinscope::twin {
@@ -71,6 +73,7 @@ ChildGroup::ChildGroup(bool forward) {
 
 ChildGroup::~ChildGroup() {
   for (auto& c : children_) Reap(c, false);
+  if (terminal_given_to_) TakeBackTerminal();
   for (int i = 0; i < kMaxChildren; ++i) g_pids[i] = 0;
   for (int i = 0; i < 3; ++i) sigaction(kForwarded[i], &g_old_actions[i], nullptr);
 }
@@ -100,11 +103,19 @@ size_t ChildGroup::Start(const ChildSpec& spec) {
     std::string kv(*e);
     auto eq = kv.find('=');
     if (eq != std::string::npos && overrides.count(kv.substr(0, eq))) continue;
+    if (eq != std::string::npos && kv.compare(0, eq, env::kTopPid) == 0) continue;  // ours replaces it below
     env_strings.push_back(std::move(kv));
   }
   for (const auto& [k, v] : overrides) env_strings.push_back(k + "=" + v);
+  // TWINSCOPE_TOP_PID: the child writes its own pid here between fork and exec (no allocation there).
+  const std::string top_prefix = std::string(env::kTopPid) + "=";
+  env_strings.push_back(top_prefix + std::string(24, '\0'));
+  const size_t top_index = env_strings.size() - 1;
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
+  char* top_digits = env_strings[top_index].data() + top_prefix.size();
+  const bool take_terminal = spec.new_process_group && spec.foreground && isatty(STDIN_FILENO) &&
+                             tcgetpgrp(STDIN_FILENO) == getpgrp() && terminal_given_to_ == 0;
   envp.push_back(nullptr);
   std::vector<std::string> argv_copy = spec.argv;
   std::vector<char*> argv;
@@ -136,7 +147,23 @@ size_t ChildGroup::Start(const ChildSpec& spec) {
   if (pid == 0) {
     // Child: the program's own dispositions and mask for the forwarded signals, then exec.
     for (int i = 0; i < 3; ++i) sigaction(kForwarded[i], &g_old_actions[i], nullptr);
+    {
+      char digits[24];
+      int n = 0;
+      for (long v = getpid(); v > 0 && n < 23; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+      for (int k = 0; k < n; ++k) top_digits[k] = digits[n - 1 - k];
+      top_digits[n] = '\0';
+    }
     if (spec.new_process_group) setpgid(0, 0);
+    if (take_terminal) {
+      // As a shell does: the new group becomes the terminal's foreground (SIGTTOU blocked meanwhile).
+      sigset_t ttou, before;
+      sigemptyset(&ttou);
+      sigaddset(&ttou, SIGTTOU);
+      pthread_sigmask(SIG_BLOCK, &ttou, &before);
+      tcsetpgrp(STDIN_FILENO, getpid());
+      pthread_sigmask(SIG_SETMASK, &before, nullptr);
+    }
     pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     close(err_pipe[0]);
     execvpe(argv[0], argv.data(), envp.data());
@@ -146,6 +173,15 @@ size_t ChildGroup::Start(const ChildSpec& spec) {
     _exit(127);
   }
   if (spec.new_process_group) setpgid(pid, pid);  // also here: no race with the child's own call
+  if (take_terminal) {
+    sigset_t ttou, before;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    pthread_sigmask(SIG_BLOCK, &ttou, &before);
+    tcsetpgrp(STDIN_FILENO, pid);
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
+    terminal_given_to_ = pid;
+  }
   g_pids[index] = spec.new_process_group ? -pid : pid;
   r.pid = pid;
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);  // a signal held meanwhile is forwarded now
@@ -161,6 +197,7 @@ size_t ChildGroup::Start(const ChildSpec& spec) {
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     g_pids[index] = 0;
+    if (take_terminal) TakeBackTerminal();
     r.exit_code = (exec_errno == ENOENT || exec_errno == ENOTDIR) ? 127 : 126;
     r.error = "cannot run '" + spec.argv[0] + "': " + std::strerror(exec_errno) +
               (exec_errno == ENOENT && spec.argv[0].find('/') == std::string::npos ? " (not found in PATH)" : "");
@@ -183,6 +220,7 @@ bool ChildGroup::Reap(Child& c, bool block) {
   const size_t index = static_cast<size_t>(&c - children_.data());
   if (index < kMaxChildren) g_pids[index] = 0;
   c.exit.running = false;
+  if (terminal_given_to_ == c.exit.pid) TakeBackTerminal();
   c.exit.end_realtime_ns = RealtimeNs();
   c.exit.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - c.start).count();
   if (got < 0) {
@@ -195,6 +233,16 @@ bool ChildGroup::Reap(Child& c, bool block) {
     c.exit.exit_code = 128 + c.exit.term_signal;
   }
   return true;
+}
+
+void ChildGroup::TakeBackTerminal() {
+  sigset_t ttou, before;
+  sigemptyset(&ttou);
+  sigaddset(&ttou, SIGTTOU);
+  pthread_sigmask(SIG_BLOCK, &ttou, &before);
+  tcsetpgrp(STDIN_FILENO, getpgrp());
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  terminal_given_to_ = 0;
 }
 
 size_t ChildGroup::Poll() {

@@ -15,8 +15,13 @@ namespace twinscope::twin {
 struct ChildSpec {
   std::vector<std::string> argv;                         // argv[0] is looked up in PATH unless it contains '/'
   std::vector<std::pair<std::string, std::string>> env;  // set (overriding) in the child
-  bool new_process_group = false;  // own process group (servers stopped as a whole)
+  bool new_process_group = false;  // own process group: signals reach the whole tree (docs/design.md, "Process trees")
+  // With new_process_group: the group takes the terminal (when twinscope has it in the foreground) until the
+  // child ends, as a shell does, so Ctrl-C and reads from the terminal reach the program.
+  bool foreground = false;
 };
+
+// The child gets TWINSCOPE_TOP_PID=<its own pid> (env_names.h): its trace's header says "top".
 
 struct ChildExit {
   bool started = false;  // exec succeeded
@@ -68,7 +73,9 @@ class ChildGroup {
     std::chrono::steady_clock::time_point start;
   };
   bool Reap(Child& c, bool block);
+  void TakeBackTerminal();
   std::vector<Child> children_;
+  int terminal_given_to_ = 0;  // the process group that has the terminal, 0 if we kept it
 };
 
 }  // namespace twinscope::twin

@@ -2,18 +2,24 @@
 #include "twin/serve.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <set>
 #include <thread>
 
 #include "base/count_text.h"
+#include "format/stop_request.h"
 #include "format/trace_tail.h"
 #ifdef TWINSCOPE_HAVE_MIRROR
 #include "mirror/mirror.h"
@@ -89,12 +95,33 @@ namespace {
 
 std::string Count(uint64_t n) { return CountText(n); }
 
+// The pid in a per-process trace name "<name>-<pid>.tsc" or "<name>-<pid>.<n>.tsc"; 0 if none.
+int PidOfTraceName(const std::string& name) {
+  if (name.size() < 5 || name.compare(name.size() - 4, 4, ".tsc") != 0) return 0;
+  std::string stem = name.substr(0, name.size() - 4);
+  const size_t dash = stem.rfind('-');
+  if (dash == std::string::npos) return 0;
+  std::string digits = stem.substr(dash + 1);
+  digits = digits.substr(0, digits.find('.'));
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return 0;
+  return std::atoi(digits.c_str());
+}
+
+// A process that can still answer (not gone, not a zombie).
+bool Alive(int pid) {
+  if (pid <= 0 || kill(pid, 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string all((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t close = all.rfind(')');
+  return close == std::string::npos || close + 2 >= all.size() || all[close + 2] != 'Z';
+}
+
 ChildSpec SideSpec(const ServeRequest& r, const std::vector<std::string>& extra, const std::string& library,
-                   const std::string& trace, const char* role, const EnvList& side_env, int port, int primary_port) {
+                   const std::string& side_dir, const char* role, const EnvList& side_env, int port, int primary_port) {
   ChildSpec spec;
   for (const auto& a : r.command) spec.argv.push_back(ExpandPlaceholders(a, port, primary_port, r.out_dir));
   for (const auto& a : extra) spec.argv.push_back(ExpandPlaceholders(a, port, primary_port, r.out_dir));
-  spec.env = SideEnv(library, trace, role, side_env);
+  spec.env = SideEnv(library, side_dir, role, side_env);
   spec.env.emplace_back("TWINSCOPE_PORT", std::to_string(port));
   spec.new_process_group = true;  // stopped as a whole, after the mirror has drained
   return spec;
@@ -102,17 +129,61 @@ ChildSpec SideSpec(const ServeRequest& r, const std::vector<std::string>& extra,
 
 }  // namespace
 
+StopRequestOutcome RequestStopAndWait(const std::vector<std::string>& side_dirs, std::chrono::milliseconds timeout) {
+  StopRequestOutcome o;
+  for (const auto& side : side_dirs) {
+    const std::string control = ControlDir(side);
+    std::string error;
+    if (!MakeDirs(control, &error)) {
+      std::fprintf(stderr, "twinscope twin: stop request: %s\n", error.c_str());
+      continue;
+    }
+    const int fd = ::open(StopRequest::StopFile(control).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd >= 0) ::close(fd);
+  }
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    o.asked = o.answered = 0;
+    o.waiting.clear();
+    for (const auto& side : side_dirs) {
+      DIR* d = opendir(side.c_str());
+      if (!d) continue;
+      while (dirent* e = readdir(d)) {
+        const int pid = PidOfTraceName(e->d_name);
+        if (pid == 0) continue;
+        const bool flushed = access(StopRequest::FlushedFile(ControlDir(side), pid).c_str(), F_OK) == 0;
+        if (!flushed && !Alive(pid)) continue;  // ended already: its trace has its own end
+        ++o.asked;
+        if (flushed)
+          ++o.answered;
+        else
+          o.waiting.push_back(pid);
+      }
+      closedir(d);
+    }
+    if (o.waiting.empty() || std::chrono::steady_clock::now() >= end) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (o.asked) {
+    std::string late;
+    for (int pid : o.waiting) late += (late.empty() ? "" : ", ") + std::to_string(pid);
+    std::fprintf(stderr, "twinscope twin: stop request: %d of %d traced processes wrote their summary%s%s\n",
+                 o.answered, o.asked, late.empty() ? "" : "; no answer from pid ", late.c_str());
+  }
+  return o;
+}
+
 ServeOutcome RunServe(const ServeRequest& r) {
   ServeOutcome out;
 #ifndef TWINSCOPE_HAVE_MIRROR
   out.error = "this build has no HTTP mirror (TWINSCOPE_WITH_MIRROR=OFF): twin --serve needs it";
   return out;
 #else
-  if (!MakeDirs(r.out_dir, &out.error)) return out;
-  out.primary_trace = r.out_dir + "/primary.tsc";
-  out.shadow_trace = r.out_dir + "/shadow.tsc";
+  if (!PrepareTwinFolder(r.out_dir, &out.error)) return out;
+  out.primary_dir = SideDir(r.out_dir, "primary");
+  out.shadow_dir = SideDir(r.out_dir, "shadow");
   out.request_log = r.out_dir + "/requests.jsonl";
-  for (const auto& p : {out.primary_trace, out.shadow_trace, out.request_log}) {
+  for (const auto& p : {out.request_log}) {
     if (unlink(p.c_str()) != 0 && errno != ENOENT) {
       out.error = "cannot replace " + p + ": " + std::strerror(errno);
       return out;
@@ -127,15 +198,19 @@ ServeOutcome RunServe(const ServeRequest& r) {
   }
 
   ChildGroup group(/*forward=*/false);  // we stop the servers ourselves, in order
-  ChildSpec primary = SideSpec(r, r.primary_args, r.primary_library, out.primary_trace, "primary", r.primary_env,
+  ChildSpec primary = SideSpec(r, r.primary_args, r.primary_library, out.primary_dir, "primary", r.primary_env,
                                out.primary_port, out.primary_port);
-  ChildSpec shadow = SideSpec(r, r.shadow_args, r.shadow_library, out.shadow_trace, "shadow", r.shadow_env,
+  ChildSpec shadow = SideSpec(r, r.shadow_args, r.shadow_library, out.shadow_dir, "shadow", r.shadow_env,
                               out.shadow_port, out.primary_port);
   if (r.shadow_device >= 0) shadow.env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(r.shadow_device));
   const size_t pi = group.Start(primary);
   // Without a shadow, a placeholder child that is never started keeps the indices.
   const size_t si = r.with_shadow ? group.Start(shadow) : group.Start(ChildSpec{});
   auto stop_all = [&] {
+    // Each traced process is asked to write its summary first: a server killed later still has it.
+    std::vector<std::string> sides = {out.primary_dir};
+    if (r.with_shadow) sides.push_back(out.shadow_dir);
+    out.stop_request = RequestStopAndWait(sides, r.stop_request_wait);
     if (r.shadow_follows && group.exit(si).running && group.exit(pi).running) {
       // A follower runs the primary's schedule behind it: stop the primary (which ends the schedule),
       // then let the shadow finish the steps it still has and exit on its own.
@@ -234,7 +309,7 @@ ServeOutcome RunServe(const ServeRequest& r) {
                  out.primary_port, out.mirror_url.c_str());
   }
 
-  TraceTail ptail(out.primary_trace), stail(out.shadow_trace);
+  RunTail ptail(out.primary_dir + "/"), stail(out.shadow_dir + "/");
   const auto serve_t0 = std::chrono::steady_clock::now();
   auto tick = [&] {
     if (!r.progress) return;

@@ -34,6 +34,9 @@ struct ServeRequest {
   std::string health_path = "/health";
   std::chrono::milliseconds health_timeout{std::chrono::seconds(300)};
   std::chrono::milliseconds stop_grace{std::chrono::seconds(30)};
+  // Before the servers are stopped, how long the stop request (format/stop_request.h) waits for every
+  // traced process's summary.
+  std::chrono::milliseconds stop_request_wait{std::chrono::seconds(10)};
   double duration_s = 0;  // > 0: stop after this long serving
   int shadow_device = -1;
   bool with_shadow = true;  // false: the primary alone behind the mirror (a shadow replays later)
@@ -47,9 +50,16 @@ struct ServeRequest {
   std::function<void(const ServeEndpoints& endpoints)> client;
 };
 
+// What the stop request got: traced processes still running when it was made, those that answered.
+struct StopRequestOutcome {
+  int asked = 0, answered = 0;
+  std::vector<int> waiting;  // pids that did not answer in time
+};
+
 struct ServeOutcome {
-  std::string error;  // why serving could not start (servers are stopped then)
-  std::string primary_trace, shadow_trace, request_log;
+  std::string error;                                 // why serving could not start (servers are stopped then)
+  std::string primary_dir, shadow_dir, request_log;  // side folders (a trace per process each)
+  StopRequestOutcome stop_request;
   ChildExit primary, shadow;
   bool primary_healthy = false, shadow_healthy = false;
   int primary_port = 0, shadow_port = 0;
@@ -59,6 +69,12 @@ struct ServeOutcome {
 };
 
 ServeOutcome RunServe(const ServeRequest& request);
+
+// The stop request (docs/trace-format.md): creates SIDE/.control/stop for
+// each side folder and waits (at most `timeout`) until every traced process
+// still running there has created its flushed-<pid> file. Says on stderr how
+// many answered.
+StopRequestOutcome RequestStopAndWait(const std::vector<std::string>& side_dirs, std::chrono::milliseconds timeout);
 
 // Replaces the placeholders of ServeRequest::command in `arg`.
 std::string ExpandPlaceholders(const std::string& arg, int port, int primary_port, const std::string& dir);

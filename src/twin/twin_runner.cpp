@@ -1,6 +1,7 @@
 // The twin runner: both sides' environments, their order, the progress line.
 #include "twin/twin_runner.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 
 #include "base/count_text.h"
 #include "base/env_names.h"
+#include "format/output_path.h"
 #include "format/trace_tail.h"
 #include "twin/autotune_env.h"
 
@@ -20,58 +22,103 @@ namespace {
 std::string Count(uint64_t n) { return CountText(n); }
 
 // "primary 1,234 launches (running)" for the progress line.
-std::string Side(const char* name, TraceTail& tail, const ChildExit* e) {
+std::string Side(const char* name, RunTail& tail, const ChildExit* e) {
   tail.Poll();
   std::string state = !e ? "waiting" : e->running ? "running" : !e->started ? "not started" : "done";
-  return std::string(name) + " " + Count(tail.launches()) + " launches (" + state + ")";
+  std::string processes = tail.traces() > 1 ? ", " + std::to_string(tail.traces()) + " processes" : "";
+  return std::string(name) + " " + Count(tail.launches()) + " launches (" + state + processes + ")";
+}
+
+bool IsFolder(const std::string& p) {
+  struct stat st {};
+  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// Removes the files in `dir` whose names end with `suffix` ("" = all), then `dir` itself if `rmdir_too`.
+bool RemoveFilesIn(const std::string& dir, const std::string& suffix, bool rmdir_too, std::string* error) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) return true;
+  bool ok = true;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    if (!suffix.empty() &&
+        (name.size() < suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0))
+      continue;
+    const std::string p = dir + "/" + name;
+    if (unlink(p.c_str()) != 0 && errno != ENOENT) {
+      *error = "cannot remove " + p + " (left by an earlier run): " + std::strerror(errno);
+      ok = false;
+    }
+  }
+  closedir(d);
+  if (ok && rmdir_too && rmdir(dir.c_str()) != 0 && errno != ENOENT && errno != ENOTEMPTY) {
+    *error = "cannot remove folder " + dir + ": " + std::strerror(errno);
+    ok = false;
+  }
+  return ok;
 }
 
 }  // namespace
 
-bool MakeDirs(const std::string& dir, std::string* error) {
-  std::string cur;
-  for (size_t i = 0; i <= dir.size(); ++i) {
-    if (i == dir.size() || dir[i] == '/') {
-      if (!cur.empty() && mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
-        *error = "cannot make folder " + cur + ": " + std::strerror(errno);
-        return false;
-      }
-    }
-    if (i < dir.size()) cur += dir[i];
-  }
-  return true;
-}
+bool MakeDirs(const std::string& dir, std::string* error) { return MakeFolders(dir, error); }
 
-EnvList SideEnv(const std::string& library, const std::string& output, const std::string& role, const EnvList& extra) {
+std::string SideDir(const std::string& out_dir, const std::string& side) { return out_dir + "/" + side; }
+std::string ControlDir(const std::string& side_dir) { return side_dir + "/.control"; }
+
+EnvList SideEnv(const std::string& library, const std::string& side_dir, const std::string& role,
+                const EnvList& extra) {
   EnvList env = extra;
   env.emplace_back("CUDA_INJECTION64_PATH", library);
   env.emplace_back("NVTX_INJECTION64_PATH", library);
-  env.emplace_back(env::kOutput, output);
+  env.emplace_back(env::kOutput, side_dir + "/");  // a folder: a trace per process
+  env.emplace_back(env::kControlDir, ControlDir(side_dir));
   env.emplace_back("TWINSCOPE_ROLE", role);
   return env;
 }
 
+bool RemoveStaleOutput(const std::string& output, std::string* error) {
+  if ((!output.empty() && output.back() == '/') || IsFolder(output)) {
+    std::string dir = output;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    return RemoveFilesIn(dir, ".tsc", false, error) && RemoveFilesIn(ControlDir(dir), "", true, error);
+  }
+  if (unlink(output.c_str()) != 0 && errno != ENOENT) {
+    *error = "cannot replace the existing trace " + output + ": " + std::strerror(errno);
+    return false;
+  }
+  return RemoveFilesIn(output + ".d", ".tsc", true, error);
+}
+
+bool PrepareTwinFolder(const std::string& out_dir, std::string* error) {
+  if (!MakeDirs(out_dir, error)) return false;
+  for (const char* legacy : {"/primary.tsc", "/shadow.tsc"})
+    if (!RemoveStaleOutput(out_dir + legacy, error)) return false;
+  for (const char* side : {"primary", "shadow"}) {
+    const std::string dir = SideDir(out_dir, side);
+    if (!RemoveStaleOutput(dir + "/", error) || !MakeDirs(dir, error)) return false;
+  }
+  return true;
+}
+
 TwinOutcome RunTwin(const TwinRequest& r) {
   TwinOutcome out;
-  if (!MakeDirs(r.out_dir, &out.error)) return out;
-  out.primary_trace = r.out_dir + "/primary.tsc";
-  out.shadow_trace = r.out_dir + "/shadow.tsc";
-  for (const auto& p : {out.primary_trace, out.shadow_trace}) {
-    // A trace left from an earlier run must not pass for this run's.
-    if (unlink(p.c_str()) != 0 && errno != ENOENT) {
-      out.error = "cannot replace " + p + ": " + std::strerror(errno);
-      return out;
-    }
-  }
-  ChildSpec primary{r.command, SideEnv(r.primary_library, out.primary_trace, "primary", r.primary_env), false};
-  EnvList shadow_env = SideEnv(r.shadow_library, out.shadow_trace, "shadow", r.shadow_env);
+  // Traces left from an earlier run must not pass for this run's.
+  if (!PrepareTwinFolder(r.out_dir, &out.error)) return out;
+  out.primary_dir = SideDir(r.out_dir, "primary");
+  out.shadow_dir = SideDir(r.out_dir, "shadow");
+  // Each side in a process group of its own, so signals reach its whole tree; run one after the
+  // other, each has the terminal while it runs.
+  ChildSpec primary{r.command, SideEnv(r.primary_library, out.primary_dir, "primary", r.primary_env), true,
+                    !r.concurrent};
+  EnvList shadow_env = SideEnv(r.shadow_library, out.shadow_dir, "shadow", r.shadow_env);
   const AutotuneEnv tune = ShareAutotuneCaches(r.out_dir);  // the same autotune choices on both sides
   tune.Apply(&primary.env, &shadow_env, &out.autotune);
   if (r.shadow_device >= 0) shadow_env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(r.shadow_device));
-  ChildSpec shadow{r.command, shadow_env, false};
+  ChildSpec shadow{r.command, shadow_env, true, !r.concurrent};
 
   ChildGroup group;
-  TraceTail ptail(out.primary_trace), stail(out.shadow_trace);
+  RunTail ptail(out.primary_dir + "/"), stail(out.shadow_dir + "/");
   const auto t0 = std::chrono::steady_clock::now();
   size_t pi = SIZE_MAX, si = SIZE_MAX;
   auto tick = [&] {

@@ -558,6 +558,15 @@ int Run(const std::string& scenario, Phase phase = Phase::kMain) {
     }
     for (int i = 0; i < 2; ++i) Launch("_Z5afterv", 1, 32);
     fakecupti_flush();
+  } else if (scenario == "init_only") {
+    // Initializes CUDA (the collector is injected) and launches nothing, as a compile worker does.
+  } else if (scenario == "serve") {
+    // A server: some work, then it waits to be stopped (SIGKILL in the stop-request tests).
+    for (int i = 0; i < 3; ++i) Launch("_Z5servev", 1, 32);
+    fakecupti_flush();
+    std::printf("SERVING\n");
+    std::fflush(stdout);
+    for (;;) pause();
   } else if (scenario == "own_clock") {
     const bool first = std::getenv("OWN_CLOCK_FIRST") != nullptr;
     if (phase == Phase::kBeforeInjection) {
@@ -584,12 +593,24 @@ int main(int argc, char** argv) {
   if (scenario == "held") fakecupti_hold_seat();
   if (scenario == "sigterm_handler") signal(SIGTERM, AppHandler);
   if (scenario == "own_first" || scenario == "own_clock") Run(scenario, Phase::kBeforeInjection);
+  // fork_plain: the process forks before CUDA is initialized and both run "plain" (a worker forked by
+  // multiprocessing, which initializes CUDA itself).
+  pid_t forked = -1;
+  if (scenario == "fork_plain") {
+    forked = fork();
+    scenario = "plain";
+  }
   g_injection = argv[1];
   if (std::string(argv[1]) != "none")
     if (int rc = LoadInjection(argv[1])) return rc;
   fakecupti_create_context(0);
   int rc = Run(scenario);
   WriteFakeState(argc > 3 ? argv[3] : nullptr);
+  if (forked > 0) {
+    int status = 0;
+    waitpid(forked, &status, 0);
+    std::printf("FORKED_CHILD_EXIT %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  }
   std::printf("DRIVER_DONE %s\n", scenario.c_str());
   return rc;
 }

@@ -82,6 +82,26 @@ class TwinE2E : public ::testing::Test {
 
   nlohmann::json JoinJson(const fs::path& out) { return nlohmann::json::parse(Slurp(out / "join.json")); }
 
+  // The program with a shadow side of its own (`shadow`: shell lines; $APP is the fake-Sanitizer player).
+  fs::path DispatcherWithShadow(const std::string& shadow) {
+    fs::path p = dir_ / "app2.sh";
+    std::ofstream(p) << "#!/bin/sh\n"
+                     << "if [ \"$TWINSCOPE_ROLE\" = primary ]; then exec " << TWINSCOPE_TEST_CUPTI_APP
+                     << " \"$1\"; fi\n"
+                     << "APP=" << TWINSCOPE_TEST_FAKESAN_APP << "\n"
+                     << shadow << "\n";
+    fs::permissions(p, fs::perms::owner_all);
+    return p;
+  }
+
+  static std::vector<fs::path> Traces(const fs::path& d) {
+    std::vector<fs::path> out;
+    if (fs::exists(d))
+      for (const auto& e : fs::directory_iterator(d))
+        if (e.path().extension() == ".tsc") out.push_back(e.path());
+    return out;
+  }
+
   fs::path dir_;
 };
 
@@ -90,8 +110,10 @@ TEST_F(TwinE2E, SequentialTwinMatchesEveryTracedLaunchExactly) {
   Outcome r = Twin({"--kernel", "reshape_and_cache", "-o", out.string(), "--", Dispatcher().string(),
                     (dir_ / "script.txt").string()});
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_TRUE(fs::exists(out / "primary.tsc"));
-  EXPECT_TRUE(fs::exists(out / "shadow.tsc"));
+  // A folder per side, a trace per process (docs/trace-format.md, "Run folders").
+  EXPECT_EQ(Traces(out / "primary").size(), 1u);
+  EXPECT_EQ(Traces(out / "shadow").size(), 1u);
+  EXPECT_FALSE(fs::exists(out / "primary.tsc"));
   EXPECT_NE(r.err.find("primary first, then the shadow"), std::string::npos) << r.err;
   auto j = JoinJson(out);
   // 1 + 4 * 3 launches of the target; every one traced and matched by key.
@@ -115,6 +137,64 @@ TEST_F(TwinE2E, ShadowThatDiesStillGivesThePrimarysExitCodeAndAJoin) {
   EXPECT_NE(r.err.find("the shadow was killed by SIGKILL"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("joining with what it left"), std::string::npos) << r.err;
   EXPECT_EQ(JoinJson(out)["summary"]["exact"], 13);
+}
+
+// The shadow's tree has two processes launching at once (a worker that only runs other kernels, and
+// one that runs the target): before, both wrote shadow.tsc with O_TRUNC, the trace was garbled and
+// twin said the pattern matched nothing. Now each has its trace; the one with the launches is joined.
+TEST_F(TwinE2E, ShadowTreeOfTwoProcessesJoinsTheOneWithTheLaunches) {
+  std::ofstream(dir_ / "other.txt") << "module other " << TWINSCOPE_TEST_OTHER_CUBIN
+                                    << "\nlaunch other rms_norm_kernel 16,1,1 128,1,1 repeat=40\nsync\n";
+  const fs::path out = dir_ / "run";
+  Outcome r =
+      Twin({"--kernel", "reshape_and_cache", "-o", out.string(), "--",
+            DispatcherWithShadow("\"$APP\" " + (dir_ / "other.txt").string() + " &\n\"$APP\" \"$1\"\nwait").string(),
+            (dir_ / "script.txt").string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(Traces(out / "shadow").size(), 2u) << r.err;
+  EXPECT_NE(r.err.find("the shadow wrote 2 traces"), std::string::npos) << r.err;
+  // (The worker's own probe says its pattern matched none of its kernels; twin does not say so of the run.)
+  EXPECT_EQ(r.err.find("twinscope twin: the kernel pattern"), std::string::npos) << r.err;
+  EXPECT_EQ(JoinJson(out)["summary"]["exact"], 13);
+  // stats, export and join take the twin folder, and join the side folders.
+  Outcome st = testutil::RunToEnd({TWINSCOPE_BIN, "stats", "--json", out.string()}, {}, dir_);
+  EXPECT_EQ(st.code, 0) << st.err;
+  EXPECT_EQ(nlohmann::json::parse(st.out)["summary"]["exact"], 13);
+  Outcome j = testutil::RunToEnd(
+      {TWINSCOPE_BIN, "join", (out / "primary").string(), (out / "shadow").string(), "-o", (dir_ / "j").string()}, {},
+      dir_);
+  EXPECT_EQ(j.code, 0) << j.err;
+  EXPECT_NE(j.err.find("2 traces; joining"), std::string::npos) << j.err;
+  EXPECT_EQ(JoinJson(dir_ / "j")["summary"]["exact"], 13);
+}
+
+// A process of the shadow's tree killed mid-run (not its top process): twin names it, says how and
+// when, joins what it left and does not say the pattern matched nothing.
+TEST_F(TwinE2E, ShadowProcessKilledMidRunIsNamedAndJoined) {
+  std::ofstream(dir_ / "slow.txt") << Script() << "sleep_us 30000000\n";
+  const fs::path out = dir_ / "run";
+  Outcome r = Twin({"--kernel", "reshape_and_cache", "-o", out.string(), "--",
+                    DispatcherWithShadow("export TWINSCOPE_FLUSH_MS=50\n\"$APP\" " + (dir_ / "slow.txt").string() +
+                                         " &\nP=$!\nsleep 2\nkill -KILL $P\nwait $P\nexit 0")
+                        .string(),
+                    (dir_ / "script.txt").string()});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("shadow process pid"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("did not shut down cleanly (no-summary): killed about"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("joining with what it left"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("matched no launched kernel"), std::string::npos) << r.err;
+  EXPECT_EQ(JoinJson(out)["summary"]["shadow_launches"], 13);
+}
+
+// The shadow killed before it launched anything: said so, never "matched no launched kernel".
+TEST_F(TwinE2E, ShadowKilledBeforeItsLaunchesIsNotANoMatch) {
+  const fs::path out = dir_ / "run";
+  Outcome r = Twin({"--kernel", "reshape_and_cache", "-o", out.string(), "--",
+                    DispatcherWithShadow("kill -KILL $$").string(), (dir_ / "script.txt").string()});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("the shadow was killed by SIGKILL"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the shadow died before it launched GPU work"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("matched no"), std::string::npos) << r.err;
 }
 
 TEST_F(TwinE2E, PatternMatchingNothingSaysSoAndListsKernels) {
