@@ -10,7 +10,8 @@
 set -euo pipefail
 mode=${1:-all}
 
-# package | Debian 12 version | how to tell it is present | needed in --gpu mode
+# package | Debian 12 version | how to tell it is present | needed in --gpu mode (gpu: yes; gpu-apt: where
+# apt-get works, else the run goes on without it)
 deps=(
   "cmake|3.25.1-1|cmd:cmake|gpu"
   "ninja-build|1.11.1-2~deb12u1|cmd:ninja|opt"
@@ -28,8 +29,9 @@ deps=(
   "valgrind|1:3.19.0-1|cmd:valgrind|all"
   "clang-14|1:14.0.6-12|cmd:clang++|all"
   "libclang-rt-14-dev|1:14.0.6-12|file:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a|all"
-  # HTML report: Chart.js inlined at build time, block detail deflated, and the browser test.
-  "libjs-chart.js|3.9.1+~0.2.1-2|file:/usr/share/javascript/chart.js/chart.min.js|all"
+  # HTML report: Chart.js inlined at build time (without it the page draws its step chart itself), block
+  # detail deflated, and the browser test.
+  "libjs-chart.js|3.9.1+~0.2.1-2|file:/usr/share/javascript/chart.js/chart.min.js|gpu-apt"
   "zlib1g-dev|1:1.2.13.dfsg-1|file:/usr/include/zlib.h|all"
   "chromium-headless-shell|156.0.8078.114-1~deb12u1|cmd:chromium-headless-shell|all"
   "fonts-dejavu-core|2.37-6|file:/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf|all"
@@ -48,15 +50,21 @@ present() {
 }
 
 codename=$( (. /etc/os-release && echo "${VERSION_CODENAME:-}") 2>/dev/null || true)
+can_apt=0
+[[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null && can_apt=1
 missing=()
 for d in "${deps[@]}"; do
   IFS='|' read -r pkg ver how need <<<"$d"
-  [[ $mode == --gpu && $need != gpu ]] && continue
+  [[ $mode == --gpu && $need != gpu* ]] && continue
   present "$how" && continue
+  if [[ $mode == --gpu && $need == gpu-apt ]] && ((!can_apt)); then
+    echo "setup-deps: note: $pkg not installed (no apt-get here); the build goes on without it"
+    continue
+  fi
   if [[ $codename == bookworm ]]; then missing+=("$pkg=$ver"); else missing+=("$pkg"); fi
 done
 if ((${#missing[@]})); then
-  if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
+  if ((!can_apt)); then
     echo "setup-deps: missing: ${missing[*]}; install them (as root: apt-get install ...) and run again" >&2
     exit 1
   fi
@@ -65,6 +73,27 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# pip without retries: on a machine that cannot reach the package index this is said once, in one line,
+# instead of after five retries. Sets pip_why (why it failed) and returns pip's status; pip's own output is
+# shown only when it failed for another reason.
+pip_why=""
+pip_install() {
+  local log
+  log=$(mktemp)
+  if python3 -m pip install -q --disable-pip-version-check --retries 0 --timeout 5 "$@" >"$log" 2>&1; then
+    rm -f "$log"
+    return 0
+  fi
+  if grep -qiE 'connection|resolution|unreachable|timed out|no matching distribution|could not fetch' "$log"; then
+    pip_why="pip cannot reach its index (${PIP_INDEX_URL:-https://pypi.org/simple})"
+  else
+    pip_why="pip failed"
+    sed 's/^/  pip: /' "$log" >&2
+  fi
+  rm -f "$log"
+  return 1
+}
+
 # Compute Sanitizer API headers and library: the CUDA toolkit's where present,
 # else PyPI's package.
 if [[ ! -f /usr/local/cuda/compute-sanitizer/include/sanitizer.h ]]; then
@@ -72,7 +101,11 @@ if [[ ! -f /usr/local/cuda/compute-sanitizer/include/sanitizer.h ]]; then
 import nvidia, os, sys
 sys.exit(0 if any(os.path.exists(os.path.join(p, "cu13/include/sanitizer.h")) for p in nvidia.__path__) else 1)
 PY
-    python3 -m pip install -q "nvidia-cuda-sanitizer-api==${SANITIZER_API_VERSION}"
+    pip_install "nvidia-cuda-sanitizer-api==${SANITIZER_API_VERSION}" || {
+      echo "setup-deps: $pip_why: nvidia-cuda-sanitizer-api==${SANITIZER_API_VERSION} not installed; install the" \
+        "CUDA toolkit's Compute Sanitizer (or that package) and run again" >&2
+      exit 1
+    }
   fi
 fi
 # The newest CUPTI (GPU side): PyPI's package where pip works; without it
@@ -82,8 +115,8 @@ if [[ $mode == --gpu ]]; then
 import importlib.metadata as m, sys
 sys.exit(0 if m.version("nvidia-cuda-cupti") == sys.argv[1] else 1)
 PY
-    python3 -m pip install -q "nvidia-cuda-cupti==${CUPTI_VERSION}" ||
-      echo "setup-deps: warning: pip could not install nvidia-cuda-cupti==${CUPTI_VERSION}; twinscope uses the" \
+    pip_install "nvidia-cuda-cupti==${CUPTI_VERSION}" ||
+      echo "setup-deps: warning: $pip_why: nvidia-cuda-cupti==${CUPTI_VERSION} not installed; twinscope uses the" \
         "CUDA toolkit's CUPTI (the program's own CUPTI client cannot run beside it)" >&2
   fi
 fi

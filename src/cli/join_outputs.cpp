@@ -139,7 +139,7 @@ int JoinAndReport(const JoinOutputRequest& r, join::JoinedModel* model_out) {
   Status rs = WriteReport(join::JoinToJson(m, ReportJsonBounds(), detail), report_path, {}, &info);
   if (rs.ok()) {
     std::printf("report (one self-contained file, open it in a browser): %s (%.1f MB%s)\n", report_path.c_str(),
-                static_cast<double>(info.bytes) / 1e6, info.charts ? "" : "; built without Chart.js: no step chart");
+                static_cast<double>(info.bytes) / 1e6, info.charts ? "" : "; step chart drawn without Chart.js");
   } else {
     std::fprintf(stderr, "twinscope join: report: %s\n", rs.message().c_str());
     views = false;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "report/html.h"
 
@@ -72,16 +73,57 @@ std::string VerdictLabel(const std::string& v) {
   return v;
 }
 
-std::string Shorten(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n) + "..."; }
-
-bool IsContextKey(const std::string& k) {
-  return k == "have_counters" || k == "launches_seen" || k == "kernel_records" || k == "kernel_records_in_file";
+std::string ShortKernelName(const std::string& s, size_t max) {
+  if (s.size() <= max) return s;
+  std::string out;
+  bool balanced = true;
+  for (size_t i = 0; i < s.size() && balanced; ++i) {
+    const char c = s[i];
+    if (c != '<' && c != '(') {
+      out += c;
+      continue;
+    }
+    if (out.size() >= 8 && out.compare(out.size() - 8, 8, "operator") == 0) {  // operator<, operator()
+      out += c;
+      continue;
+    }
+    static constexpr std::string_view kAnon = "(anonymous namespace)";
+    if (s.compare(i, kAnon.size(), kAnon) == 0) {
+      out += kAnon;
+      i += kAnon.size() - 1;
+      continue;
+    }
+    const char close = c == '<' ? '>' : ')';
+    size_t j = i, depth = 0;
+    for (; j < s.size(); ++j) {
+      if (s[j] == c) ++depth;
+      if (s[j] == close && --depth == 0) break;
+    }
+    if (j >= s.size()) {
+      balanced = false;
+      break;
+    }
+    out += c;
+    if (j > i + 1) out += "...";
+    out += close;
+    i = j;
+  }
+  if (!balanced) out = s;
+  if (out.size() <= max) return out;
+  // A middle ellipsis: the first and last max/2 - 1 characters (UTF-8 code points, as the page counts).
+  std::vector<size_t> starts;
+  for (size_t k = 0; k < out.size(); ++k)
+    if ((static_cast<unsigned char>(out[k]) & 0xC0) != 0x80) starts.push_back(k);
+  const size_t half = max / 2 - 1;
+  if (starts.size() <= 2 * half) return out;
+  return out.substr(0, starts[half]) + "\xE2\x80\xA6" + out.substr(starts[starts.size() - half]);
 }
 
-bool IsProbeContextKey(const std::string& k) {
-  return k == "launches_seen" || k == "launches_traced" || k == "launches_skipped_by_sampling" ||
-         k == "modules_loaded" || k == "modules_patched" || k == "sanitizer_callbacks" || k == "blocks_expected" ||
-         k == "blocks_recorded" || k == "blocks_decoder_waits" || k == "drains";
+std::string Shorten(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n) + "..."; }
+
+bool IsLossFinding(const json& f) {
+  const std::string sev = Str(f, "severity");
+  return sev == "data_loss" || sev == "error";
 }
 
 int64_t DriftOf(const json& d) { return Int(d, "time_only") + Int(d, "unmatched") + Int(d, "shape_differs"); }

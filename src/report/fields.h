@@ -28,6 +28,12 @@ std::string DurCell(const json& j, std::string_view key);
 
 // `s` cut to `n` characters, "..." added where it was cut.
 std::string Shorten(const std::string& s, size_t n);
+// A kernel name as the page's tables show it (the full name goes in a title): names of at most `max` bytes
+// whole; longer ones with their template arguments and parameters elided ("void foo<...>(...)"), and if
+// that is still longer than `max`, cut in the middle ("void very_lo…ng_name<...>(...)"). Mirrored by
+// assets/report.js (shortName) for the rows the page builds.
+inline constexpr size_t kShortKernelName = 64;
+std::string ShortKernelName(const std::string& name, size_t max = kShortKernelName);
 // A "why slow" verdict as the page names it ("fewer_blocks" -> "fewer blocks").
 std::string VerdictLabel(const std::string& v);
 
@@ -35,11 +41,9 @@ inline constexpr const char* kStretchNote =
     "Shadow times are stretched by the block probe's instrumentation (docs/block-probe.md): compare them "
     "within one launch (as shares of its span), never with the primary's durations.";
 
-// Keys of a "loss" object that count work done rather than work lost.
-bool IsContextKey(const std::string& k);
-// Counters of the shadow's block probe (docs/block-probe.md, "Nothing is lost silently"): those that
-// count work done rather than work lost.
-bool IsProbeContextKey(const std::string& k);
+// One of a trace's loss findings (the join's side.loss.findings, from stats::LossFindings) that is a loss:
+// severity data_loss or error; info findings (counters a newer writer added) are shown, never counted.
+bool IsLossFinding(const json& finding);
 // How far one range of the join's "drift" drifted: its launches matched by time only, unmatched, or
 // with another shape.
 int64_t DriftOf(const json& d);

@@ -37,7 +37,7 @@ void Renderer::Blocks(std::string& h) {
       if (!vs.empty()) label += " \xC2\xB7 " + vs;
     }
     label += " \xC2\xB7 " + Count(static_cast<int64_t>(encoded_[i].count)) + " blocks";
-    if (lit != by_id_.end()) label += " \xC2\xB7 " + Shorten(Str(*lit->second, "kernel"), 60);
+    if (lit != by_id_.end()) label += " \xC2\xB7 " + ShortKernelName(Str(*lit->second, "kernel"), 60);
     h += "<option value=\"" + std::to_string(i) + "\">" + Esc(label) + "</option>\n";
   }
   h += "</select><button type=\"button\" id=\"ts-next\" title=\"next launch\">&rarr;</button></div>\n";

@@ -67,6 +67,7 @@ class Renderer {
   std::vector<const json*> DriftRows(json* rest) const;
   void Drift(std::string& h);
   void Loss(std::string& h);
+  void Findings(std::string& h);
   void ProbeCounters(std::string& h);
 
   const json& join_;

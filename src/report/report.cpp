@@ -134,7 +134,7 @@ void Renderer::Footer(std::string& h) {
   if (Charts())
     h += "Charts by Chart.js " + Esc(report_assets::kChartJsVersion) + " (MIT licence), inlined.";
   else
-    h += "Built without Chart.js: the step chart is replaced by a note.";
+    h += "Charts drawn by the report's own code (built without Chart.js).";
   h += "</p></footer>\n";
 }
 

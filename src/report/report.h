@@ -24,7 +24,7 @@ struct ReportOptions {
   size_t max_request_steps = 2000;             // steps of the listed requests with their target launches
   std::string title = "twinscope report";
   bool deflate_blocks = true;  // block detail deflated where this build has zlib (else raw, ~1.7x larger)
-  bool inline_chartjs = true;  // false: as if built without Chart.js (the charts it draws become a note)
+  bool inline_chartjs = true;  // false: as if built without Chart.js (the step chart drawn by the page's own code)
 };
 
 // What the report holds, for callers that print where it is and for tests.
@@ -53,7 +53,7 @@ StatusOr<std::string> RenderReport(const nlohmann::json& join, const ReportOptio
 Status WriteReport(const nlohmann::json& join, const std::string& path, const ReportOptions& options = {},
                    ReportInfo* info = nullptr);
 
-// True if this build inlines Chart.js (configured with TWINSCOPE_CHARTJS); else charts are a note.
+// True if this build inlines Chart.js (configured with TWINSCOPE_CHARTJS); else the page draws the step chart itself.
 bool ReportHasCharts();
 
 }  // namespace twinscope

@@ -69,7 +69,11 @@ void Renderer::Summary(std::string& h) {
   h += "<li>Target kernels: ";
   const json& tk = At(s, "target_kernels");
   if (tk.is_array() && !tk.empty()) {
-    for (size_t i = 0; i < tk.size(); ++i) h += std::string(i ? ", " : "") + "<code>" + Cell(tk[i]) + "</code>";
+    for (size_t i = 0; i < tk.size(); ++i) {
+      const std::string name = tk[i].is_string() ? tk[i].get<std::string>() : "", shown = ShortKernelName(name);
+      h += std::string(i ? ", " : "") + (shown == name ? "<code>" + Cell(tk[i]) + "</code>"
+                                                       : "<code title=\"" + Esc(name) + "\">" + Esc(shown) + "</code>");
+    }
   } else {
     h += "none named";
   }
@@ -104,17 +108,10 @@ void Renderer::Summary(std::string& h) {
     if (end != "complete")
       warnings.push_back(std::string("The ") + side + " trace was not read to its end (" + Esc(end) +
                          "): " + "what it held up to there was joined.");
+    // The trace's loss verdict, taken by stats from the counter table (include/twinscope/counters.def).
     int64_t lost = 0;
-    const json& loss = At(At(join_, side), "loss");
-    if (loss.is_object())
-      for (auto it = loss.begin(); it != loss.end(); ++it)
-        if (!IsContextKey(it.key()) && it.value().is_number() && it.value().get<double>() != 0) ++lost;
-    if (std::string(side) == "shadow") {
-      const json& pc = At(At(join_, side), "probe_counters");
-      if (pc.is_object())
-        for (auto it = pc.begin(); it != pc.end(); ++it)
-          if (!IsProbeContextKey(it.key()) && it.value().is_number() && it.value().get<double>() != 0) ++lost;
-    }
+    for (const auto& f : At(At(At(join_, side), "loss"), "findings"))
+      if (IsLossFinding(f)) ++lost;
     if (lost)
       warnings.push_back(std::string("The ") + side + " trace reports losses (" + Count(lost) +
                          " counters not zero): see <a href=\"#loss\">Loss</a>.");
@@ -146,8 +143,8 @@ void Renderer::WhySlow(std::string& h) {
   for (const json* gp : groups_) {
     const json& g = *gp;
     h += "<div class=\"group\">\n<h3><code class=\"kernel\" title=\"" + Esc(Str(g, "kernel")) + "\">" +
-         Esc(Str(g, "kernel")) + "</code> <span class=\"shape\">grid " + Dims(At(g, "grid")) + " block " +
-         Dims(At(g, "block")) + "</span></h3>\n";
+         Esc(ShortKernelName(Str(g, "kernel"))) + "</code> <span class=\"shape\">grid " + Dims(At(g, "grid")) +
+         " block " + Dims(At(g, "block")) + "</span></h3>\n";
     h += "<p class=\"meta\">" + Count(Int(g, "launches")) + " launches of this shape; median primary duration " +
          DurCell(g, "median_dur_ns") + "; reference " +
          (Has(g, "reference") ? LaunchRef(Int(g, "reference")) : std::string("&ndash;")) + "</p>\n";

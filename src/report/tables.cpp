@@ -5,6 +5,7 @@
 
 #include "report/html.h"
 #include "report/renderer.h"
+#include "twinscope/counters.h"
 
 namespace twinscope::report {
 
@@ -112,13 +113,13 @@ void Renderer::Loss(std::string& h) {
        "<code>twinscope stats</code> shows it). Any non-zero count means data is missing from that side.</p>\n";
   const json& pl = At(At(join_, "primary"), "loss");
   const json& sl = At(At(join_, "shadow"), "loss");
+  Findings(h);
   std::vector<std::string> keys;
   std::set<std::string> seen;
   for (const json* l : {&pl, &sl})
     if (l->is_object())
       for (auto it = l->begin(); it != l->end(); ++it)
-        if (seen.insert(it.key()).second) keys.push_back(it.key());
-  std::stable_partition(keys.begin(), keys.end(), [](const std::string& k) { return !IsContextKey(k); });
+        if (it.key() != "findings" && seen.insert(it.key()).second) keys.push_back(it.key());
   if (keys.empty()) {
     h += "<p class=\"warn\">The join holds no loss counters.</p>\n</section>\n";
     return;
@@ -127,31 +128,53 @@ void Renderer::Loss(std::string& h) {
        "class=\"num\">shadow</th></tr></thead><tbody>\n";
   for (const auto& k : keys) {
     auto cell = [&](const json& l) {
-      const json& v = At(l, k);
-      bool bad = !IsContextKey(k) && v.is_number() && v.get<double>() != 0;
-      return std::string("<td class=\"num") + (bad ? " bad" : "") + "\">" + (l.contains(k) ? Cell(v) : "") + "</td>";
+      return std::string("<td class=\"num\">") + (l.contains(k) ? Cell(At(l, k)) : "") + "</td>";
     };
-    h += "<tr" + std::string(IsContextKey(k) ? " class=\"ctx\"" : "") + "><td><code>" + Esc(k) + "</code></td>" +
-         cell(pl) + cell(sl) + "</tr>\n";
+    h += "<tr><td><code>" + Esc(k) + "</code></td>" + cell(pl) + cell(sl) + "</tr>\n";
   }
   h += "</tbody></table>\n";
   ProbeCounters(h);
   h += "</section>\n";
 }
 
+// Both traces' loss findings (stats::LossFindings: the counter table's severities), losses first.
+void Renderer::Findings(std::string& h) {
+  std::vector<std::pair<const char*, const json*>> rows;
+  for (const char* side : {"primary", "shadow"})
+    for (const auto& f : At(At(At(join_, side), "loss"), "findings"))
+      if (f.is_object()) rows.emplace_back(side, &f);
+  std::stable_partition(rows.begin(), rows.end(), [](const auto& r) { return IsLossFinding(*r.second); });
+  if (rows.empty() || !IsLossFinding(*rows.front().second))
+    h += "<p>No losses: every loss counter of both traces is zero.</p>\n";
+  if (rows.empty()) return;
+  h += "<table class=\"loss findings\"><thead><tr><th>trace</th><th>counter</th><th class=\"num\">value</th>"
+       "<th>severity</th><th>what</th></tr></thead><tbody>\n";
+  for (const auto& [side, f] : rows) {
+    const bool loss = IsLossFinding(*f);
+    h += std::string("<tr") + (loss ? "" : " class=\"ctx\"") + "><td>" + side + "</td><td><code>" +
+         Esc(Str(*f, "name")) + "</code></td><td class=\"num" + (loss ? " bad" : "") + "\">" + Cell(At(*f, "value")) +
+         "</td><td>" + Esc(Str(*f, "severity")) + "</td><td>" + Esc(Str(*f, "text")) + "</td></tr>\n";
+  }
+  h += "</tbody></table>\n";
+}
+
 void Renderer::ProbeCounters(std::string& h) {
   const json& pc = At(At(join_, "shadow"), "probe_counters");
   if (!pc.is_object() || pc.empty()) return;
+  // Severities from the counter table; a counter it does not know (a newer probe's) is info.
+  auto loss = [](const std::string& k) { return counters::IsLoss(counters::SeverityOf(k)); };
   std::vector<std::string> keys;
   for (auto it = pc.begin(); it != pc.end(); ++it) keys.push_back(it.key());
-  std::stable_partition(keys.begin(), keys.end(), [](const std::string& k) { return !IsProbeContextKey(k); });
+  std::stable_partition(keys.begin(), keys.end(), loss);
   h += "<p class=\"note\">The shadow's block probe counters: launches it saw, traced and skipped, and blocks it "
        "could not record.</p>\n<table class=\"loss\"><thead><tr><th>probe counter</th><th "
        "class=\"num\">shadow</th></tr></thead><tbody>\n";
   for (const auto& k : keys) {
     const json& v = pc[k];
-    bool bad = !IsProbeContextKey(k) && v.is_number() && v.get<double>() != 0;
-    h += "<tr" + std::string(IsProbeContextKey(k) ? " class=\"ctx\"" : "") + "><td><code>" + Esc(k) +
+    bool bad = loss(k) && v.is_number() && v.get<double>() != 0;
+    std::string title = counters::Find(k) ? std::string(counters::Find(k)->help)
+                                          : "not known to this twinscope (a newer probe's counter): shown as info";
+    h += "<tr" + std::string(loss(k) ? "" : " class=\"ctx\"") + "><td><code title=\"" + Esc(title) + "\">" + Esc(k) +
          "</code></td><td class=\"num" + (bad ? " bad" : "") + "\">" + Cell(v) + "</td></tr>\n";
   }
   h += "</tbody></table>\n";

@@ -312,16 +312,12 @@ TraceStats StatsBuilder::Finish(const std::unordered_map<StringId, std::string>&
   // Shadow: per launch, then per kernel.
   s.shadow = s.role == "shadow" || !blocks_.empty();
   if (s.shadow) {
-    for (const char* name :
-         {counters::kLaunchesSeen,         counters::kLaunchesTraced,        counters::kLaunchesSkipped,
-          counters::kBlocksExpected,       counters::kBlocksRecorded,        counters::kBlocksOverflow,
-          counters::kModulesLoaded,        counters::kModulesPatched,        counters::kSanitizerCallbacks,
-          counters::kWriterDropped,        counters::kLaunchesMatching,      counters::kLaunchesSampledUnpatched,
-          counters::kModulesRepatched,     counters::kModulesUnpatched,      counters::kToggleNs,
-          counters::kTogglesDeferred,      counters::kSamplingCostNs,        counters::kSamplingProgramNs,
-          counters::kModulesPinnedByGraph, counters::kModulesPinnedUnpatched}) {
-      s.probe_counters[name] = CounterValue(status_, name);
-    }
+    for (const counters::CounterInfo& c : counters::kTable)
+      if (c.collector != counters::Collector::kCupti) s.probe_counters[std::string(c.name)] = 0;
+    if (const auto it = status_.find("counters"); status_.is_object() && it != status_.end() && it->is_object())
+      for (const auto& [name, v] : it->items())
+        if (const auto* c = counters::Find(name); !c || c->collector != counters::Collector::kCupti)
+          s.probe_counters[name] = CounterValue(status_, name.c_str());
     std::vector<uint64_t> seqs;
     for (auto& [seq, l] : launches_) seqs.push_back(seq);
     for (auto& [seq, b] : blocks_) {
@@ -416,29 +412,33 @@ StatusOr<TraceStats> ComputeTraceStats(const std::string& path) {
   return s;
 }
 
-std::vector<std::string> StrictProblems(const TraceStats& s) {
-  std::vector<std::string> p;
-  if (s.report.end != ReadEnd::kComplete) {
-    p.push_back(std::string("read not complete (") + ReadEndName(s.report.end) + ")" +
-                (s.report.message.empty() ? "" : ": " + s.report.message));
-  }
+std::vector<LossFinding> LossFindings(const TraceStats& s) {
+  using counters::Severity;
+  std::vector<LossFinding> out;
+  auto add = [&](std::string name, uint64_t value, Severity severity, std::string text) {
+    if (value) out.push_back({std::move(name), value, severity, std::move(text)});
+  };
   const LossAccounting& l = s.loss;
-  if (!l.have_counters) p.push_back("the trace holds no counters: loss cannot be checked");
-  if (!s.shadow && l.missing > 0)
-    p.push_back(std::to_string(l.missing) + (l.basis == LossBasis::kFile
-                                                 ? " launch records in the file without a kernel record in the file"
-                                                 : " kernel launches seen without a kernel record"));
-  if (l.invalid_timestamps || l.copy_invalid_timestamps || l.invalid_timestamps_in_file) {
-    p.push_back("invalid timestamps: " + std::to_string(l.invalid_timestamps) + " kernel, " +
-                std::to_string(l.copy_invalid_timestamps) + " memcpy/memset (counters), " +
-                std::to_string(l.invalid_timestamps_in_file) + " flagged records in the file");
+  for (const counters::CounterInfo& c : counters::kTable) {
+    if (!counters::IsLoss(c.severity)) continue;
+    const uint64_t v = CounterValue(s.status, std::string(c.name).c_str());
+    add(std::string(c.name), v, c.severity,
+        std::to_string(v) + " " + std::string(c.help) + " (" + std::string(c.name) + ")");
   }
-  if (l.cupti_dropped) p.push_back(std::to_string(l.cupti_dropped) + " records dropped by CUPTI");
-  if (l.writer_dropped) p.push_back(std::to_string(l.writer_dropped) + " records dropped by the writer's memory cap");
-  for (std::string& q : ProgramCuptiProblems(s.status)) p.push_back(std::move(q));
+  // What the file shows beyond the counters.
+  if (!s.shadow && l.missing > 0)
+    add("launches_without_kernel_record", static_cast<uint64_t>(l.missing), Severity::kDataLoss,
+        std::to_string(l.missing) + (l.basis == LossBasis::kFile
+                                         ? " launch records in the file without a kernel record in the file"
+                                         : " kernel launches seen without a kernel record"));
+  if (!l.invalid_timestamps && !l.copy_invalid_timestamps)
+    add("records_invalid_timestamp_in_file", l.invalid_timestamps_in_file, Severity::kDataLoss,
+        std::to_string(l.invalid_timestamps_in_file) + " records in the file flagged with invalid timestamps");
   if (s.shadow) {
-    uint64_t overflow = s.probe_counters.value(counters::kBlocksOverflow, uint64_t{0});
-    if (overflow) p.push_back(std::to_string(overflow) + " blocks did not fit in the device buffer");
+    if (l.blocks_missing > 0)
+      add("blocks_not_recorded", static_cast<uint64_t>(l.blocks_missing), Severity::kDataLoss,
+          std::to_string(l.blocks_missing) + " blocks of the traced launches without a block record (" +
+              LossBasisName(l.basis) + ")");
     uint64_t incomplete = 0, duplicates = 0, invalid = 0;
     for (const auto& sl : s.shadow_launches) {
       const auto& b = sl.blocks;
@@ -446,12 +446,34 @@ std::vector<std::string> StrictProblems(const TraceStats& s) {
       duplicates += b.duplicates;
       invalid += b.invalid_times;
     }
-    if (incomplete) p.push_back(std::to_string(incomplete) + " traced launches without exactly one record per block");
-    if (duplicates) p.push_back(std::to_string(duplicates) + " duplicate block records");
-    if (invalid) p.push_back(std::to_string(invalid) + " block records with invalid times");
-    if (s.blocks_without_launch)
-      p.push_back(std::to_string(s.blocks_without_launch) + " block records without their launch record");
+    add("launches_incomplete", incomplete, Severity::kDataLoss,
+        std::to_string(incomplete) + " traced launches without exactly one record per block");
+    add("block_records_duplicate", duplicates, Severity::kDataLoss,
+        std::to_string(duplicates) + " duplicate block records");
+    add("block_records_invalid_times", invalid, Severity::kDataLoss,
+        std::to_string(invalid) + " block records with invalid times");
+    add("block_records_without_launch", s.blocks_without_launch, Severity::kDataLoss,
+        std::to_string(s.blocks_without_launch) + " block records without their launch record");
   }
+  if (const auto it = s.status.find("counters"); s.status.is_object() && it != s.status.end() && it->is_object())
+    for (const auto& [name, v] : it->items())
+      if (!counters::Find(name))
+        add(name, CounterValue(s.status, name.c_str()), Severity::kInfo,
+            "counter " + name + " = " + std::to_string(CounterValue(s.status, name.c_str())) +
+                ": not known to this twinscope (a newer writer's), shown, not counted as a loss");
+  return out;
+}
+
+std::vector<std::string> StrictProblems(const TraceStats& s) {
+  std::vector<std::string> p;
+  if (s.report.end != ReadEnd::kComplete) {
+    p.push_back(std::string("read not complete (") + ReadEndName(s.report.end) + ")" +
+                (s.report.message.empty() ? "" : ": " + s.report.message));
+  }
+  if (!s.loss.have_counters) p.push_back("the trace holds no counters: loss cannot be checked");
+  for (LossFinding& f : LossFindings(s))
+    if (counters::IsLoss(f.severity)) p.push_back(std::move(f.text));
+  for (std::string& q : ProgramCuptiProblems(s.status)) p.push_back(std::move(q));
   return p;
 }
 
@@ -524,6 +546,13 @@ nlohmann::json StatsToJson(const TraceStats& s, size_t top) {
   }
   j["loss"]["counters"] = counters;
   j["loss"]["file"] = file;
+  json findings = json::array();
+  for (const LossFinding& x : LossFindings(s))
+    findings.push_back({{"name", x.name},
+                        {"value", x.value},
+                        {"severity", twinscope::counters::SeverityName(x.severity)},
+                        {"text", x.text}});
+  j["loss"]["findings"] = std::move(findings);
   json kernels = json::array();
   for (size_t i = 0; i < s.kernels.size() && (top == 0 || i < top); ++i) {
     const auto& k = s.kernels[i];

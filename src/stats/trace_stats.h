@@ -18,6 +18,7 @@
 
 #include "base/status.h"
 #include "stats/block_stats.h"
+#include "twinscope/counters.h"
 #include "twinscope/trace_reader.h"
 
 namespace twinscope::stats {
@@ -135,6 +136,8 @@ struct TraceStats {
   std::vector<ShadowKernelSummary> shadow_kernels;  // by launches, descending
   std::vector<ShadowLaunch> shadow_launches;        // by seq
   uint64_t blocks_without_launch = 0;               // block records whose launch record is missing
+  // Shadow: every counter of the probe and both collectors in the counter table (0 where the trace has
+  // none), and any counter this build does not know.
   nlohmann::json probe_counters = nlohmann::json::object();
 };
 
@@ -198,6 +201,20 @@ class StatsBuilder : public RecordSink {
 // opened (bad magic, version, missing); a damaged file gives statistics of
 // what was read, with the damage in `report`.
 StatusOr<TraceStats> ComputeTraceStats(const std::string& path);
+
+// One thing a trace says it lost, or a counter it holds that this build does not know. The severity comes
+// from the counter table (include/twinscope/counters.def); verdicts that only the file shows (launches
+// without their kernel record, blocks not recorded, ...) are kDataLoss under their own names.
+struct LossFinding {
+  std::string name;  // the counter's name, or the verdict's ("launches_without_kernel_record", ...)
+  uint64_t value = 0;
+  counters::Severity severity = counters::Severity::kInfo;
+  std::string text;  // one line for people
+};
+
+// The trace's losses (severity kDataLoss or kError), then counters not zero that the table does not know
+// (kInfo: a newer writer's; shown, never a loss). Counters in table order, unknown ones by name.
+std::vector<LossFinding> LossFindings(const TraceStats& s);
 
 // Why `stats --strict` fails: one line per problem (missing launches, invalid
 // timestamps, drops, incomplete read, missing blocks...). Empty = clean.

@@ -81,6 +81,7 @@ TwinFiles WriteTwin(const std::string& dir, const std::vector<FakeLaunch>& launc
         w->Append(ok);
       }
     }
+    for (const auto& [name, value] : o.primary_counters) w->SetCounter(name, value);
     std::string error;
     if (!w->Close(&error)) throw std::runtime_error(error);
   }
@@ -115,6 +116,7 @@ TwinFiles WriteTwin(const std::string& dir, const std::vector<FakeLaunch>& launc
         w->Append(br);
       }
     }
+    for (const auto& [name, value] : o.shadow_counters) w->SetCounter(name, value);
     std::string error;
     if (!w->Close(&error)) throw std::runtime_error(error);
   }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,7 @@ struct WriteOptions {
   double shadow_keep_fraction = 1.0;                // < 1: the shadow's file is cut there (killed)
   std::vector<std::string> other_kernels;           // primary-only kernels launched between targets
   uint64_t primary_clock_realtime_ns = 0;           // non-zero: the primary header's clock pair {0 -> this}
+  std::map<std::string, uint64_t> primary_counters, shadow_counters;  // a collector's counters, set before closing
 };
 
 // Writes both traces for `launches` under `dir` (created if needed).

@@ -10,6 +10,7 @@
 #include <regex>
 #include <sstream>
 
+#include "report/fields.h"
 #include "report/html.h"
 #include "sample_join.h"
 
@@ -96,7 +97,7 @@ TEST(Report, WithoutChartJsSaysSo) {
   std::string html = Render(MakeSampleJoin(Small()), o, &info);
   EXPECT_FALSE(info.charts);
   EXPECT_EQ(html.find("Chart.js v"), std::string::npos);
-  EXPECT_NE(html.find("Built without Chart.js"), std::string::npos);
+  EXPECT_NE(html.find("Charts drawn by the report's own code (built without Chart.js)"), std::string::npos);
   EXPECT_EQ(EmbeddedData(html)["report"]["chartjs"], "");
 }
 
@@ -177,16 +178,24 @@ TEST(Report, JoinWarningsAndProbeLossesAreShown) {
   join["warnings"] = {"shadow trace is damaged: chunk 3 has a bad checksum; joined what could be read"};
   join["summary"]["shadow_without_blocks"] = 4;
   join["shadow"]["probe_counters"]["blocks_overflow"] = 12;
+  join["shadow"]["loss"]["findings"].push_back(
+      {{"name", "blocks_overflow"}, {"value", 12}, {"severity", "data_loss"}, {"text", "12 blocks that did not fit"}});
   std::string html = Render(join);
   EXPECT_NE(html.find("<li class=\"warn\">The join: shadow trace is damaged: chunk 3 has a bad checksum; joined what "
                       "could be read.</li>"),
             std::string::npos);
   EXPECT_NE(html.find("4 traced shadow launches have no block records"), std::string::npos);
-  EXPECT_NE(html.find("<td><code>blocks_overflow</code></td><td class=\"num bad\">12</td>"), std::string::npos);
-  EXPECT_NE(html.find("The shadow trace reports losses (1 counters not zero)"), std::string::npos);
-  // Sampling is not loss.
-  EXPECT_NE(html.find("<tr class=\"ctx\"><td><code>launches_skipped_by_sampling</code></td><td class=\"num\">"),
+  EXPECT_NE(html.find("<td><code title=\"blocks that did not fit in a device buffer\">blocks_overflow</code></td>"
+                      "<td class=\"num bad\">12</td>"),
             std::string::npos);
+  EXPECT_NE(html.find("<td>shadow</td><td><code>blocks_overflow</code></td><td class=\"num bad\">12</td>"),
+            std::string::npos);
+  EXPECT_NE(html.find("The shadow trace reports losses (1 counters not zero)"), std::string::npos);
+  // Sampling is not loss, nor are the launches that matched (info in the counter table).
+  EXPECT_NE(html.find("<tr class=\"ctx\"><td><code title=\"launches left out by "
+                      "sampling\">launches_skipped_by_sampling</code></td><td class=\"num\">"),
+            std::string::npos);
+  EXPECT_NE(html.find("\">launches_matching</code></td><td class=\"num\">"), std::string::npos);
 }
 
 TEST(Report, CommandLineFromItsArguments) {
@@ -201,10 +210,26 @@ TEST(Report, CommandLineFromItsArguments) {
 TEST(Report, LossAndDriftAreHighlighted) {
   json join = MakeSampleJoin(Small());
   join["shadow"]["loss"]["writer_dropped"] = 5;
+  join["shadow"]["loss"]["findings"].push_back({{"name", "writer_dropped_records"},
+                                                {"value", 5},
+                                                {"severity", "data_loss"},
+                                                {"text", "5 records dropped by the writer's memory cap"}});
   std::string html = Render(join);
-  EXPECT_NE(html.find("<td><code>writer_dropped</code></td><td class=\"num\">0</td><td class=\"num bad\">5</td>"),
+  EXPECT_NE(html.find("<td><code>writer_dropped</code></td><td class=\"num\">0</td><td class=\"num\">5</td>"),
             std::string::npos);
-  EXPECT_NE(html.find("The shadow trace reports losses"), std::string::npos);
+  EXPECT_NE(html.find("<td>shadow</td><td><code>writer_dropped_records</code></td><td class=\"num bad\">5</td>"),
+            std::string::npos);
+  EXPECT_NE(html.find("The shadow trace reports losses (1 counters not zero)"), std::string::npos);
+  // Losses in trace order: the primary's, then the shadow's.
+  EXPECT_LT(html.find("<td>primary</td><td><code>kernel_records_invalid_timestamp</code>"),
+            html.find("<td>shadow</td><td><code>writer_dropped_records</code>"));
+  // An info finding (a counter this build does not know) is listed, never counted.
+  join["shadow"]["loss"]["findings"] = json::array(
+      {{{"name", "newer_counter"}, {"value", 1}, {"severity", "info"}, {"text", "counter newer_counter = 1"}}});
+  html = Render(join);
+  EXPECT_EQ(html.find("The shadow trace reports losses"), std::string::npos);
+  EXPECT_NE(html.find("<tr class=\"ctx\"><td>shadow</td><td><code>newer_counter</code></td><td class=\"num\">1"),
+            std::string::npos);
   // Drifting ranges come first, right after the total.
   join["drift"] =
       json::array({{{"range", "step#0"}, {"exact", 5}, {"time_only", 0}, {"unmatched", 0}, {"shape_differs", 0}},
@@ -371,6 +396,49 @@ TEST(Report, WriteReportWritesTheFileOrSaysWhy) {
   s = WriteReport(json::object(), path);
   EXPECT_FALSE(s.ok());
   EXPECT_EQ(std::filesystem::file_size(path), info.bytes);  // a refused join leaves the old report alone
+}
+
+}  // namespace
+}  // namespace twinscope
+
+namespace twinscope {
+namespace {
+
+TEST(Report, LongKernelNamesAreShortWithTheFullNameOnHover) {
+  using report::ShortKernelName;
+  const std::string flash =
+      "void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 64, 64, 4, false, false, cutlass::half_t>, true, "
+      "false>(Flash_fwd_params)";
+  EXPECT_EQ(ShortKernelName(flash), "void flash_fwd_kernel<...>(...)");
+  EXPECT_EQ(ShortKernelName("void gemm<float>(float*)"), "void gemm<float>(float*)");  // short: whole
+  EXPECT_EQ(ShortKernelName("void ns::Functor<int, std::allocator<int> >::operator()<float>(float*, long long, "
+                            "std::vector<int, std::allocator<int> >)"),
+            "void ns::Functor<...>::operator()<...>(...)");
+  EXPECT_EQ(ShortKernelName("void (anonymous namespace)::elementwise_kernel<int, float, double, long, short, char, "
+                            "bool>()"),
+            "void (anonymous namespace)::elementwise_kernel<...>()");
+  // Still too long, or no brackets to elide (a mangled name): cut in the middle.
+  const std::string mangled(100, 'a');
+  const std::string cut = ShortKernelName(mangled + "_Z" + mangled);
+  EXPECT_EQ(cut, std::string(31, 'a') + "\xE2\x80\xA6" + std::string(31, 'a'));
+  // Unbalanced brackets: nothing elided, only the middle cut.
+  EXPECT_EQ(ShortKernelName(std::string(70, 'x') + "<int"),
+            std::string(31, 'x') + "\xE2\x80\xA6" + std::string(27, 'x') + "<int");
+
+  // In the page: why slow's heading and the selector show the short name, the full one in a title.
+  json join = MakeSampleJoin(Small());
+  join["why_slow"][0]["kernel"] = flash;
+  for (auto& l : join["launches"]) l["kernel"] = flash;
+  std::string html = Render(join);
+  EXPECT_NE(html.find("<code class=\"kernel\" title=\"" + report::Esc(flash) +
+                      "\">void flash_fwd_kernel&lt;...&gt;(...)</code>"),
+            std::string::npos);
+  EXPECT_NE(html.find("blocks \xC2\xB7 void flash_fwd_kernel&lt;...&gt;(...)</option>"), std::string::npos);
+  join["summary"]["target_kernels"] = json::array({flash});
+  html = Render(join);
+  EXPECT_NE(html.find("<li>Target kernels: <code title=\"" + report::Esc(flash) +
+                      "\">void flash_fwd_kernel&lt;...&gt;(...)</code></li>"),
+            std::string::npos);
 }
 
 }  // namespace

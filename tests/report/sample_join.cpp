@@ -351,7 +351,15 @@ json MakeSampleJoin(const SampleJoinOptions& o) {
                        {"writer_dropped", 0},
                        {"key_fallbacks", 0},
                        {"no_launch_key", 0}};
+  // The findings stats takes from the counter table (stats::LossFindings): the two invalid timestamps.
+  loss_primary["findings"] = json::array({{{"name", "kernel_records_invalid_timestamp"},
+                                           {"value", 2},
+                                           {"severity", "data_loss"},
+                                           {"text",
+                                            "2 kernel records with invalid timestamps "
+                                            "(kernel_records_invalid_timestamp)"}}});
   json loss_shadow = loss_primary;
+  loss_shadow["findings"] = json::array();
   loss_shadow["invalid_timestamps"] = 0;
   loss_shadow["invalid_timestamps_in_file"] = 0;
   loss_shadow["kernel_records"] = 0;
@@ -380,6 +388,7 @@ json MakeSampleJoin(const SampleJoinOptions& o) {
         {"sampling", {{"every", 2}, {"max_launches", 0}}},
         {"probe_counters",
          {{"launches_seen", 2 * n},
+          {"launches_matching", 2 * n},
           {"launches_traced", n + unmatched},
           {"launches_skipped_by_sampling", n},
           {"blocks_expected", static_cast<uint64_t>(n) * o.blocks},

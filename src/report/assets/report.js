@@ -51,6 +51,34 @@
     if (maxNs >= 1e3) return { div: 1e3, name: "\u00b5s" };
     return { div: 1, name: "ns" };
   }
+  // A kernel name as the tables show it: report::ShortKernelName (src/report/fields.cpp) in the page.
+  function shortName(name, max) {
+    name = String(name === undefined || name === null ? "" : name);
+    max = max || 64;
+    const bytes = (t) => new TextEncoder().encode(t).length;
+    if (bytes(name) <= max) return name;
+    let out = "", balanced = true;
+    for (let i = 0; i < name.length && balanced; i++) {
+      const c = name[i];
+      if (c !== "<" && c !== "(") { out += c; continue; }
+      if (out.endsWith("operator")) { out += c; continue; }
+      if (name.startsWith("(anonymous namespace)", i)) { out += "(anonymous namespace)"; i += 20; continue; }
+      const close = c === "<" ? ">" : ")";
+      let j = i, depth = 0;
+      for (; j < name.length; j++) {
+        if (name[j] === c) depth++;
+        if (name[j] === close && --depth === 0) break;
+      }
+      if (j >= name.length) { balanced = false; break; }
+      out += c + (j > i + 1 ? "..." : "") + close;
+      i = j;
+    }
+    if (!balanced) out = name;
+    if (bytes(out) <= max) return out;
+    const half = Math.floor(max / 2) - 1, chars = Array.from(out);
+    if (chars.length <= 2 * half) return out;
+    return chars.slice(0, half).join("") + "\u2026" + chars.slice(chars.length - half).join("");
+  }
   function el(tag, cls, text) {
     const e = document.createElement(tag);
     if (cls) e.className = cls;
@@ -60,19 +88,12 @@
   function record(e) {
     if (window.tsRecordError) window.tsRecordError("report: " + (e && e.stack ? e.stack : e));
   }
-  function noChart(canvas, what) {
-    const p = el("p", "warn no-chart", "The " + what + " needs Chart.js, which was not available when this " +
-      "twinscope was built (configure with -DTWINSCOPE_CHARTJS=/usr/share/javascript/chart.js/chart.min.js " +
-      "from Debian's libjs-chart.js). The numbers are in the tables of this page.");
-    canvas.parentElement.replaceWith(p);
-  }
-
-  // ---- kernel time per step (Chart.js bar chart) -----------------------------------------------------
+  // ---- kernel time per step (Chart.js bar chart where it was inlined, else drawStepsByHand) -------------
   function drawSteps() {
     const canvas = document.getElementById("ts-steps");
     if (!canvas) return;
     const steps = data.steps || [];
-    if (!hasChart) { noChart(canvas, "step chart"); return; }
+    if (!hasChart) { drawStepsByHand(canvas, steps); return; }
     let max = 0;
     steps.forEach((s) => { max = Math.max(max, s.kernel_ns || 0); });
     const u = unitFor(max);
@@ -107,6 +128,72 @@
       }
     });
     canvas.setAttribute("data-drawn", String(steps.length));
+    canvas.setAttribute("data-renderer", "chartjs");
+  }
+
+  // The same stacked bars on the page's own canvas code (a build without Chart.js): target kernels, then
+  // the others, a y axis in the unit of the tallest bar, a legend; hovering a bar names it in a tooltip.
+  function drawStepsByHand(canvas, steps) {
+    const wrap = canvas.parentElement;
+    const cssW = Math.max(320, wrap.clientWidth), cssH = Math.max(160, wrap.clientHeight || 260);
+    const ctx = setupCanvas(canvas, cssW, cssH);
+    const M = { l: 64, r: 12, t: 26, b: 40 }, plotW = cssW - M.l - M.r, plotH = cssH - M.t - M.b;
+    let max = 0;
+    steps.forEach((s) => { max = Math.max(max, s.kernel_ns || 0); });
+    const u = unitFor(max), ticks = niceTicks(max / u.div, plotH, 40), top = Math.max(ticks[ticks.length - 1], 1e-9);
+    const y = (v) => M.t + plotH - v / u.div / top * plotH;
+    ctx.textAlign = "right";
+    ctx.textBaseline = "middle";
+    ticks.forEach((v) => {
+      const ty = Math.round(M.t + plotH - v / top * plotH) + 0.5;
+      ctx.strokeStyle = C.grid;
+      ctx.beginPath(); ctx.moveTo(M.l, ty); ctx.lineTo(M.l + plotW, ty); ctx.stroke();
+      ctx.fillStyle = C.text;
+      ctx.fillText(String(Number(v.toPrecision(6))), M.l - 6, ty);
+    });
+    yTitle(ctx, M, plotH, "GPU kernel time (" + u.name + ", CUPTI)");
+    const slot = plotW / Math.max(steps.length, 1), barW = Math.max(1, slot * (steps.length > 100 ? 1.0 : 0.85));
+    steps.forEach((s, i) => {
+      const x = M.l + i * slot + (slot - barW) / 2, total = s.kernel_ns || 0, target = Math.min(s.target_ns || 0, total);
+      ctx.fillStyle = C.accent;
+      ctx.fillRect(x, y(target), barW, M.t + plotH - y(target));
+      ctx.fillStyle = C.other;
+      ctx.fillRect(x, y(total), barW, y(target) - y(total));
+    });
+    ctx.strokeStyle = C.axis;
+    ctx.beginPath(); ctx.moveTo(M.l + 0.5, M.t); ctx.lineTo(M.l + 0.5, M.t + plotH + 0.5);
+    ctx.lineTo(M.l + plotW, M.t + plotH + 0.5); ctx.stroke();
+    ctx.fillStyle = C.dim;
+    ctx.textAlign = "center";
+    ctx.textBaseline = "top";
+    ctx.fillText("top-level NVTX range instance (primary)", M.l + plotW / 2, M.t + plotH + 22);
+    if (steps.length) {  // first and last range under the axis
+      ctx.fillStyle = C.text;
+      ctx.textAlign = "left";
+      ctx.fillText(String(steps[0].range), M.l, M.t + plotH + 6);
+      ctx.textAlign = "right";
+      if (steps.length > 1) ctx.fillText(String(steps[steps.length - 1].range), M.l + plotW, M.t + plotH + 6);
+    }
+    let lx = M.l + plotW;
+    [["other kernels", C.other], ["target kernels", C.accent]].forEach(([text, color]) => {
+      ctx.textAlign = "right";
+      ctx.textBaseline = "middle";
+      ctx.fillStyle = C.text;
+      ctx.fillText(text, lx, 10);
+      lx -= ctx.measureText(text).width + 6;
+      ctx.fillStyle = color;
+      ctx.fillRect(lx - 12, 4, 12, 12);
+      lx -= 24;
+    });
+    canvas.addEventListener("mousemove", (e) => {
+      const r = canvas.getBoundingClientRect(), i = Math.floor((e.clientX - r.left - M.l) / slot);
+      const s = steps[i];
+      canvas.title = !s ? "" : s.range + ": target kernels " + fmtNs(s.target_ns || 0) + ", other kernels " +
+        fmtNs(Math.max(0, (s.kernel_ns || 0) - (s.target_ns || 0))) + "; " + fmtCount(s.kernels) + " kernels" +
+        (s.steps ? " in " + s.steps + " ranges" : "");
+    });
+    canvas.setAttribute("data-drawn", String(steps.length));
+    canvas.setAttribute("data-renderer", "canvas");
   }
 
   // ---- the launch table: slowest first, rows added as the reader scrolls ------------------------------
@@ -132,7 +219,7 @@
   const COLUMNS = [
     ["rank", "num", (l, r) => String(r + 1)],
     ["launch", "", (l) => launchLink(l.id)],
-    ["kernel", "kernel", (l) => { const s = el("span", "clip", l.kernel); s.title = l.kernel || ""; return s; }],
+    ["kernel", "kernel", (l) => { const s = el("span", "clip", shortName(l.kernel)); s.title = l.kernel || ""; return s; }],
     ["match", "", (l) => {
       const f = document.createDocumentFragment();
       f.appendChild(l.match === "exact" ? badge("m-exact", "exact") : badge("m-time", l.match === "time" ? "time only" : String(l.match)));
@@ -682,7 +769,7 @@
     const head = el("p", "facts-head");
     head.appendChild(el("strong", "", "Launch #" + id));
     if (l) {
-      const k = el("code", "kernel", l.kernel);
+      const k = el("code", "kernel", shortName(l.kernel));
       k.title = l.kernel || "";
       head.append(" ", k);
     } else {
