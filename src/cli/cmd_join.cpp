@@ -13,6 +13,7 @@ struct JoinFlags {
   std::string requests, schedule;
   bool concurrent = false;
   size_t top = 10;
+  std::vector<std::string> normalize_range;
 };
 
 CommandRegistration kJoin(
@@ -29,6 +30,10 @@ CommandRegistration kJoin(
           ->check(CLI::ExistingFile);
       sub->add_option("--schedule", f->schedule, "and its step schedule (--schedule-out): each step's batch")
           ->check(CLI::ExistingFile);
+      sub->add_option("--normalize-range", f->normalize_range,
+                      "Regular expression: in range names, the digits of each match are ignored when the two runs' "
+                      "launches are aligned (numbers a framework assigns per process); repeatable; see docs/join.md")
+          ->allow_extra_args(false);
       sub->add_option("--top", f->top, "Slowest matched launches to print")->capture_default_str();
       sub->footer("Example: twinscope join run/primary.tsc run/shadow.tsc -o run");
       return [f]() {
@@ -42,6 +47,7 @@ CommandRegistration kJoin(
         r.out_dir = f->out;
         r.options.concurrent = f->concurrent;
         r.options.requests = {f->requests, f->schedule};
+        r.options.normalize_range = f->normalize_range;
         r.top = f->top;
         return JoinAndReport(r);
       };

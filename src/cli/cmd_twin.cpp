@@ -144,7 +144,7 @@ int RunTwinAndJoin(const TwinSetup& f) {
     return 1;
   }
   return FinishTwin(f, r.out_dir, o.primary, o.shadow, o.primary_trace, o.shadow_trace, o.shadow_skipped,
-                    nlohmann::json::object(), nullptr);
+                    {{"autotune", o.autotune}}, nullptr);
 }
 
 namespace {

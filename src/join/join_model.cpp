@@ -9,13 +9,24 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "join/divergence.h"
 #include "join/match.h"
 #include "join/why_slow.h"
 #include "twinscope/trace_reader.h"
 
 namespace twinscope::join {
 
-const char* MatchKindName(MatchKind k) { return k == MatchKind::kExact ? "exact" : "time"; }
+const char* MatchKindName(MatchKind k) {
+  switch (k) {
+    case MatchKind::kExact:
+      return "exact";
+    case MatchKind::kDiverged:
+      return "diverged";
+    case MatchKind::kTime:
+      break;
+  }
+  return "time";
+}
 
 namespace {
 
@@ -357,6 +368,7 @@ StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::str
 
   ComputeWhySlow(m);
   BuildRequestTable(&m, options.requests);
+  ExplainDivergence(m);
   return m;
 }
 

@@ -18,7 +18,10 @@
 
 namespace twinscope::join {
 
-enum class MatchKind : uint8_t { kExact = 0, kTime = 1 };
+// exact: aligned, same kernel, shape and (normalized) range path; diverged:
+// aligned at the same place but another shape or range (the shadow did other
+// work there); time: no aligned counterpart, nearest in time (labelled).
+enum class MatchKind : uint8_t { kExact = 0, kTime = 1, kDiverged = 2 };
 const char* MatchKindName(MatchKind k);
 
 // One launch of a target kernel in the primary (a launch record, a kernel
@@ -58,12 +61,39 @@ struct Match {
   size_t shadow = 0;   // index in JoinedModel::shadow
   size_t primary = 0;  // index in JoinedModel::primary
   bool shape_differs = false;
-  bool ambiguous = false;
+  bool ambiguous = false;  // inside a divergence region that could sit at several places
+  int32_t region = -1;     // index in JoinedModel::divergences, -1 = none
+};
+
+// A stretch where the shadow did other work than the primary: between two
+// aligned exact pairs, launches paired at the same place with another shape
+// or range (diverged), shadow launches without an aligned counterpart and
+// primary launches the shadow did not make (docs/join.md, "Divergence").
+struct DivergenceRegion {
+  uint64_t shadow_launches = 0, primary_launches = 0;
+  uint64_t diverged = 0;  // pairs at the same place, of which other_shape have another grid/block
+  uint64_t other_shape = 0;
+  uint64_t inserted = 0;                       // shadow launches without an aligned counterpart
+  uint64_t deleted = 0;                        // primary launches without an aligned counterpart
+  uint64_t other_kernels = 0;                  // of those, launches of a kernel the other side has not in this region
+  uint64_t first_seq = 0, last_seq = 0;        // shadow seqs (valid if shadow_launches)
+  size_t first_primary = 0, last_primary = 0;  // indices in primary (valid if primary_launches)
+  std::string shadow_from, shadow_to;          // top-level ranges of its first and last shadow launch
+  std::string primary_from, primary_to;        // ... and primary launch
+  size_t positions = 1;  // > 1: an equal result had the region at that many places (repeated identical steps)
+};
+
+// Why the twins diverged, in words, with the remedy where there is one.
+struct DivergenceReason {
+  std::string code;    // "autotuning", "batching", "step_count", "extra_work", "missing_work", "shadow_cut"
+  std::string text;    // what the traces show
+  std::string remedy;  // "" if none
 };
 
 struct Summary {
   uint64_t shadow_launches = 0;
-  uint64_t exact = 0, exact_shape_differs = 0, exact_ambiguous = 0;
+  uint64_t exact = 0;
+  uint64_t diverged = 0, diverged_shape = 0;  // aligned pairs of other work; of those, another grid/block
   uint64_t time_only = 0;
   uint64_t unmatched_shadow = 0;
   uint64_t primary_target_launches = 0;
@@ -72,6 +102,16 @@ struct Summary {
   uint64_t shadow_without_blocks = 0;          // traced launches whose block records never arrived
   uint64_t time_only_evaluated = 0, time_only_agree = 0;
   uint64_t overlapped_primary_kernels = 0;
+  uint64_t in_divergence = 0;  // shadow launches inside divergence regions (any class)
+  uint64_t primary_in_divergence = 0;
+  uint64_t ambiguous = 0;  // shadow launches inside regions with several equal placements
+  uint64_t ambiguous_regions = 0;
+  // How the sequences were aligned (join/align.h).
+  struct Alignment {
+    bool identical = false;  // equal token sequences: paired one to one
+    uint64_t anchors = 0, segments = 0, capped_segments = 0, capped_launches = 0, max_d = 0;
+    bool sampled = false;  // the shadow sampled: primary-only stretches are expected, not divergence
+  } alignment;
   // How the overlap flag was computed (concurrent twins), CLOCK_REALTIME ns:
   // the shadow's window and the primary's kernels after clock conversion.
   struct Overlap {
@@ -86,7 +126,7 @@ struct Summary {
 
 struct DriftRow {
   std::string range;  // top-level NVTX range instance ("" = outside any range)
-  uint64_t exact = 0, time_only = 0, unmatched = 0, shape_differs = 0;
+  uint64_t exact = 0, diverged = 0, time_only = 0, unmatched = 0, shape_differs = 0;
 };
 
 struct StepRow {
@@ -119,7 +159,9 @@ struct ShapeGroup {
   uint64_t launches = 0;
   uint64_t median_dur_ns = 0;
   size_t reference = 0;  // match index of the median launch
+  uint64_t mad_ns = 0;   // median absolute deviation of the durations
   std::vector<SlowLaunch> slow;
+  std::string note;  // when no launch stands out: one line saying so
 };
 
 struct TraceSide {
@@ -139,6 +181,13 @@ struct JoinOptions {
   uint64_t primary_start_realtime_ns = 0, primary_end_realtime_ns = 0;
   size_t slow_per_group = 5;
   size_t min_group_launches = 3;
+  // Regular expressions whose matches' digits are replaced in range names
+  // before the alignment compares them (besides the built-in XLA, pointer, pid
+  // and step-number rules and TWINSCOPE_NORMALIZE_RANGE): `--normalize-range`.
+  std::vector<std::string> normalize_range;
+  // Segments between anchors that differ by more edits than this are matched
+  // greedily by key instead (and said in warnings).
+  size_t align_max_d = 2000;
   // A serving run's request trace (and schedule): per-request views (join/requests.h).
   RequestInputs requests;
 };
@@ -153,12 +202,14 @@ struct JoinedModel {
   std::vector<size_t> shadow_unmatched;   // indices in shadow
   std::vector<size_t> primary_unmatched;  // indices in primary
   Summary summary;
-  std::vector<DriftRow> drift;        // by first appearance
-  std::vector<StepRow> steps;         // by first appearance
-  std::vector<ShapeGroup> groups;     // by kernel, then launches descending
-  RequestTable requests;              // per-request views (empty unless options.requests.trace)
-  uint64_t primary_t0_ns = 0;         // earliest valid primary kernel start (for relative times)
-  std::vector<std::string> warnings;  // damaged inputs, missing pieces: one line each
+  std::vector<DriftRow> drift;                // by first appearance
+  std::vector<StepRow> steps;                 // by first appearance
+  std::vector<ShapeGroup> groups;             // by kernel, then launches descending
+  std::vector<DivergenceRegion> divergences;  // in shadow order
+  std::vector<DivergenceReason> reasons;      // why the twins diverged
+  RequestTable requests;                      // per-request views (empty unless options.requests.trace)
+  uint64_t primary_t0_ns = 0;                 // earliest valid primary kernel start (for relative times)
+  std::vector<std::string> warnings;          // damaged inputs, missing pieces: one line each
   // Added to the primary's CUPTI timestamps gives CLOCK_REALTIME: the primary
   // header's clock pair; 0 without one (CUPTI's clock taken as realtime).
   int64_t primary_to_realtime_ns = 0;

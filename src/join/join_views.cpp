@@ -82,11 +82,63 @@ json LaunchJson(const JoinedModel& m, size_t id) {
           {"key", {{"path", s.path}, {"ordinal", s.ordinal}, {"hash", Hex(s.hash)}}},
           {"shape_differs", mt.shape_differs},
           {"ambiguous", mt.ambiguous},
+          {"region", mt.region >= 0 ? json(mt.region) : json(nullptr)},
           {"primary", pj},
           {"shadow", sj}};
 }
 
+std::string RangeText(const std::string& from, const std::string& to) {
+  const std::string a = from.empty() ? "(no range)" : from, b = to.empty() ? "(no range)" : to;
+  return a == b ? a : a + " .. " + b;
+}
+
 }  // namespace
+
+json DivergenceJson(const JoinedModel& m, const DivergenceRegion& d) {
+  json j = {{"shadow_launches", d.shadow_launches},
+            {"primary_launches", d.primary_launches},
+            {"diverged", d.diverged},
+            {"other_shape", d.other_shape},
+            {"inserted", d.inserted},
+            {"deleted", d.deleted},
+            {"other_kernels", d.other_kernels},
+            {"positions", d.positions}};
+  if (d.shadow_launches)
+    j["shadow"] = {{"first_seq", d.first_seq}, {"last_seq", d.last_seq}, {"from", d.shadow_from}, {"to", d.shadow_to}};
+  else
+    j["shadow"] = nullptr;
+  if (d.primary_launches)
+    j["primary"] = {
+        {"first", d.first_primary}, {"last", d.last_primary}, {"from", d.primary_from}, {"to", d.primary_to}};
+  else
+    j["primary"] = nullptr;
+  (void)m;
+  return j;
+}
+
+std::string DivergenceText(const DivergenceRegion& d) {
+  std::string t;
+  if (d.shadow_launches)
+    t += "shadow " + RangeText(d.shadow_from, d.shadow_to) + " (seq " + std::to_string(d.first_seq) + ".." +
+         std::to_string(d.last_seq) + ", " + std::to_string(d.shadow_launches) + " launches)";
+  if (d.primary_launches)
+    t += std::string(t.empty() ? "" : " vs ") + "primary " + RangeText(d.primary_from, d.primary_to) + " (#" +
+         std::to_string(d.first_primary) + ".." + std::to_string(d.last_primary) + ", " +
+         std::to_string(d.primary_launches) + " launches)";
+  std::vector<std::string> what;
+  if (d.other_shape) what.push_back(std::to_string(d.other_shape) + " of another shape");
+  if (d.diverged > d.other_shape) what.push_back(std::to_string(d.diverged - d.other_shape) + " in another range");
+  if (d.inserted) what.push_back(std::to_string(d.inserted) + " only in the shadow");
+  if (d.deleted) what.push_back(std::to_string(d.deleted) + " only in the primary");
+  if (d.other_kernels)
+    what.push_back(std::to_string(d.other_kernels) + " of kernels the other side did not launch here");
+  if (!what.empty()) {
+    t += ": ";
+    for (size_t i = 0; i < what.size(); ++i) t += (i ? ", " : "") + what[i];
+  }
+  if (d.positions > 1) t += " [could sit at " + std::to_string(d.positions) + " places]";
+  return t;
+}
 
 std::vector<uint64_t> DetailSeqs(const JoinedModel& m, size_t max) {
   std::vector<uint64_t> out;
@@ -139,8 +191,8 @@ json JoinToJson(const JoinedModel& m, const JsonBounds& bounds, const std::vecto
   j["warnings"] = m.warnings;
   j["summary"] = {{"shadow_launches", s.shadow_launches},
                   {"exact", s.exact},
-                  {"exact_shape_differs", s.exact_shape_differs},
-                  {"exact_ambiguous", s.exact_ambiguous},
+                  {"diverged", s.diverged},
+                  {"diverged_shape", s.diverged_shape},
                   {"time_only", s.time_only},
                   {"unmatched_shadow", s.unmatched_shadow},
                   {"primary_target_launches", s.primary_target_launches},
@@ -149,7 +201,26 @@ json JoinToJson(const JoinedModel& m, const JsonBounds& bounds, const std::vecto
                   {"shadow_without_blocks", s.shadow_without_blocks},
                   {"time_only_accuracy", {{"evaluated", s.time_only_evaluated}, {"agree", s.time_only_agree}}},
                   {"overlapped_primary_kernels", s.overlapped_primary_kernels},
+                  {"divergence_regions", m.divergences.size()},
+                  {"in_divergence", s.in_divergence},
+                  {"primary_in_divergence", s.primary_in_divergence},
+                  {"ambiguous", s.ambiguous},
+                  {"ambiguous_regions", s.ambiguous_regions},
+                  {"alignment",
+                   {{"identical", s.alignment.identical},
+                    {"anchors", s.alignment.anchors},
+                    {"segments", s.alignment.segments},
+                    {"capped_segments", s.alignment.capped_segments},
+                    {"capped_launches", s.alignment.capped_launches},
+                    {"max_d", s.alignment.max_d},
+                    {"shadow_sampled", s.alignment.sampled}}},
                   {"target_kernels", s.target_kernels}};
+  json dv = json::array();
+  for (const auto& d : m.divergences) dv.push_back(DivergenceJson(m, d));
+  j["divergences"] = dv;
+  json rj = json::array();
+  for (const auto& r : m.reasons) rj.push_back({{"code", r.code}, {"text", r.text}, {"remedy", r.remedy}});
+  j["reasons"] = rj;
   if (s.overlap.computed)
     j["summary"]["overlap"] = {
         {"shadow_window_realtime_ns", {s.overlap.window_start, s.overlap.window_end}},
@@ -160,13 +231,15 @@ json JoinToJson(const JoinedModel& m, const JsonBounds& bounds, const std::vecto
   std::vector<const DriftRow*> drift;
   for (const auto& d : m.drift) drift.push_back(&d);
   std::stable_sort(drift.begin(), drift.end(), [](const DriftRow* a, const DriftRow* b) {
-    return (a->time_only + a->unmatched + a->shape_differs) > (b->time_only + b->unmatched + b->shape_differs);
+    return (a->diverged + a->time_only + a->unmatched + a->shape_differs) >
+           (b->diverged + b->time_only + b->unmatched + b->shape_differs);
   });
   json dj = json::array();
   for (size_t i = 0; i < drift.size() && (!bounds.max_drift_rows || i < bounds.max_drift_rows); ++i) {
     const DriftRow& d = *drift[i];
     dj.push_back({{"range", d.range},
                   {"exact", d.exact},
+                  {"diverged", d.diverged},
                   {"time_only", d.time_only},
                   {"unmatched", d.unmatched},
                   {"shape_differs", d.shape_differs}});
@@ -218,6 +291,8 @@ json JoinToJson(const JoinedModel& m, const JsonBounds& bounds, const std::vecto
                   {"launches", g.launches},
                   {"median_dur_ns", g.median_dur_ns},
                   {"reference", g.reference},
+                  {"mad_ns", g.mad_ns},
+                  {"note", g.note},
                   {"slow", slow}});
   }
   j["why_slow"] = wj;
@@ -254,10 +329,27 @@ void PrintJoin(std::FILE* out, const JoinedModel& m, size_t top) {
   for (const auto& k : s.target_kernels) std::fprintf(out, " %s", k.c_str());
   std::fprintf(out, "%s\n", s.target_kernels.empty() ? " none" : "");
   std::fprintf(out,
-               "shadow launches %" PRIu64 ": exact %" PRIu64 " (%.1f%%; shape differs %" PRIu64 ", ambiguous %" PRIu64
+               "shadow launches %" PRIu64 ": exact %" PRIu64 " (%.1f%%), diverged %" PRIu64 " (other shape %" PRIu64
                "), time only %" PRIu64 ", unmatched %" PRIu64 "\n",
-               s.shadow_launches, s.exact, pct(s.exact, s.shadow_launches), s.exact_shape_differs, s.exact_ambiguous,
-               s.time_only, s.unmatched_shadow);
+               s.shadow_launches, s.exact, pct(s.exact, s.shadow_launches), s.diverged, s.diverged_shape, s.time_only,
+               s.unmatched_shadow);
+  if (!m.divergences.empty()) {
+    std::fprintf(out,
+                 "divergence: %zu regions where the shadow did other work cover %" PRIu64 " shadow and %" PRIu64
+                 " primary launches%s\n",
+                 m.divergences.size(), s.in_divergence, s.primary_in_divergence,
+                 s.ambiguous_regions
+                     ? (" (" + std::to_string(s.ambiguous_regions) + " could sit at several places)").c_str()
+                     : "");
+    for (size_t i = 0; i < m.divergences.size() && i < 10; ++i)
+      std::fprintf(out, "  %s\n", DivergenceText(m.divergences[i]).c_str());
+    if (m.divergences.size() > 10)
+      std::fprintf(out, "  ... %zu more (join.json \"divergences\")\n", m.divergences.size() - 10);
+  }
+  for (const auto& r : m.reasons) {
+    std::fprintf(out, "why they diverged: %s\n", r.text.c_str());
+    if (!r.remedy.empty()) std::fprintf(out, "  remedy: %s\n", r.remedy.c_str());
+  }
   std::fprintf(out,
                "primary launches of the targets %" PRIu64 ": without a shadow launch %" PRIu64
                ", without a kernel record %" PRIu64 "\n",
@@ -284,16 +376,18 @@ void PrintJoin(std::FILE* out, const JoinedModel& m, size_t top) {
                    (o.primary_last_kernel - o.window_start) / 1e9, o.clock.c_str());
   }
   uint64_t drifting = 0;
-  for (const auto& d : m.drift) drifting += (d.time_only + d.unmatched + d.shape_differs) ? 1 : 0;
+  for (const auto& d : m.drift) drifting += (d.diverged + d.time_only + d.unmatched + d.shape_differs) ? 1 : 0;
   std::fprintf(out,
                "drift: %" PRIu64 " of %zu top-level ranges have launches not matched exactly or of another shape\n",
                drifting, m.drift.size());
   size_t shown = 0;
   for (const auto& d : m.drift) {
-    if (!(d.time_only + d.unmatched + d.shape_differs) || shown++ >= 10) continue;
+    if (!(d.diverged + d.time_only + d.unmatched + d.shape_differs) || shown++ >= 10) continue;
     std::fprintf(out,
-                 "  %-24s exact %" PRIu64 ", time only %" PRIu64 ", unmatched %" PRIu64 ", shape differs %" PRIu64 "\n",
-                 d.range.empty() ? "(no range)" : d.range.c_str(), d.exact, d.time_only, d.unmatched, d.shape_differs);
+                 "  %-24s exact %" PRIu64 ", diverged %" PRIu64 ", time only %" PRIu64 ", unmatched %" PRIu64
+                 ", shape differs %" PRIu64 "\n",
+                 d.range.empty() ? "(no range)" : d.range.c_str(), d.exact, d.diverged, d.time_only, d.unmatched,
+                 d.shape_differs);
   }
   PrintRequests(out, m, 10);
   if (!m.groups.empty())
@@ -301,6 +395,7 @@ void PrintJoin(std::FILE* out, const JoinedModel& m, size_t top) {
   for (const auto& g : m.groups) {
     std::fprintf(out, "  %s grid %s block %s: %" PRIu64 " launches, median %s\n", g.kernel.c_str(),
                  DimsText(g.grid).c_str(), DimsText(g.block).c_str(), g.launches, HumanNs(g.median_dur_ns).c_str());
+    if (!g.note.empty()) std::fprintf(out, "    %s\n", g.note.c_str());
     for (const auto& sl : g.slow) {
       const ShadowLaunch& sh = m.shadow[m.matches[sl.match].shadow];
       std::fprintf(out, "    launch %zu (%s #%u): %s\n", sl.match, sh.path.empty() ? "(no range)" : sh.path.c_str(),
@@ -309,7 +404,7 @@ void PrintJoin(std::FILE* out, const JoinedModel& m, size_t top) {
   }
   if (top && !m.matches.empty()) {
     std::fprintf(out, "slowest matched launches (primary timing; shadow block structure):\n");
-    std::fprintf(out, "  %6s %-5s %-24s %10s %6s | %7s %7s %4s %9s %6s %10s\n", "id", "match", "key", "duration",
+    std::fprintf(out, "  %6s %-8s %-24s %10s %6s | %7s %7s %4s %9s %6s %10s\n", "id", "match", "key", "duration",
                  "stream", "blocks", "working", "SMs", "per-SM", "tau", "tail/span");
     size_t n = 0;
     for (size_t id : SlowestFirst(m)) {
@@ -324,7 +419,7 @@ void PrintJoin(std::FILE* out, const JoinedModel& m, size_t top) {
       std::snprintf(per_sm, sizeof per_sm, "%" PRIu64 "-%" PRIu64, b.blocks_per_sm_min, b.blocks_per_sm_max);
       char tail[32];
       std::snprintf(tail, sizeof tail, "%.0f%%", b.span_ns ? 100.0 * b.tail_ns / b.span_ns : 0.0);
-      std::fprintf(out, "  %6zu %-5s %-24s %10s %6u | %7" PRIu64 " %7" PRIu64 " %4u %9s %6.2f %10s\n", id,
+      std::fprintf(out, "  %6zu %-8s %-24s %10s %6u | %7" PRIu64 " %7" PRIu64 " %4u %9s %6.2f %10s\n", id,
                    MatchKindName(mt.kind), key.c_str(), p.have_kernel ? HumanNs(Dur(p)).c_str() : "-", p.stream,
                    b.blocks_seen, sh.blocks_working, b.sms_used, per_sm,
                    std::isnan(b.kendall_tau) ? 0.0 : b.kendall_tau, tail);

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "join/join_model.h"
@@ -29,6 +30,10 @@ std::vector<uint64_t> DetailSeqs(const JoinedModel& m, size_t max);
 
 // The model as JSON. `blocks` (from ReadShadowBlocks) fills "block_detail".
 nlohmann::json JoinToJson(const JoinedModel& m, const JsonBounds& bounds, const std::vector<LaunchBlocks>& blocks);
+
+// One divergence region as JSON (join.json "divergences") and as one line of text.
+nlohmann::json DivergenceJson(const JoinedModel& m, const DivergenceRegion& d);
+std::string DivergenceText(const DivergenceRegion& d);
 
 // The text summary: sides, matches, drift, why slow, then the `top` slowest
 // matched launches (0 = none).

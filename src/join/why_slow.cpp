@@ -35,10 +35,14 @@ std::string Fixed(double v, int digits) {
 
 std::string HumanNs(uint64_t ns) {
   char buf[32];
-  if (ns < 10'000) std::snprintf(buf, sizeof buf, "%llu ns", static_cast<unsigned long long>(ns));
-  else if (ns < 10'000'000) std::snprintf(buf, sizeof buf, "%.1f us", static_cast<double>(ns) / 1e3);
-  else if (ns < 10'000'000'000ull) std::snprintf(buf, sizeof buf, "%.1f ms", static_cast<double>(ns) / 1e6);
-  else std::snprintf(buf, sizeof buf, "%.2f s", static_cast<double>(ns) / 1e9);
+  if (ns < 10'000)
+    std::snprintf(buf, sizeof buf, "%llu ns", static_cast<unsigned long long>(ns));
+  else if (ns < 10'000'000)
+    std::snprintf(buf, sizeof buf, "%.1f us", static_cast<double>(ns) / 1e3);
+  else if (ns < 10'000'000'000ull)
+    std::snprintf(buf, sizeof buf, "%.1f ms", static_cast<double>(ns) / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f s", static_cast<double>(ns) / 1e9);
   return buf;
 }
 
@@ -60,7 +64,8 @@ void ComputeWhySlow(JoinedModel& m) {
     const Match& mt = m.matches[i];
     const PrimaryLaunch& p = m.primary[mt.primary];
     const ShadowLaunch& s = m.shadow[mt.shadow];
-    if (!p.have_kernel || s.blocks.blocks_seen == 0) continue;
+    // A pair of another shape has another block structure: nothing to compare.
+    if (!p.have_kernel || s.blocks.blocks_seen == 0 || mt.shape_differs) continue;
     groups[{p.kernel, p.grid.x, p.grid.y, p.grid.z, p.block.x, p.block.y, p.block.z}].push_back(i);
   }
   auto dur = [&](size_t match) {
@@ -77,6 +82,19 @@ void ComputeWhySlow(JoinedModel& m) {
     g.launches = list.size();
     g.reference = list[(list.size() - 1) / 2];
     g.median_dur_ns = dur(g.reference);
+    {
+      std::vector<uint64_t> dev;
+      dev.reserve(list.size());
+      for (size_t i : list)
+        dev.push_back(dur(i) > g.median_dur_ns ? dur(i) - g.median_dur_ns : g.median_dur_ns - dur(i));
+      std::sort(dev.begin(), dev.end());
+      g.mad_ns = dev[(dev.size() - 1) / 2];
+    }
+    // Stands out: at least kMinSlowRatio x the median and beyond the group's spread.
+    auto stands_out = [&](size_t i) {
+      const double d = static_cast<double>(dur(i)), med = static_cast<double>(g.median_dur_ns);
+      return d >= kMinSlowRatio * med && d > med + kSpreadMads * static_cast<double>(g.mad_ns);
+    };
     const ShadowLaunch& ref = m.shadow[m.matches[g.reference].shadow];
     const uint64_t ref_p50 = stats::PercentileSorted(ref.block_durations, 50);
     const uint64_t threshold = static_cast<uint64_t>(std::ceil(static_cast<double>(ref_p50) * kWorkingBlockShare));
@@ -87,7 +105,7 @@ void ComputeWhySlow(JoinedModel& m) {
     if (list.size() >= m.options.min_group_launches) {
       for (size_t k = 0; k < m.options.slow_per_group && k + 1 < list.size(); ++k) {
         const size_t i = list[list.size() - 1 - k];
-        if (dur(i) <= g.median_dur_ns) break;
+        if (!stands_out(i)) break;
         const Match& mt = m.matches[i];
         const ShadowLaunch& s = m.shadow[mt.shadow];
         SlowLaunch sl;
@@ -107,7 +125,8 @@ void ComputeWhySlow(JoinedModel& m) {
                         std::to_string(ref.blocks.sms_used) + " (up to " + std::to_string(s.blocks.blocks_per_sm_max) +
                         " blocks per SM vs " + std::to_string(ref.blocks.blocks_per_sm_max) + ")");
         }
-        if (!std::isnan(s.blocks.kendall_tau) && !std::isnan(ref.blocks.kendall_tau) &&
+        if (s.blocks.blocks_seen >= kMinReorderBlocks && ref.blocks.blocks_seen >= kMinReorderBlocks &&
+            !std::isnan(s.blocks.kendall_tau) && !std::isnan(ref.blocks.kendall_tau) &&
             std::fabs(s.blocks.kendall_tau - ref.blocks.kendall_tau) > kTauDifference) {
           sl.verdicts |= kVerdictReordered;
           why.push_back("blocks arrived in another order: Kendall tau " + Fixed(s.blocks.kendall_tau, 2) + " vs " +
@@ -125,11 +144,18 @@ void ComputeWhySlow(JoinedModel& m) {
                         " blocks worked, " + std::to_string(s.blocks.sms_used) + " SMs, tail " + Pct(share) +
                         " of the span): the time went elsewhere (contention, clocks, memory)");
         }
-        sl.text = Fixed(sl.ratio, 2) + "x the median (" + HumanNs(sl.dur_ns) + " vs " + HumanNs(g.median_dur_ns) + "): ";
+        sl.text =
+            Fixed(sl.ratio, 2) + "x the median (" + HumanNs(sl.dur_ns) + " vs " + HumanNs(g.median_dur_ns) + "): ";
         for (size_t w = 0; w < why.size(); ++w) sl.text += (w ? "; " : "") + why[w];
         if (mt.kind == MatchKind::kTime) sl.text += " [matched by time only]";
+        if (mt.kind == MatchKind::kDiverged) sl.text += " [diverged: the shadow ran it in another range]";
         if (m.primary[mt.primary].overlapped) sl.text += " [ran while the shadow had GPU work]";
         g.slow.push_back(std::move(sl));
+      }
+      if (g.slow.empty() && g.median_dur_ns) {
+        g.note = "no launch of this shape stands out: the slowest is " +
+                 Fixed(static_cast<double>(dur(list.back())) / static_cast<double>(g.median_dur_ns), 2) +
+                 "x the median";
       }
     }
     m.groups.push_back(std::move(g));

@@ -12,6 +12,13 @@ inline constexpr double kWorkingBlockShare = 0.25;  // of the reference's median
 inline constexpr double kFewerShare = 0.75;         // working blocks / SMs against the reference
 inline constexpr double kTauDifference = 0.3;
 inline constexpr double kStragglerTailShare = 0.5;  // tail / span
+// A launch is listed only when it stands out from its shape group: at least
+// kMinSlowRatio x the group's median duration and more than kSpreadMads
+// median absolute deviations above the median.
+inline constexpr double kMinSlowRatio = 1.2;
+inline constexpr double kSpreadMads = 3.0;
+// A reorder verdict needs this many blocks on both launches.
+inline constexpr uint64_t kMinReorderBlocks = 16;
 
 // Fills m.groups and each shadow launch's blocks_working, from m.matches.
 void ComputeWhySlow(JoinedModel& m);

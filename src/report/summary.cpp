@@ -27,6 +27,41 @@ std::string VerdictBadges(const json& verdicts) {
   return h;
 }
 
+// The match classes, the divergence regions and the reasons (docs/join.md, "Divergence").
+std::string DivergenceHtml(const json& join, const json& s) {
+  std::string h =
+      "<li>Classes: exact " + Count(Int(s, "exact")) + ", diverged " + Count(Int(s, "diverged")) + " (another shape " +
+      Count(Int(s, "diverged_shape")) + "), time only " + Count(Int(s, "time_only")) + ", unmatched " +
+      Count(Int(s, "unmatched_shadow")) + "; " + Count(Int(s, "divergence_regions")) + " divergence regions cover " +
+      Count(Int(s, "in_divergence")) + " shadow launches" +
+      (Int(s, "ambiguous_regions") ? " (" + Count(Int(s, "ambiguous_regions")) + " could sit at several places)" : "") +
+      "</li>\n";
+  const json& regions = At(join, "divergences");
+  if (regions.is_array() && !regions.empty()) {
+    h += "<li><table class=\"data\"><tr><th>shadow</th><th>primary</th><th>launches (shadow/primary)</th><th>other "
+         "shape</th><th>only shadow</th><th>only primary</th><th>places</th></tr>\n";
+    size_t n = 0;
+    for (const auto& r : regions) {
+      if (n++ >= 20) break;
+      auto side = [](const json& x, const char* first, const char* last) {
+        if (!x.is_object()) return std::string("&ndash;");
+        const std::string from = Str(x, "from"), to = Str(x, "to");
+        return Esc(from == to ? from : from + " .. " + to) + " (" + Cell(At(x, first)) + ".." + Cell(At(x, last)) + ")";
+      };
+      h += "<tr><td>" + side(At(r, "shadow"), "first_seq", "last_seq") + "</td><td>" +
+           side(At(r, "primary"), "first", "last") + "</td><td>" + Count(Int(r, "shadow_launches")) + "/" +
+           Count(Int(r, "primary_launches")) + "</td><td>" + Count(Int(r, "other_shape")) + "</td><td>" +
+           Count(Int(r, "inserted")) + "</td><td>" + Count(Int(r, "deleted")) + "</td><td>" +
+           Count(Int(r, "positions")) + "</td></tr>\n";
+    }
+    h += "</table></li>\n";
+  }
+  for (const auto& r : At(join, "reasons"))
+    h += "<li class=\"warn\">Why they diverged: " + Esc(Str(r, "text")) +
+         (Str(r, "remedy").empty() ? "" : ". Remedy: " + Esc(Str(r, "remedy"))) + "</li>\n";
+  return h;
+}
+
 }  // namespace
 
 std::string Renderer::SamplingText() const {
@@ -74,9 +109,7 @@ void Renderer::Summary(std::string& h) {
     h += "none named";
   }
   h += "</li>\n";
-  h += "<li>Exact matches whose shape differs: " + Count(Int(s, "exact_shape_differs")) +
-       "; paired in launch order among launches sharing one key (ambiguous): " + Count(Int(s, "exact_ambiguous")) +
-       "</li>\n";
+  h += DivergenceHtml(join_, s);
   if (Int(s, "primary_target_without_kernel"))
     h += "<li class=\"warn\">" + Count(Int(s, "primary_target_without_kernel")) +
          " primary launches of the targets have no kernel record (lost by CUPTI: see <a href=\"#loss\">Loss</a>)."

@@ -12,6 +12,7 @@
 #include "base/count_text.h"
 #include "base/env_names.h"
 #include "format/trace_tail.h"
+#include "twin/autotune_env.h"
 
 namespace twinscope::twin {
 namespace {
@@ -64,6 +65,8 @@ TwinOutcome RunTwin(const TwinRequest& r) {
   }
   ChildSpec primary{r.command, SideEnv(r.primary_library, out.primary_trace, "primary", r.primary_env), false};
   EnvList shadow_env = SideEnv(r.shadow_library, out.shadow_trace, "shadow", r.shadow_env);
+  const AutotuneEnv tune = ShareAutotuneCaches(r.out_dir);  // the same autotune choices on both sides
+  tune.Apply(&primary.env, &shadow_env, &out.autotune);
   if (r.shadow_device >= 0) shadow_env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(r.shadow_device));
   ChildSpec shadow{r.command, shadow_env, false};
 

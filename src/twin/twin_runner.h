@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +32,7 @@ struct TwinOutcome {
   ChildExit primary, shadow;
   bool shadow_skipped = false;  // sequential run stopped by a signal before the shadow started
   std::string error;            // set if nothing could be run (e.g. the folder cannot be made)
+  nlohmann::json autotune;      // the shared autotune caches (twin/autotune_env.h), for twin.json
 };
 
 // The environment a side's child gets: injection paths, output, role.

@@ -85,18 +85,19 @@ TwinFiles WriteTwin(const std::string& dir, const std::vector<FakeLaunch>& launc
     if (!w->Close(&error)) throw std::runtime_error(error);
   }
   {
-    auto w = Open(f.shadow, {{"role", "shadow"}, {"pid", 200}, {"config", {{"every", 1}}}});
+    auto w = Open(f.shadow, {{"role", "shadow"}, {"pid", 200}, {"config", {{"every", o.shadow_every}}}});
     uint64_t seq = 0;
     for (const auto& l : launches) {
       if (!l.in_shadow) continue;
       const Dim3 grid = Zero(l.shadow_grid) ? l.grid : l.shadow_grid;
+      const std::string& path = l.shadow_path.empty() ? l.path : l.shadow_path;
+      const std::string& kernel = l.shadow_kernel.empty() ? l.kernel : l.shadow_kernel;
       LaunchRecord r{};
       r.seq = seq++;
       r.cpu_ns = o.shadow_clock_offset_ns + static_cast<uint64_t>(static_cast<double>(l.cpu_ns) * o.shadow_stretch);
-      r.key = {LaunchKeyHash(l.path, l.kernel, l.ordinal, grid, l.block), l.path.empty() ? 0 : w->Intern(l.path),
-               l.ordinal};
+      r.key = {LaunchKeyHash(path, kernel, l.ordinal, grid, l.block), path.empty() ? 0 : w->Intern(path), l.ordinal};
       r.stream = l.stream;
-      r.kernel = w->Intern(l.kernel);
+      r.kernel = w->Intern(kernel);
       r.grid = grid;
       r.block = l.block;
       auto blocks = l.blocks.empty() ? EvenBlocks(grid.x * grid.y * grid.z, 4, 1'000) : l.blocks;

@@ -23,14 +23,16 @@ struct FakeLaunch {
   std::string path;  // key path ("" = no range)
   uint32_t ordinal = 0;
   Dim3 grid{8, 1, 1}, block{256, 1, 1};
-  uint64_t cpu_ns = 0;                // launch time (both processes' own clocks; the shadow adds its offset)
-  uint64_t dur_ns = 10'000;           // primary kernel duration
+  uint64_t cpu_ns = 0;       // launch time (both processes' own clocks; the shadow adds its offset)
+  uint64_t dur_ns = 10'000;  // primary kernel duration
   uint32_t stream = 7;
   bool graph = false;
-  uint32_t correlation = 0;           // 0 = own; graph nodes share their launch's
+  uint32_t correlation = 0;  // 0 = own; graph nodes share their launch's
   bool in_primary = true, in_shadow = true;
   bool primary_kernel_record = true;  // false: launch record without its kernel record
   Dim3 shadow_grid{0, 0, 0};          // non-zero: the shadow saw another shape
+  std::string shadow_path;            // non-empty: the shadow's key path (renumbered steps, other ids)
+  std::string shadow_kernel;          // non-empty: the shadow launched another kernel here (autotuning)
   std::vector<FakeBlock> blocks;      // empty: one block per grid index, in order, 1 us each, round robin on 4 SMs
 };
 
@@ -48,6 +50,7 @@ struct WriteOptions {
   double shadow_keep_fraction = 1.0;                // < 1: the shadow's file is cut there (killed)
   std::vector<std::string> other_kernels;           // primary-only kernels launched between targets
   uint64_t primary_clock_realtime_ns = 0;           // non-zero: the primary header's clock pair {0 -> this}
+  uint32_t shadow_every = 1;                        // the sampling the shadow's header records
 };
 
 // Writes both traces for `launches` under `dir` (created if needed).

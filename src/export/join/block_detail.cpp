@@ -80,7 +80,15 @@ std::vector<LaunchArg> LaunchArgs(const join::JoinedModel& m, size_t match, cons
 std::string LaunchName(const join::JoinedModel& m, size_t match) {
   const join::PrimaryLaunch& p = m.primary[m.matches[match].primary];
   const std::string& name = p.demangled.empty() ? p.kernel : p.demangled;
-  return m.matches[match].kind == join::MatchKind::kTime ? name + " [time-only match]" : name;
+  switch (m.matches[match].kind) {
+    case join::MatchKind::kTime:
+      return name + " [time-only match]";
+    case join::MatchKind::kDiverged:
+      return name + " [diverged: other work in the shadow]";
+    case join::MatchKind::kExact:
+      break;
+  }
+  return name;
 }
 
 std::string BlockGroupName(uint32_t device, const std::string& device_name, const BlockDetailCounts& c) {

@@ -37,12 +37,19 @@ CREATE TABLE launches (
   match_id INTEGER);
 CREATE TABLE matches (
   id INTEGER PRIMARY KEY, shadow_launch INTEGER NOT NULL, primary_launch INTEGER NOT NULL, kind TEXT NOT NULL,
-  shape_differs INTEGER NOT NULL, ambiguous INTEGER NOT NULL, top_range TEXT);
+  shape_differs INTEGER NOT NULL, ambiguous INTEGER NOT NULL, top_range TEXT, region INTEGER);
+CREATE TABLE divergences (
+  id INTEGER PRIMARY KEY, shadow_launches INTEGER, primary_launches INTEGER, diverged INTEGER, other_shape INTEGER,
+  inserted INTEGER, deleted INTEGER, other_kernels INTEGER, positions INTEGER,
+  first_seq INTEGER, last_seq INTEGER, shadow_from TEXT, shadow_to TEXT,
+  first_primary INTEGER, last_primary INTEGER, primary_from TEXT, primary_to TEXT);
+CREATE TABLE divergence_reasons (code TEXT, text TEXT, remedy TEXT);
 CREATE TABLE blocks (
   launch_id INTEGER, launch_seq INTEGER, enter_ns INTEGER, exit_ns INTEGER, duration_ns INTEGER,
   rel_enter_ns INTEGER, rel_exit_ns INTEGER, block_linear INTEGER, block_order INTEGER,
   x INTEGER, y INTEGER, z INTEGER, sm INTEGER);
-CREATE TABLE drift (range TEXT, exact INTEGER, time_only INTEGER, unmatched INTEGER, shape_differs INTEGER);
+CREATE TABLE drift (range TEXT, exact INTEGER, time_only INTEGER, unmatched INTEGER, shape_differs INTEGER,
+  diverged INTEGER);
 CREATE TABLE steps (range TEXT, kernels INTEGER, kernel_ns INTEGER, target_ns INTEGER);
 CREATE TABLE why_slow_groups (
   id INTEGER PRIMARY KEY, kernel TEXT, grid_x INTEGER, grid_y INTEGER, grid_z INTEGER,
@@ -266,7 +273,7 @@ void WriteModel(Db& db, const join::JoinedModel& m) {
     row.Opt(match_of_shadow[j] >= 0, static_cast<uint64_t>(match_of_shadow[j])).Insert();
   }
 
-  Statement match = db.Insert("matches", 7);
+  Statement match = db.Insert("matches", 8);
   for (size_t i = 0; i < m.matches.size(); ++i) {
     const join::Match& mt = m.matches[i];
     match.Bind()
@@ -277,11 +284,38 @@ void WriteModel(Db& db, const join::JoinedModel& m) {
         .I(mt.shape_differs)
         .I(mt.ambiguous)
         .Text(TopLevel(m.shadow[mt.shadow].path))
+        .Opt(mt.region >= 0, static_cast<uint64_t>(mt.region < 0 ? 0 : mt.region))
         .Insert();
   }
-  Statement drift = db.Insert("drift", 5);
+  Statement div = db.Insert("divergences", 17);
+  for (size_t i = 0; i < m.divergences.size(); ++i) {
+    const join::DivergenceRegion& d = m.divergences[i];
+    const bool sh = d.shadow_launches > 0, pr = d.primary_launches > 0;
+    div.Bind()
+        .I(i)
+        .I(d.shadow_launches)
+        .I(d.primary_launches)
+        .I(d.diverged)
+        .I(d.other_shape)
+        .I(d.inserted)
+        .I(d.deleted)
+        .I(d.other_kernels)
+        .I(d.positions)
+        .Opt(sh, d.first_seq)
+        .Opt(sh, d.last_seq)
+        .Text(d.shadow_from)
+        .Text(d.shadow_to)
+        .Opt(pr, d.first_primary)
+        .Opt(pr, d.last_primary)
+        .Text(d.primary_from)
+        .Text(d.primary_to)
+        .Insert();
+  }
+  Statement reason = db.Insert("divergence_reasons", 3);
+  for (const auto& r : m.reasons) reason.Bind().Text(r.code).Text(r.text).Text(r.remedy).Insert();
+  Statement drift = db.Insert("drift", 6);
   for (const auto& d : m.drift)
-    drift.Bind().Text(d.range).I(d.exact).I(d.time_only).I(d.unmatched).I(d.shape_differs).Insert();
+    drift.Bind().Text(d.range).I(d.exact).I(d.time_only).I(d.unmatched).I(d.shape_differs).I(d.diverged).Insert();
   Statement step = db.Insert("steps", 4);
   for (const auto& s : m.steps) step.Bind().Text(s.range).I(s.kernels).I(s.kernel_ns).I(s.target_ns).Insert();
   Statement group = db.Insert("why_slow_groups", 11);
@@ -314,8 +348,11 @@ void WriteModel(Db& db, const join::JoinedModel& m) {
   for (const auto& [name, value] :
        std::vector<std::pair<const char*, uint64_t>>{{"shadow_launches", s.shadow_launches},
                                                      {"exact", s.exact},
-                                                     {"exact_shape_differs", s.exact_shape_differs},
-                                                     {"exact_ambiguous", s.exact_ambiguous},
+                                                     {"diverged", s.diverged},
+                                                     {"diverged_shape", s.diverged_shape},
+                                                     {"divergence_regions", m.divergences.size()},
+                                                     {"in_divergence", s.in_divergence},
+                                                     {"ambiguous", s.ambiguous},
                                                      {"time_only", s.time_only},
                                                      {"unmatched_shadow", s.unmatched_shadow},
                                                      {"primary_target_launches", s.primary_target_launches},

@@ -1,0 +1,33 @@
+// The same autotune caches for both twins (docs/join.md, "Why they diverged"):
+// an autotuner that times candidates in each run can choose other kernels in
+// the slower shadow; pointing both runs at one cache, the primary first, lets
+// the shadow reuse the primary's choices. CUDA-free.
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace twinscope::twin {
+
+struct AutotuneEnv {
+  std::vector<std::pair<std::string, std::string>> env;  // to add to both sides' environments
+  std::string note;                                      // one line for the user: what was set, what kept
+  nlohmann::json json;                                   // for twin.json: {"dir", "set": {..}, "kept": [..]}
+
+  // Adds env to both sides' variables, json to *record, and says the note on stderr.
+  void Apply(std::vector<std::pair<std::string, std::string>>* primary,
+             std::vector<std::pair<std::string, std::string>>* shadow, nlohmann::json* record) const;
+};
+
+// Variables under `out_dir`/autotune-cache (made here): XLA_FLAGS gets
+// --xla_gpu_per_fusion_autotune_cache_dir=DIR/xla appended unless it already
+// names that flag; TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR are set unless
+// the user set them. `lookup` reads the current environment (getenv by
+// default). A value the user set is never overridden.
+AutotuneEnv ShareAutotuneCaches(const std::string& out_dir,
+                                const std::function<const char*(const char*)>& lookup = nullptr);
+
+}  // namespace twinscope::twin
