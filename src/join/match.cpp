@@ -75,6 +75,44 @@ class Tokens {
   std::string key_;
 };
 
+// Diff's compaction: an LCS may put a launch only the shadow made and the
+// primary launch it replaced far apart when the launches between are equal
+// (a repacked launch among identical ones). A pure insertion followed, after
+// aligned pairs, by a pure deletion (or the reverse) is slid over those pairs
+// when the tokens allow it, so the two meet in one region (paired there as
+// diverged). The pairs stay equal-token pairs in order.
+void CompactEdits(const std::vector<uint32_t>& tp, const std::vector<uint32_t>& ts, std::vector<AlignPair>* pairs) {
+  auto& pr = *pairs;
+  auto gap = [&](size_t k, size_t* a0, size_t* a1, size_t* b0, size_t* b1) {
+    *a0 = k ? pr[k - 1].first + 1 : 0, *b0 = k ? pr[k - 1].second + 1 : 0;
+    *a1 = k < pr.size() ? pr[k].first : tp.size(), *b1 = k < pr.size() ? pr[k].second : ts.size();
+  };
+  constexpr size_t kMaxSlide = 100'000;
+  size_t prev = SIZE_MAX;
+  for (size_t k = 0; k <= pr.size(); ++k) {
+    size_t a0, a1, b0, b1;
+    gap(k, &a0, &a1, &b0, &b1);
+    if (a0 == a1 && b0 == b1) continue;
+    if (prev != SIZE_MAX && k - prev <= kMaxSlide) {
+      size_t pa0, pa1, pb0, pb1;
+      gap(prev, &pa0, &pa1, &pb0, &pb1);
+      const size_t m = k - prev;
+      if (pa0 == pa1 && pb1 > pb0 && b0 == b1 && a1 > a0) {  // shadow-only, then primary-only
+        bool ok = true;
+        for (size_t j = 0; j < m && ok; ++j) ok = ts[pb0 + j] == ts[pb1 + j];
+        if (ok)
+          for (size_t j = 0; j < m; ++j) pr[prev + j].second = static_cast<uint32_t>(pb0 + j);
+      } else if (pb0 == pb1 && pa1 > pa0 && a0 == a1 && b1 > b0) {  // primary-only, then shadow-only
+        bool ok = true;
+        for (size_t j = 0; j < m && ok; ++j) ok = tp[pa0 + j] == tp[pa1 + j];
+        if (ok)
+          for (size_t j = 0; j < m; ++j) pr[prev + j].first = static_cast<uint32_t>(pa0 + j);
+      }
+    }
+    prev = k;
+  }
+}
+
 bool Sampled(const nlohmann::json& header) {
   if (!header.is_object() || !header.contains("config") || !header["config"].is_object()) return false;
   const auto& c = header["config"];
@@ -118,7 +156,8 @@ void MatchLaunches(JoinedModel& m) {
   AlignOptions ao;
   ao.max_d = m.options.align_max_d;
   AlignStats as;
-  const std::vector<AlignPair> pairs = AlignSequences(tp, ts, kp, ks, ao, &as);
+  std::vector<AlignPair> pairs = AlignSequences(tp, ts, kp, ks, ao, &as);
+  CompactEdits(tp, ts, &pairs);
   sum.alignment.identical = as.identical;
   sum.alignment.anchors = as.anchors;
   sum.alignment.segments = as.segments;

@@ -92,7 +92,7 @@ void Renderer::Drift(std::string& h) {
          "\">" + Count(u) + "</td><td class=\"num" + (sd ? " warn" : "") + "\">" + Count(sd) + "</td></tr>\n";
   };
   row("<strong>all</strong>", Int(s, "exact"), Int(s, "time_only"), Int(s, "unmatched_shadow"),
-      Int(s, "exact_shape_differs"), "total");
+      Int(s, "diverged_shape"), "total");
   for (const json* d : rows)
     row(Esc(Str(*d, "range")), Int(*d, "exact"), Int(*d, "time_only"), Int(*d, "unmatched"), Int(*d, "shape_differs"),
         DriftOf(*d) ? "drifting" : "");

@@ -26,7 +26,8 @@ inline std::string SceneKernel() {
 // durations 10, 10.01, 30, 10.03 us). step#0's blocks: EvenBlocks(8, 4, 1000)
 // (span 1700 ns); step#1's: EvenBlocks(8, 2, 1000), so blocks 0 and 2 overlap
 // on SM 0; step#2 is slow with block 5 (SM 1) a straggler. step#4: a primary
-// launch whose shadow launch has another key (ordinal 1): a time-only match.
+// launch whose shadow launch at the same place has another shape (grid 4;
+// its 8 blocks as recorded): a diverged pair (docs/join.md, "Matching").
 // "_Z4gemmv" runs after every primary target kernel.
 inline std::vector<FakeLaunch> SceneLaunches() {
   std::vector<FakeLaunch> v;
@@ -55,6 +56,7 @@ inline std::vector<FakeLaunch> SceneLaunches() {
   s.in_shadow = true;
   s.in_primary = false;
   s.ordinal = 1;
+  s.shadow_grid = {4, 1, 1};
   s.cpu_ns = 5'000'100;
   v.push_back(s);
   return v;

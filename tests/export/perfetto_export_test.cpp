@@ -363,18 +363,18 @@ TEST_F(PerfettoJoin, BlocksLieInsideTheirKernelAndLinkToIt) {
 
   const std::string kernel = testing::SceneKernel();
   // The long name is written once (interned) for all kernels and launch spans,
-  // and once more inside the time-only match's label.
+  // and once more inside the diverged pair's label.
   EXPECT_EQ(d.name_definitions[kernel], 1);
   EXPECT_EQ(Occurrences(ReadFile(out_), kernel), 2u);
   auto kernels = d.Named(kernel);
   std::vector<const Slice*> gpu_kernels, spans;
   for (const Slice* s : kernels) (s->category == "kernel" ? gpu_kernels : spans).push_back(s);
   ASSERT_EQ(gpu_kernels.size(), 5u);
-  ASSERT_EQ(spans.size(), 4u);  // the exact matches; the time-only one is labelled
-  auto time_only = d.Named(kernel + " [time-only match]");
-  ASSERT_EQ(time_only.size(), 1u);
-  EXPECT_EQ(time_only[0]->ArgText("match"), "time");
-  spans.push_back(time_only[0]);
+  ASSERT_EQ(spans.size(), 4u);  // the exact matches; the diverged one is labelled
+  auto diverged = d.Named(kernel + " [diverged: other work in the shadow]");
+  ASSERT_EQ(diverged.size(), 1u);
+  EXPECT_EQ(diverged[0]->ArgText("match"), "diverged");
+  spans.push_back(diverged[0]);
 
   // Every kernel links to its shadow launch span, which covers exactly the kernel.
   std::vector<std::string> errors;

@@ -183,6 +183,26 @@ TEST(Divergence, RepackedStepIsDivergedNeverExact) {
   EXPECT_FALSE(j["reasons"].empty());
 }
 
+// One launch repacked among identical ones: an LCS could put the shadow's
+// launch and the primary's it replaced far apart; they are one region.
+TEST(Divergence, RepackedLaunchAmongIdenticalOnesIsOneDivergedPair) {
+  std::vector<FakeLaunch> v;
+  for (int k = 0; k < 40; ++k) AddStep(v, "step#" + std::to_string(k), "step#" + std::to_string(k), 8, 1);
+  v[17].shadow_grid = {7, 1, 1};
+  for (auto& l : v) l.path = l.shadow_path = "step#0";  // no unique keys: no anchors, Myers over all
+  for (auto& l : v) l.ordinal = 0;                      // equal keys
+  auto m = Join(WriteTwin(Dir(), v));
+  EXPECT_EQ(m.summary.exact, 39u);
+  EXPECT_EQ(m.summary.diverged, 1u);
+  EXPECT_EQ(m.summary.time_only, 0u);
+  ASSERT_EQ(m.divergences.size(), 1u);
+  for (const auto& mt : m.matches) {
+    if (mt.kind != join::MatchKind::kDiverged) continue;
+    EXPECT_EQ(m.shadow[mt.shadow].seq, 17u);
+    EXPECT_EQ(mt.primary, 17u);
+  }
+}
+
 // Identical steps and one more in the shadow: it could be any of them. Said.
 TEST(Divergence, RepeatedIdenticalStepsMakeThePlacementAmbiguous) {
   std::vector<FakeLaunch> v;
