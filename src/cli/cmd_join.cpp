@@ -4,6 +4,7 @@
 
 #include "cli/command.h"
 #include "cli/join_outputs.h"
+#include "cli/run_pairs.h"
 
 namespace twinscope::cli {
 namespace {
@@ -14,6 +15,7 @@ struct JoinFlags {
   bool concurrent = false;
   size_t top = 10;
   std::vector<std::string> normalize_range;
+  procs::PairingOptions pairing;
 };
 
 CommandRegistration kJoin(
@@ -41,11 +43,25 @@ CommandRegistration kJoin(
                       "launches are aligned (numbers a framework assigns per process); repeatable; see docs/join.md")
           ->allow_extra_args(false);
       sub->add_option("--top", f->top, "Slowest matched launches to print")->capture_default_str();
+      AddPairingFlags(sub, &f->pairing);
       sub->footer("Example: twinscope join run/primary run/shadow -o run");
       return [f]() {
         if (mkdir(f->out.c_str(), 0755) != 0 && errno != EEXIST) {
           std::fprintf(stderr, "twinscope join: cannot make folder %s: %s\n", f->out.c_str(), std::strerror(errno));
           return 1;
+        }
+        // Two runs of several processes each: pair them and join each pair (docs/processes.md).
+        auto pside = SideOf(f->primary, "primary");
+        auto sside = SideOf(f->shadow, "shadow");
+        if (pside.ok() && sside.ok() && (pside->WithGpuWork() > 1 || sside->WithGpuWork() > 1)) {
+          RunJoinRequest rr;
+          rr.out_dir = f->out;
+          rr.options.concurrent = f->concurrent;
+          rr.options.requests = {f->requests, f->schedule};
+          rr.options.normalize_range = f->normalize_range;
+          rr.pairing = f->pairing;
+          rr.top = f->top;
+          return JoinRunPairs(*pside, *sside, rr);
         }
         auto primary = MainTraceOf(f->primary, "primary", "twinscope join");
         auto shadow = MainTraceOf(f->shadow, "shadow", "twinscope join");

@@ -8,6 +8,7 @@
 #include "cli/cli_text.h"
 #include "cli/command.h"
 #include "cli/join_outputs.h"
+#include "cli/run_pairs.h"
 #include "stats/program_cupti.h"
 #include "stats/trace_stats.h"
 
@@ -386,7 +387,12 @@ CommandRegistration kStats(
       return [f]() {
         if (!f->join_shadow.empty() || IsJoinFolder(f->path))
           return StatsOnJoin(f->path, f->join_shadow, f->json, f->top);
-        if (auto run = RunOf(f->path)) return StatsOnRun(*run, *f);
+        if (auto run = RunOf(f->path)) {
+          const int code = StatsOnRun(*run, *f);
+          // Launcher ranks (torchrun, srun, mpirun): each rank's time per step (docs/processes.md).
+          if (!f->json && !run->sides.empty()) PrintRankComparisonOfTraces(run->sides.front());
+          return code;
+        }
         return StatsOnTrace(f->path, *f, nullptr);
       };
     });

@@ -13,6 +13,7 @@
 #include "cli/join_outputs.h"
 #include "cli/record_common.h"
 #include "cli/run_child.h"
+#include "cli/run_pairs.h"
 #include "cli/twin_command.h"
 #include "twin/serve.h"
 #include "twin/twin_runner.h"
@@ -146,18 +147,15 @@ int FinishTwin(const TwinSetup& f, const std::string& out_dir, const twin::Child
                    shadow_dir.c_str());
     return code;
   }
-  if (pside->traces.size() > 1 || sside->traces.size() > 1)
-    std::fprintf(stderr, "twinscope twin: joining the primary's %s (%s) with the shadow's %s (%s)\n",
-                 pmain->path.c_str(), pwhy.c_str(), smain->path.c_str(), swhy.c_str());
   if (shadow_died)
     std::fprintf(stderr, "twinscope twin: the shadow did not finish cleanly: joining with what it left\n");
-  JoinOutputRequest jr;
-  jr.primary = pmain->path;
-  jr.shadow = smain->path;
-  jr.out_dir = out_dir;
-  jr.options = TwinOptions(out_dir);
-  jr.top = f.top;
-  if (JoinAndReport(jr, model) != 0) return code ? code : 1;
+  // Several processes with GPU work on a side: pair them and join each pair (docs/processes.md).
+  RunJoinRequest rr;
+  rr.out_dir = out_dir;
+  rr.options = TwinOptions(out_dir);
+  rr.pairing = f.pairing;
+  rr.top = f.top;
+  if (JoinRunPairs(*pside, *sside, rr, model) != 0) return code ? code : 1;
   // "Matched nothing" only when no shadow process traced a matching launch and the shadow lived to the end.
   uint64_t traced = 0, matching = 0;
   for (const auto& t : sside->traces) {
@@ -329,6 +327,7 @@ CommandRegistration kTwin(
       sub->add_option("--shadow-args", f->setup.shadow_args,
                       "--serve: extra arguments for the shadow's command (e.g. a smaller GPU memory share)")
           ->allow_extra_args(false);
+      AddPairingFlags(sub, &f->setup.pairing);
       return [f]() {
         TwinSetup s = f->setup;
         s.concurrent = s.concurrent || f->serve;

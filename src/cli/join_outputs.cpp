@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "cli/run_pairs.h"
 #include "export/join/join_export.h"
 #include "join/join_views.h"
 #include "report/report.h"
@@ -192,8 +193,26 @@ int JoinAndReport(const JoinOutputRequest& r, join::JoinedModel* model_out) {
 }
 
 int StatsOnJoin(const std::string& path, const std::string& shadow, bool json, size_t top) {
-  auto pt = MainTraceOf(path, "primary", "twinscope stats");
-  auto st = MainTraceOf(shadow.empty() ? path : shadow, "shadow", "twinscope stats");
+  // A run of several processes joined pair by pair: its processes first, then the main pair's join.
+  nlohmann::json processes;
+  if (shadow.empty()) {
+    std::ifstream pf(path + "/processes.json");
+    if (pf) processes = nlohmann::json::parse(pf, nullptr, false);
+  }
+  std::string main_primary, main_shadow;
+  if (processes.is_object() && processes.value("pairs", nlohmann::json::array()).size() > 1) {
+    if (!json) PrintProcessesJson(path);
+    for (const auto& pr : processes["pairs"])
+      if (pr.value("main", false)) {
+        main_primary = pr.value("primary", nlohmann::json::object()).value("trace", std::string());
+        main_shadow = pr.value("shadow", nlohmann::json::object()).value("trace", std::string());
+      }
+    if (!json) std::printf("\nthe main pair (its views are at the folder's top):\n");
+  }
+  auto pt =
+      main_primary.empty() ? MainTraceOf(path, "primary", "twinscope stats") : StatusOr<std::string>(main_primary);
+  auto st = main_shadow.empty() ? MainTraceOf(shadow.empty() ? path : shadow, "shadow", "twinscope stats")
+                                : StatusOr<std::string>(main_shadow);
   for (auto* t : {&pt, &st}) {
     if (!t->ok()) {
       std::fprintf(stderr, "twinscope stats: %s\n", t->status().message().c_str());
@@ -207,7 +226,9 @@ int StatsOnJoin(const std::string& path, const std::string& shadow, bool json, s
     return 1;
   }
   if (json) {
-    std::printf("%s\n", join::JoinToJson(*model, {}, {}).dump(2).c_str());
+    nlohmann::json j = join::JoinToJson(*model, {}, {});
+    if (processes.is_object()) j["processes"] = processes;
+    std::printf("%s\n", j.dump(2).c_str());
   } else {
     join::PrintJoin(stdout, *model, top);
   }

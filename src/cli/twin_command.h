@@ -9,6 +9,7 @@
 
 #include "cli/record_common.h"
 #include "join/join_model.h"
+#include "procs/pairing.h"
 #include "twin/child_group.h"
 #include "twin/serve.h"
 
@@ -32,6 +33,8 @@ struct TwinSetup {
   // The primary's request trace and step schedule, for per-request views (join/requests.h); "{dir}" is
   // the output folder. Empty: DIR/requests-primary.jsonl and DIR/schedule.jsonl if this run wrote them.
   std::string request_trace, schedule;
+  // How a run of several processes is paired (docs/processes.md): --pair, --pair-by.
+  procs::PairingOptions pairing;
 };
 
 // Batch twin: the primary, then (or with --concurrent, beside) the shadow.

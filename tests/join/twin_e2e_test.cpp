@@ -164,8 +164,90 @@ TEST_F(TwinE2E, ShadowTreeOfTwoProcessesJoinsTheOneWithTheLaunches) {
       {TWINSCOPE_BIN, "join", (out / "primary").string(), (out / "shadow").string(), "-o", (dir_ / "j").string()}, {},
       dir_);
   EXPECT_EQ(j.code, 0) << j.err;
-  EXPECT_NE(j.err.find("2 traces; joining"), std::string::npos) << j.err;
+  // The two shadow processes run other commands than the primary's one: nothing pairs by rule, so the
+  // main traces are joined, and said so.
+  EXPECT_NE(j.err.find("no rule paired the processes"), std::string::npos) << j.err;
   EXPECT_EQ(JoinJson(dir_ / "j")["summary"]["exact"], 13);
+}
+
+// Two workers of the same command on each side (./player is the fake-CUPTI player on the primary side
+// and the fake-Sanitizer player on the shadow side, so both sides run the same command line), started
+// by a parent, with launcher ranks (`ranks`) or without: each primary worker is paired with its shadow
+// twin (by rank, or by the tree: command line and start order), each pair joined on its own.
+fs::path Workers(const fs::path& dir, bool ranks) {
+  for (const char* side : {"primary", "shadow"}) {
+    fs::create_directories(dir / side);
+    fs::create_symlink(std::string(side) == "primary" ? TWINSCOPE_TEST_CUPTI_APP : TWINSCOPE_TEST_FAKESAN_APP,
+                       dir / side / "player");
+  }
+  fs::path p = dir / "workers.sh";
+  std::ofstream(p) << "#!/bin/sh
+cd " << dir.string() << "/$TWINSCOPE_ROLE
+"
+                   << (ranks ? "RANK=1 WORLD_SIZE=2 ./player ../script.txt &
+sleep 0.3
+"
+                               "RANK=0 WORLD_SIZE=2 ./player ../script.txt &
+"
+                             : "./player ../script.txt &
+sleep 0.3
+./player ../script.txt &
+")
+                   << "wait
+";
+  fs::permissions(p, fs::perms::owner_all);
+  return p;
+}
+
+TEST_F(TwinE2E, WorkersWithRanksArePairedByRankAndEachPairJoined) {
+  const fs::path out = dir_ / "run";
+  Outcome r = Twin({"--kernel", "reshape_and_cache", "-o", out.string(), "--", Workers(dir_ / "w", true).string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(Traces(out / "primary").size(), 2u);
+  EXPECT_EQ(Traces(out / "shadow").size(), 2u);
+  const auto procs = nlohmann::json::parse(Slurp(out / "processes.json"));
+  ASSERT_EQ(procs["pairs"].size(), 2u) << procs.dump(2);
+  for (const auto& pr : procs["pairs"]) {
+    EXPECT_EQ(pr["rule"], "rank");
+    EXPECT_EQ(pr["primary"]["rank"], pr["shadow"]["rank"]);
+    EXPECT_EQ(pr["exact"], 13) << pr.dump();
+    EXPECT_EQ(pr["shadow_launches"], 13) << pr.dump();
+    const fs::path views = out / pr["folder"].get<std::string>();
+    EXPECT_EQ(JoinJson(views)["summary"]["exact"], 13) << views;
+    EXPECT_TRUE(fs::exists(views / "report.html")) << views;
+  }
+  EXPECT_TRUE(procs["unpaired"].empty());
+  // The ranks are compared: both ranks, each step present on both.
+  ASSERT_TRUE(procs.contains("ranks")) << procs.dump(2);
+  EXPECT_EQ(procs["ranks"]["ranks"].size(), 2u);
+  EXPECT_GE(procs["ranks"]["steps"].size(), 4u);
+  EXPECT_NE(r.out.find("paired by rank"), std::string::npos) << r.out;
+  // stats on the folder lists the pairs, then the main pair.
+  Outcome st = testutil::RunToEnd({TWINSCOPE_BIN, "stats", out.string()}, {}, dir_);
+  EXPECT_EQ(st.code, 0) << st.err;
+  EXPECT_NE(st.out.find("processes (docs/processes.md): 2 pairs"), std::string::npos) << st.out;
+  EXPECT_NE(st.out.find("ranks compared"), std::string::npos) << st.out;
+}
+
+TEST_F(TwinE2E, WorkersWithoutRanksArePairedByTheTree) {
+  const fs::path out = dir_ / "run";
+  Outcome r = Twin({"--kernel", "reshape_and_cache", "-o", out.string(), "--", Workers(dir_ / "w", false).string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto procs = nlohmann::json::parse(Slurp(out / "processes.json"));
+  ASSERT_EQ(procs["pairs"].size(), 2u) << procs.dump(2);
+  uint64_t exact = 0;
+  for (const auto& pr : procs["pairs"]) {
+    EXPECT_EQ(pr["rule"], "tree");
+    exact += pr["exact"].get<uint64_t>();
+  }
+  EXPECT_EQ(exact, 26u);
+  EXPECT_FALSE(procs.contains("ranks"));
+  // join of the two side folders pairs them the same way.
+  Outcome j = testutil::RunToEnd(
+      {TWINSCOPE_BIN, "join", (out / "primary").string(), (out / "shadow").string(), "-o", (dir_ / "j").string()}, {},
+      dir_);
+  EXPECT_EQ(j.code, 0) << j.err;
+  EXPECT_EQ(nlohmann::json::parse(Slurp(dir_ / "j" / "processes.json"))["pairs"].size(), 2u);
 }
 
 // A process of the shadow's tree killed mid-run (not its top process): twin names it, says how and
