@@ -42,7 +42,7 @@ run() {  # run LABEL twinscope-args...
   shift
   echo "=== $label: twinscope $*" | tee -a "$LOG"
   local t0=$SECONDS rc=0
-  "$T" "$@" >>"$LOG" 2>&1 || rc=$?
+  timeout -k 10 "${RUN_TIMEOUT:-240}" "$T" "$@" >>"$LOG" 2>&1 || rc=$?
   echo "--- $label: exit $rc after $((SECONDS - t0)) s" | tee -a "$LOG"
   echo "$label $rc $((SECONDS - t0))" >>"$RUNS/rcs.txt"
 }
