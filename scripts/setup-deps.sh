@@ -53,16 +53,27 @@ codename=$( (. /etc/os-release && echo "${VERSION_CODENAME:-}") 2>/dev/null || t
 can_apt=0
 [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null && can_apt=1
 missing=()
+optional=()
 for d in "${deps[@]}"; do
   IFS='|' read -r pkg ver how need <<<"$d"
   [[ $mode == --gpu && $need != gpu* ]] && continue
   present "$how" && continue
-  if [[ $mode == --gpu && $need == gpu-apt ]] && ((!can_apt)); then
-    echo "setup-deps: note: $pkg not installed (no apt-get here); the build goes on without it"
+  if [[ $mode == --gpu && $need == gpu-apt ]]; then
+    optional+=("$pkg")  # tried below; the build goes on without it
     continue
   fi
   if [[ $codename == bookworm ]]; then missing+=("$pkg=$ver"); else missing+=("$pkg"); fi
 done
+# Optional packages of the GPU side (Chart.js for the report's step chart): installed where apt-get can
+# reach its archive; elsewhere (the GPU machine has apt-get and no network) said once, and the build goes on.
+if ((${#optional[@]})); then
+  if ((can_apt)) && apt-get update -qq >/dev/null 2>&1 &&
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${optional[@]}" >/dev/null 2>&1; then
+    echo "setup-deps: installed ${optional[*]}"
+  else
+    echo "setup-deps: note: ${optional[*]} not installed (no apt-get, or its archive cannot be reached here); the build goes on without it"
+  fi
+fi
 if ((${#missing[@]})); then
   if ((!can_apt)); then
     echo "setup-deps: missing: ${missing[*]}; install them (as root: apt-get install ...) and run again" >&2

@@ -59,14 +59,21 @@ nlohmann::json RanksJson(const procs::RankComparison& c) {
   nlohmann::json steps = nlohmann::json::array();
   for (const auto& s : c.steps) {
     steps.push_back({{"range", s.range},
+                     {"kernel_ns", s.kernel_ns},
                      {"span_ns", s.span_ns},
                      {"slowest_rank", c.ranks[s.slowest]},
                      {"ratio", s.ratio},
-                     {"stands_out", s.stands_out}});
+                     {"stands_out", s.stands_out},
+                     {"span_slowest_rank", c.ranks[s.span_slowest]},
+                     {"span_ratio", s.span_ratio},
+                     {"waited", s.waited}});
   }
   nlohmann::json per_rank = nlohmann::json::array();
   for (size_t i = 0; i < c.ranks.size(); ++i)
-    per_rank.push_back({{"rank", c.ranks[i]}, {"slowest_in", c.slowest_in[i]}, {"stands_out_in", c.stands_out_in[i]}});
+    per_rank.push_back({{"rank", c.ranks[i]},
+                        {"slowest_in", c.slowest_in[i]},
+                        {"stands_out_in", c.stands_out_in[i]},
+                        {"waited_in", c.waited_in[i]}});
   return {
       {"ranks", per_rank}, {"steps", steps}, {"steps_standing_out", c.steps_standing_out}, {"findings", c.findings}};
 }
@@ -78,8 +85,11 @@ void PrintRanks(const procs::RankComparison& c, const char* what) {
       "out (>= 1.2x the others' median)\n",
       what, c.steps.size(), static_cast<unsigned long long>(c.steps_standing_out));
   for (size_t i = 0; i < c.ranks.size(); ++i)
-    std::printf("  rank %lld: slowest in %llu steps, stood out in %llu\n", static_cast<long long>(c.ranks[i]),
-                static_cast<unsigned long long>(c.slowest_in[i]), static_cast<unsigned long long>(c.stands_out_in[i]));
+    std::printf(
+        "  rank %lld: most kernel time in %llu steps, stood out in %llu; a longer span only (waits, "
+        "time-slicing) in %llu\n",
+        static_cast<long long>(c.ranks[i]), static_cast<unsigned long long>(c.slowest_in[i]),
+        static_cast<unsigned long long>(c.stands_out_in[i]), static_cast<unsigned long long>(c.waited_in[i]));
   for (const auto& f : c.findings) std::printf("  %s\n", f.c_str());
 }
 
@@ -275,11 +285,12 @@ bool PrintProcessesJson(const std::string& dir) {
     if (n.is_string()) std::printf("  note: %s\n", n.get<std::string>().c_str());
   if (j.contains("ranks") && j["ranks"].is_object()) {
     const auto& rk = j["ranks"];
-    std::printf("ranks compared: %zu steps, %llu where one rank stood out\n",
+    std::printf("ranks compared: %zu steps, %llu where one rank's kernel time stood out\n",
                 rk.value("steps", nlohmann::json::array()).size(), rk.value("steps_standing_out", 0ull));
     for (const auto& r : rk.value("ranks", nlohmann::json::array()))
-      std::printf("  rank %lld: slowest in %llu steps, stood out in %llu\n", r.value("rank", 0ll),
-                  r.value("slowest_in", 0ull), r.value("stands_out_in", 0ull));
+      std::printf("  rank %lld: most kernel time in %llu steps, stood out in %llu; a longer span only in %llu\n",
+                  r.value("rank", 0ll), r.value("slowest_in", 0ull), r.value("stands_out_in", 0ull),
+                  r.value("waited_in", 0ull));
     for (const auto& f2 : rk.value("findings", nlohmann::json::array()))
       if (f2.is_string()) std::printf("  %s\n", f2.get<std::string>().c_str());
   }

@@ -31,9 +31,9 @@ std::string StepName(const std::string& range) {
 // a performance engineer would check (more work, then the target kernel's block structure).
 std::string Cause(const std::vector<RankInput>& in, size_t r, const std::string& range,
                   const std::vector<const RankStep*>& steps) {
-  std::vector<uint64_t> other_kernels, other_kernel_ns;
+  std::vector<uint64_t> other_kernels;
   for (size_t i = 0; i < in.size(); ++i)
-    if (i != r && steps[i]) other_kernels.push_back(steps[i]->kernels), other_kernel_ns.push_back(steps[i]->kernel_ns);
+    if (i != r && steps[i]) other_kernels.push_back(steps[i]->kernels);
   const uint64_t k_med = Median(other_kernels);
   std::vector<std::string> out;
   if (steps[r]->kernels > k_med)
@@ -93,11 +93,10 @@ std::string Cause(const std::vector<RankInput>& in, size_t r, const std::string&
     }
     if (out.size() >= 3) break;
   }
-  if (out.empty()) {
-    const uint64_t ns_med = Median(other_kernel_ns);
-    out.push_back("same kernels; its kernel time " + Ms(steps[r]->kernel_ns) + " against " + Ms(ns_med) +
-                  ": the time went elsewhere (contention, waits between kernels)");
-  }
+  if (out.empty())
+    out.push_back(
+        "the same kernels, each slower (contention for the GPU, clocks, memory): no difference in what it "
+        "launched or in the target's block structure");
   std::string s;
   for (size_t i = 0; i < out.size(); ++i) s += (i ? "; " : "") + out[i];
   return s;
@@ -110,6 +109,7 @@ RankComparison CompareRanks(const std::vector<RankInput>& in, const RankOptions&
   for (const auto& r : in) out.ranks.push_back(r.rank);
   out.slowest_in.assign(in.size(), 0);
   out.stands_out_in.assign(in.size(), 0);
+  out.waited_in.assign(in.size(), 0);
   if (in.size() < 2) return out;
   std::vector<std::map<std::string, const RankStep*>> by_range(in.size());
   std::vector<std::string> order;
@@ -130,23 +130,34 @@ RankComparison CompareRanks(const std::vector<RankInput>& in, const RankOptions&
     RankStepRow row;
     row.range = range;
     row.span_ns.assign(in.size(), 0);
+    row.kernel_ns.assign(in.size(), 0);
     for (size_t i = 0; i < in.size(); ++i)
-      if (steps[i]) row.span_ns[i] = steps[i]->last_end_ns - steps[i]->first_start_ns;
-    row.slowest = static_cast<size_t>(std::max_element(row.span_ns.begin(), row.span_ns.end()) - row.span_ns.begin());
-    std::vector<uint64_t> others;
-    for (size_t i = 0; i < in.size(); ++i)
-      if (i != row.slowest && steps[i]) others.push_back(row.span_ns[i]);
-    const uint64_t med = Median(others);
-    row.ratio = med ? static_cast<double>(row.span_ns[row.slowest]) / static_cast<double>(med) : 0;
+      if (steps[i])
+        row.span_ns[i] = steps[i]->last_end_ns - steps[i]->first_start_ns, row.kernel_ns[i] = steps[i]->kernel_ns;
+    // The slowest by kernel time, and by span, each against the median of the other ranks there.
+    auto slowest_of = [&](const std::vector<uint64_t>& v, size_t* at, double* ratio) {
+      *at = static_cast<size_t>(std::max_element(v.begin(), v.end()) - v.begin());
+      std::vector<uint64_t> others;
+      for (size_t i = 0; i < in.size(); ++i)
+        if (i != *at && steps[i]) others.push_back(v[i]);
+      const uint64_t med = Median(others);
+      *ratio = med ? static_cast<double>(v[*at]) / static_cast<double>(med) : 0;
+      return med;
+    };
+    const uint64_t med = slowest_of(row.kernel_ns, &row.slowest, &row.ratio);
+    const uint64_t span_med = slowest_of(row.span_ns, &row.span_slowest, &row.span_ratio);
     row.stands_out = med && row.ratio >= options.min_ratio;
+    row.waited = !row.stands_out && span_med && row.span_ratio >= options.min_ratio;
     ++out.slowest_in[row.slowest];
+    if (row.waited) ++out.waited_in[row.span_slowest];
     if (row.stands_out) {
       ++out.stands_out_in[row.slowest];
       ++out.steps_standing_out;
       char ratio[32];
       std::snprintf(ratio, sizeof ratio, "%.2fx", row.ratio);
-      row.text = "rank " + std::to_string(in[row.slowest].rank) + " was slowest in " + StepName(range) + ": " +
-                 Ms(row.span_ns[row.slowest]) + " against " + Ms(med) + " (" + ratio + " the other ranks' median); " +
+      row.text = "rank " + std::to_string(in[row.slowest].rank) + " was slowest in " + StepName(range) +
+                 ": its kernels took " + Ms(row.kernel_ns[row.slowest]) + " against " + Ms(med) + " (" + ratio +
+                 " the other ranks' median; span " + Ms(row.span_ns[row.slowest]) + " against " + Ms(span_med) + "); " +
                  Cause(in, row.slowest, range, steps);
       if (out.findings.size() < options.max_findings) out.findings.push_back(row.text);
     }

@@ -37,13 +37,20 @@ struct RankInput {
   std::vector<RankTargetLaunch> targets;
 };
 
+// A rank's work in a step is its kernels' time there (sum of durations): ranks sharing a GPU time-slice
+// it, so a step's span (first kernel start to last kernel end) holds the other ranks' work too and is
+// compared only as a second figure.
 struct RankStepRow {
   std::string range;
-  std::vector<uint64_t> span_ns;  // per rank, in RankComparison::ranks order (0: rank had no kernel there)
-  size_t slowest = 0;             // index into ranks
-  double ratio = 0;               // slowest span / median span of the other ranks
-  bool stands_out = false;        // ratio >= options.min_ratio
-  std::string text;               // for a step that stands out: who, how much, why
+  std::vector<uint64_t> span_ns;    // per rank, in RankComparison::ranks order (0: rank had no kernel there)
+  std::vector<uint64_t> kernel_ns;  // per rank: its kernels' time in the step
+  size_t slowest = 0;               // index into ranks: the most kernel time
+  double ratio = 0;                 // slowest kernel time / median kernel time of the other ranks
+  bool stands_out = false;          // ratio >= options.min_ratio
+  size_t span_slowest = 0;          // index into ranks: the longest span
+  double span_ratio = 0;            // its span / median span of the others
+  bool waited = false;              // span_ratio >= min_ratio while no rank's kernel time stood out
+  std::string text;                 // for a step that stands out: who, how much, why
 };
 
 struct RankComparison {
@@ -51,12 +58,13 @@ struct RankComparison {
   std::vector<RankStepRow> steps;       // steps present on at least two ranks, in the first rank's order
   std::vector<uint64_t> slowest_in;     // per rank: steps where it was the slowest
   std::vector<uint64_t> stands_out_in;  // per rank: steps where it stood out
+  std::vector<uint64_t> waited_in;      // per rank: steps where only its span stood out (waits, time-slicing)
   std::vector<std::string> findings;    // the texts of the steps that stand out, at most max_findings
   uint64_t steps_standing_out = 0;
 };
 
 struct RankOptions {
-  double min_ratio = 1.2;  // a rank stands out when its span is this many times the others' median
+  double min_ratio = 1.2;  // a rank stands out when its kernel time is this many times the others' median
   size_t max_findings = 20;
 };
 

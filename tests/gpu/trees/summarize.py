@@ -42,10 +42,12 @@ def main():
         for side in ("primary", "shadow"):
             p = os.path.join(d, side)
             sides.append(str(len([f for f in os.listdir(p) if f.endswith(".tsc")])) if os.path.isdir(p) else "-")
-        if os.path.isfile(os.path.join(runs, label + ".tsc")) or not os.path.isdir(os.path.join(d, "primary")):
-            n = 0
-            for root, _, files in os.walk(d if os.path.isdir(d) else runs):
-                n += len([f for f in files if f.endswith(".tsc")])
+        if not os.path.isdir(os.path.join(d, "primary")):
+            # record -o PATH: PATH (a trace) and PATH.d/ (the other processes' traces), or a folder PATH/.
+            n = 1 if os.path.isfile(d) else 0
+            for folder in (d + ".d", d):
+                if os.path.isdir(folder):
+                    n += len([f for f in os.listdir(folder) if f.endswith(".tsc")])
             sides = [str(n), "-"]
         procs = load(os.path.join(d, "processes.json")) or {}
         pairs = procs.get("pairs", [])
