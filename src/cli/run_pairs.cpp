@@ -310,7 +310,7 @@ void PrintRankComparisonOfTraces(const RunSide& side) {
     in.push_back(std::move(*r));
   }
   if (in.size() < 2) return;
-  PrintRanks(procs::CompareRanks(in), "primary traces: kernel spans per step");
+  PrintRanks(procs::CompareRanks(in), "primary traces: kernel time per step");
 }
 
 }  // namespace twinscope::cli

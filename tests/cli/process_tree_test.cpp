@@ -121,6 +121,10 @@ TEST_F(ProcessTreeTest, TwoRanksWriteTwoTracesWithTheirRanks) {
   EXPECT_NE(text.out.find("total: 2 processes (2 with GPU work, 0 without), 20 launches, 20 kernel records"),
             std::string::npos)
       << text.out;
+  // Launcher ranks: their time per step is compared (docs/processes.md, "Ranks").
+  EXPECT_NE(text.out.find("ranks compared (primary traces: kernel time per step"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("  rank 0: most kernel time in"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("  rank 1: most kernel time in"), std::string::npos) << text.out;
 }
 
 // A worker forked before CUDA is initialized (multiprocessing's fork) initializes it itself: its own

@@ -181,20 +181,11 @@ fs::path Workers(const fs::path& dir, bool ranks) {
                        dir / side / "player");
   }
   fs::path p = dir / "workers.sh";
-  std::ofstream(p) << "#!/bin/sh
-cd " << dir.string() << "/$TWINSCOPE_ROLE
-"
-                   << (ranks ? "RANK=1 WORLD_SIZE=2 ./player ../script.txt &
-sleep 0.3
-"
-                               "RANK=0 WORLD_SIZE=2 ./player ../script.txt &
-"
-                             : "./player ../script.txt &
-sleep 0.3
-./player ../script.txt &
-")
-                   << "wait
-";
+  std::ofstream(p) << "#!/bin/sh\ncd " << dir.string() << "/$TWINSCOPE_ROLE\n"
+                   << (ranks ? "RANK=1 WORLD_SIZE=2 ./player ../../script.txt &\nsleep 0.3\n"
+                               "RANK=0 WORLD_SIZE=2 ./player ../../script.txt &\n"
+                             : "./player ../../script.txt &\nsleep 0.3\n./player ../../script.txt &\n")
+                   << "wait\n";
   fs::permissions(p, fs::perms::owner_all);
   return p;
 }
