@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build-gpu}
 shift || true
 SCENARIOS=("$@")
-((${#SCENARIOS[@]})) || SCENARIOS=(mp ranks_record ranks_twin compiled jax demo_live)
+((${#SCENARIOS[@]})) || SCENARIOS=(mp ranks_record ranks_twin compiled jax demo_live serve)
 source scripts/gpu_common.sh
 require_gpu "gpu_trees"
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
@@ -58,6 +58,13 @@ for s in "${SCENARIOS[@]}"; do
     compiled) run compiled twin --kernel triton_ -o "$RUNS/compiled" -- "$PY" $G/compiled.py --steps 60 ;;
     jax) run jax twin --kernel fusion -o "$RUNS/jax" -- "$PY" tests/gpu/jax_twin_step.py ;;
     demo_live) run demo_live demo --live --no-lockstep --requests 16 -o "$RUNS/demo_live" ;;
+    # A server that leaves through os._exit on SIGTERM: its summaries exist only through the stop request.
+    serve)
+      $G/serve_clients.sh http://127.0.0.1:8765 20 &
+      run serve twin --serve --kernel silu --listen 127.0.0.1:8765 --duration 25 -o "$RUNS/serve" -- \
+        "$PY" $G/torch_server.py --port '{port}'
+      wait
+      for side in primary shadow; do "$T" stats "$RUNS/serve/$side" >>"$LOG" 2>&1; done ;;
     *) echo "unknown scenario $s" | tee -a "$LOG" ;;
   esac
   # Each run's stats (text and JSON) for the table, and the small joined files for the record.
