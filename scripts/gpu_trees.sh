@@ -68,7 +68,7 @@ for s in "${SCENARIOS[@]}"; do
     *) echo "unknown scenario $s" | tee -a "$LOG" ;;
   esac
   # Each run's stats (text and JSON) for the table, and the small joined files for the record.
-  if [[ -e $RUNS/$s ]]; then
+  if [[ -e $RUNS/$s || -e $RUNS/$s.d ]]; then
     "$T" stats "$RUNS/$s" >"$RUNS/$s.stats.txt" 2>&1 || true
     "$T" stats "$RUNS/$s" --json >"$RUNS/$s.stats.json" 2>>"$RUNS/$s.stats.txt" || true
     cat "$RUNS/$s.stats.txt" >>"$LOG"

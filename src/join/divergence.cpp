@@ -100,6 +100,29 @@ void ExplainDivergence(JoinedModel& m) {
     }
     m.reasons.push_back(std::move(r));
   }
+  // Same kernel and shape at the same place, under another range name: the context differs (a serving
+  // step naming its batch's requests in another order or mix, or a name holding a per-run detail).
+  uint64_t other_range = 0;
+  const DivergenceRegion* first_range = nullptr;
+  for (const auto& r : m.divergences)
+    if (r.diverged > r.other_shape)
+      other_range += r.diverged - r.other_shape, first_range = first_range ? first_range : &r;
+  if (other_range) {
+    DivergenceReason r{"context", "", ""};
+    r.text = std::to_string(other_range) +
+             " launches ran the same kernel with the same shape as the primary's at the same place, under another "
+             "range name (first: the primary's \"" +
+             first_range->primary_from + "\", the shadow's \"" + first_range->shadow_from + "\")";
+    if (serving) {
+      r.text += ": the server put other requests, or the same in another order, into those steps";
+      r.remedy = "run the shadow in lockstep with the primary (the demo server: `--follow`)";
+    } else {
+      r.remedy =
+          "if the names hold a per-run detail (an id, a counter, a pointer), ignore it: --normalize-range REGEX "
+          "(docs/join.md)";
+    }
+    m.reasons.push_back(std::move(r));
+  }
   // Step counts: top-level range instances with target launches on each side.
   {
     std::unordered_set<std::string> ps, ss;

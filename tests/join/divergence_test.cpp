@@ -183,6 +183,28 @@ TEST(Divergence, RepackedStepIsDivergedNeverExact) {
   EXPECT_FALSE(j["reasons"].empty());
 }
 
+// The same work under other range names at the same place (a serving step whose batch names its requests
+// in another order): diverged, never exact, and the reason says it is the context, not the shape.
+TEST(Divergence, SameShapeUnderAnotherRangeNameIsSaidAsContext) {
+  std::vector<FakeLaunch> v;
+  for (int k = 0; k < 5; ++k)
+    AddStep(v, "decode step " + std::to_string(k) + " [r0:1,r1:1]#0",
+            "decode step " + std::to_string(k) + (k == 2 ? " [r1:1,r0:1]#0" : " [r0:1,r1:1]#0"), 8);
+  auto m = Join(WriteTwin(Dir(), v));
+  EXPECT_EQ(m.summary.exact, 12u);
+  EXPECT_EQ(m.summary.diverged, 3u);
+  EXPECT_EQ(m.summary.diverged_shape, 0u);
+  ExpectExactIsExact(m);
+  ASSERT_TRUE(HasReason(m, "context"));
+  EXPECT_FALSE(HasReason(m, "batching"));
+  for (const auto& r : m.reasons)
+    if (r.code == "context") {
+      EXPECT_NE(r.text.find("3 launches ran the same kernel with the same shape"), std::string::npos) << r.text;
+      EXPECT_NE(r.text.find("[r1:1,r0:1]"), std::string::npos) << r.text;
+      EXPECT_NE(r.remedy.find("--follow"), std::string::npos) << r.remedy;
+    }
+}
+
 // One launch repacked among identical ones: an LCS could put the shadow's
 // launch and the primary's it replaced far apart; they are one region.
 TEST(Divergence, RepackedLaunchAmongIdenticalOnesIsOneDivergedPair) {
