@@ -350,9 +350,9 @@ void BlockProbe::Shutdown() {
   }
   writer_->SetMetadata("tool_state", state);
   // A process that launched kernels keeps its trace even when none matched (it names them); one whose
-  // probe failed keeps it to say so. A process without any launch leaves no file (a silent probe says so on
-  // stderr above).
-  if ((state != "ok" && state != "silent") || !MostLaunchedLocked(1).empty()) writer_->KeepFile();
+  // probe failed or was silent (another tool holds the seat: no callback at all) keeps it to say so, and
+  // views skip it as a trace without GPU work. Any other process without a launch leaves no file.
+  if (state != "ok" || !MostLaunchedLocked(1).empty()) writer_->KeepFile();
   const uint64_t matching = sampler_ ? sampler_->matching() : 0;
   if (matching == 0 && counts_[counters::kLaunchesSelectedUnpatched] == 0 && callbacks > 0) {
     // The pattern matched no launch: name the kernels that were launched, as the user needs a substring of one.

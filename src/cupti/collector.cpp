@@ -241,6 +241,8 @@ void Collector::SetToolState(const std::string& state, const std::string& messag
   if (!other_subscriber.empty()) tool_state_["other_subscriber"] = other_subscriber;
   if (!cupti_library_.empty()) tool_state_["cupti_library"] = cupti_library_;
   if (writer_) writer_->SetMetadata("tool_state", tool_state_);
+  // A collector that could not collect keeps its trace to say why (views skip it as one without GPU work).
+  if (writer_ && state != "collecting") writer_->KeepFile();
 }
 
 void Collector::StartLocked() {

@@ -455,7 +455,7 @@ TEST_F(JoinExport, SqliteReplacesAFileAndSaysWhereTheShadowWasCut) {
 
 // Facts of a hand-built scene, worked out by hand here (not by the code under test): five launches of one
 // kernel, grid 8, blocks 1 us each entering 100 ns apart. step#0-#3 run 10 us, step#4 30 us (3x the median,
-// step#2 the reference). Block layouts:
+// step#2 the reference; 8 blocks: too few for a reorder verdict). Block layouts:
 //   even (step#0, #2): SM i%4, arrival order i -> 4 SMs, 2 blocks per SM, tau 1; exits 1000..1700 ns,
 //     median exit (4th of 8) 1300, span 1700, tail 400 (24% of the span).
 //   step#1: even, blocks 0 and 1 arrived swapped -> 1 inversion of 28 pairs, tau (27 - 1) / 28.
@@ -521,14 +521,15 @@ TEST(JoinSceneFacts, TauTailBlocksPerSmAndWhySlowAsWorkedOutByHand) {
   const json& w = g["slow"][0];
   EXPECT_EQ(w["dur_ns"], 30000);
   EXPECT_DOUBLE_EQ(w["ratio"].get<double>(), 3.0);
-  EXPECT_EQ(w["verdicts"], json({"fewer_sms", "reordered", "straggler"}));
+  // Tau -1 vs 1, but 8 blocks are too few for a reorder verdict (docs/join.md: at least 16).
+  EXPECT_EQ(w["verdicts"], json({"fewer_sms", "straggler"}));
   const std::string text = w["text"];
   for (const char* says :
        {"3.00x the median (30.0 us vs 10.0 us)", "its blocks ran on 2 SMs vs 4 (up to 4 blocks per SM vs 2)",
-        "blocks arrived in another order: Kendall tau -1.00 vs 1.00",
         "one block held it up: block 5 on SM 1 left 80% of the span after the median block "
         "(median launch: 24%)"})
     EXPECT_NE(text.find(says), std::string::npos) << says << "\nin: " << text;
+  EXPECT_EQ(text.find("another order"), std::string::npos) << text;
   std::filesystem::remove_all(dir);
 }
 
