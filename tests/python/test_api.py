@@ -124,8 +124,10 @@ class JoinedRun(Fixture):
         with twinscope.open(self.run_dir) as run:
             m = run.matches()
             self.assertEqual(len(m), 8)  # 9 primary launches, one not traced by the shadow
-            self.assertEqual(set(m["kind"]), {"exact"})
+            # The launch of another grid is diverged, never exact (docs/join.md, "Classes").
+            self.assertEqual(sorted(m["kind"]), ["diverged"] + ["exact"] * 7)
             self.assertEqual(int(m["shape_differs"].sum()), 1)
+            self.assertEqual(set(m[m["kind"] == "diverged"]["shape_differs"]), {1})
             launches = run.launches()
             self.assertEqual((launches["side"] == "primary").sum(), 9)
             self.assertEqual((launches["side"] == "shadow").sum(), 8)
