@@ -1,7 +1,7 @@
 # Install rules: the layout of the Python wheel (pyproject.toml, docs/python.md)
 # and of `cmake --install`. Everything goes under one prefix that the wheel
 # puts at site-packages/twinscope:
-#   bin/twinscope, bin/twinscope_probe_child, bin/twinscope-demo-server
+#   bin/twinscope, bin/twinscope_probe_child, bin/twinscope-demo-server, bin/twinscope-demo-client
 #   lib/libtwinscope_cupti.so, lib/libtwinscope_guard.so, lib/libtwinscope_blocks.so
 # The CLI finds the collectors at bin/../lib and the probe child and the demo
 # server beside itself (src/cli/run_child.cpp), as in the build tree. The CUDA
@@ -10,7 +10,7 @@
 # RUNPATH below from site-packages/twinscope/{bin,lib}). Component `wheel`.
 include(GNUInstallDirs)
 set(_twinscope_nvidia_rpath "$ORIGIN/../../nvidia/cu13/lib")
-foreach(t twinscope twinscope_probe_child twinscope-demo-server)
+foreach(t twinscope twinscope_probe_child twinscope-demo-server twinscope-demo-client)
   if(TARGET ${t})
     install(TARGETS ${t} RUNTIME DESTINATION bin COMPONENT wheel)
   endif()
@@ -22,14 +22,14 @@ foreach(t twinscope_cupti twinscope_guard twinscope_blocks)
 endforeach()
 # Where they link a CUDA library (the Sanitizer API, CUPTI, the runtime, cuBLAS):
 # PyPI's copy beside the wheel, else the loader's search path as before.
-foreach(t twinscope_blocks twinscope_probe_child twinscope-demo-server)
+foreach(t twinscope_blocks twinscope_probe_child twinscope-demo-server twinscope-demo-client)
   if(TARGET ${t})
     set_target_properties(${t} PROPERTIES INSTALL_RPATH "${_twinscope_nvidia_rpath}")
   endif()
 endforeach()
 # The targets the wheel holds, built together (pyproject.toml: build.targets).
 add_custom_target(twinscope_wheel)
-foreach(t twinscope twinscope_probe_child twinscope-demo-server twinscope_cupti twinscope_guard twinscope_blocks)
+foreach(t twinscope twinscope_probe_child twinscope-demo-server twinscope-demo-client twinscope_cupti twinscope_guard twinscope_blocks)
   if(TARGET ${t})
     add_dependencies(twinscope_wheel ${t})
   endif()

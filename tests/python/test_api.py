@@ -99,6 +99,15 @@ class VersionsAndShim(Fixture):
         finally:
             shutil.rmtree(os.path.join(site, "nvidia"), ignore_errors=True)
 
+    def test_wheel_holds_every_program_the_commands_run(self):
+        # `twinscope demo` runs the demo server and its client beside the CLI, `probe` its child; the
+        # collectors sit in lib/. (The H200 run of 2026-12-02 found the client missing.)
+        root = os.path.dirname(os.path.dirname(twinscope.binary()))
+        for rel in ("bin/twinscope", "bin/twinscope_probe_child", "bin/twinscope-demo-server",
+                    "bin/twinscope-demo-client", "lib/libtwinscope_cupti.so", "lib/libtwinscope_guard.so",
+                    "lib/libtwinscope_blocks.so"):
+            self.assertTrue(os.path.exists(os.path.join(root, rel)), rel)
+
     def test_shim_runs_the_packaged_binary_with_argv_and_exit_code(self):
         packaged = twinscope.binary()
         self.assertTrue(packaged.endswith(os.path.join("twinscope", "bin", "twinscope")), packaged)
