@@ -52,31 +52,23 @@ RankInput RankInputFromJoin(int64_t rank, const join::JoinedModel& m) {
   in.rank = rank;
   for (const auto& s : m.steps)
     in.steps.push_back(RankStep{s.range, s.first_start_ns, s.last_end_ns, s.kernels, s.kernel_ns});
-  std::vector<bool> matched(m.primary.size(), false);
-  for (const auto& mt : m.matches) {
-    if (mt.kind != join::MatchKind::kExact) continue;
-    const join::PrimaryLaunch& p = m.primary[mt.primary];
-    if (!p.have_kernel) continue;
-    matched[mt.primary] = true;
-    RankTargetLaunch t;
-    t.range = TopLevel(p.path);
-    t.kernel = p.demangled.empty() ? p.kernel : p.demangled;
-    t.key = KeyOf(p.path, p.kernel, p.ordinal);
-    t.dur_ns = p.end_ns - p.start_ns;
-    t.grid = p.grid;
-    t.have_blocks = m.shadow[mt.shadow].blocks.blocks_seen > 0;
-    t.blocks = m.shadow[mt.shadow].blocks;
-    in.targets.push_back(std::move(t));
-  }
+  // Each target launch with a kernel record once: with the shadow's blocks where it matched exactly.
+  std::vector<const stats::LaunchBlockStats*> blocks(m.primary.size(), nullptr);
+  for (const auto& mt : m.matches)
+    if (mt.kind == join::MatchKind::kExact) blocks[mt.primary] = &m.shadow[mt.shadow].blocks;
   for (size_t i = 0; i < m.primary.size(); ++i) {
     const join::PrimaryLaunch& p = m.primary[i];
-    if (matched[i] || !p.have_kernel) continue;
+    if (!p.have_kernel) continue;
     RankTargetLaunch t;
     t.range = TopLevel(p.path);
     t.kernel = p.demangled.empty() ? p.kernel : p.demangled;
     t.key = KeyOf(p.path, p.kernel, p.ordinal);
     t.dur_ns = p.end_ns - p.start_ns;
     t.grid = p.grid;
+    if (blocks[i]) {
+      t.have_blocks = blocks[i]->blocks_seen > 0;
+      t.blocks = *blocks[i];
+    }
     in.targets.push_back(std::move(t));
   }
   return in;
