@@ -21,18 +21,7 @@ rm -rf "$RUNS" && mkdir -p "$RUNS"
 PY=/opt/torch/.venv/bin/python3
 [[ -x $PY ]] || PY=python3
 
-if [[ ! -x $BUILD/bin/twinscope ]]; then
-  arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
-  opts=(-DCMAKE_BUILD_TYPE=Release -DTWINSCOPE_BUILD_TESTS=OFF -DTWINSCOPE_CUDA_ARCHITECTURES="${arch:-90}")
-  [[ -f /usr/include/sqlite3.h ]] || opts+=(-DTWINSCOPE_WITH_SQLITE=OFF)
-  [[ -f /usr/include/boost/beast.hpp ]] || opts+=(-DTWINSCOPE_WITH_MIRROR=OFF)
-  cmake_generator
-  cmake -S . -B "$BUILD" "${gen[@]}" "${opts[@]}" >"$RUNS/cmake.log" 2>&1 || { cat "$RUNS/cmake.log"; exit 1; }
-  targets=(twinscope twinscope_cupti twinscope_guard twinscope_blocks)
-  [[ -f /usr/include/boost/beast.hpp ]] && targets+=(twinscope-demo-server)
-  cmake --build "$BUILD" -j "$(nproc)" --target "${targets[@]}" >"$RUNS/build.log" 2>&1 ||
-    { tail -40 "$RUNS/build.log"; exit 1; }
-fi
+gpu_build_cli "$BUILD" "$RUNS"
 T=$PWD/$BUILD/bin/twinscope
 LOG=$OUTDIR/trees.log
 : >"$LOG"
