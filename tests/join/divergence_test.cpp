@@ -18,13 +18,7 @@ namespace {
 using testing::FakeLaunch;
 using testing::WriteTwin;
 
-std::string Dir() {
-  auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  auto d = std::filesystem::temp_directory_path() /
-           ("twinscope_div_" + std::to_string(getpid()) + "_" + info->test_suite_name() + "_" + info->name());
-  std::filesystem::create_directories(d);
-  return d.string();
-}
+std::string Dir() { return testing::TestDir("twinscope_div"); }
 
 join::JoinedModel Join(const testing::TwinFiles& f, join::JoinOptions o = {}) {
   auto m = join::JoinTraces(f.primary, f.shadow, o);

@@ -58,4 +58,7 @@ struct WriteOptions {
 // Writes both traces for `launches` under `dir` (created if needed).
 TwinFiles WriteTwin(const std::string& dir, const std::vector<FakeLaunch>& launches, const WriteOptions& o = {});
 
+// A fresh folder for the running test: the temp dir / PREFIX_PID_SUITE_NAME (GoogleTest's current test).
+std::string TestDir(const std::string& prefix);
+
 }  // namespace twinscope::testing

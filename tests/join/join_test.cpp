@@ -21,13 +21,7 @@ using testing::FakeBlock;
 using testing::FakeLaunch;
 using testing::WriteTwin;
 
-std::string Dir() {
-  auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  auto d = std::filesystem::temp_directory_path() /
-           ("twinscope_join_" + std::to_string(getpid()) + "_" + info->test_suite_name() + "_" + info->name());
-  std::filesystem::create_directories(d);
-  return d.string();
-}
+std::string Dir() { return testing::TestDir("twinscope_join"); }
 
 // `steps` decode steps, each with `per_step` target launches, 1 ms apart.
 std::vector<FakeLaunch> Steps(int steps, int per_step) {
