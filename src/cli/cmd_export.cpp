@@ -19,6 +19,7 @@ struct ExportFlags {
   std::string output;
   size_t max_block_launches = 0;  // 0 = the format's default
   uint64_t max_blocks = 0;
+  bool trace_only = false;  // FILE alone, not the traces in FILE.d/
 };
 
 // A twin/join folder (primary.tsc + shadow.tsc): joins, then writes the view.
@@ -38,27 +39,35 @@ StatusOr<exporters::ExportResult> ExportJoin(const ExportFlags& f, exporters::Bl
   return static_cast<exporters::ExportResult>(*r);
 }
 
-// For a run folder that is not a twin folder: its one trace with GPU work
-// becomes f->path; several are refused, naming them (each exports on its own).
-Status PickTraceOfRun(ExportFlags* f) {
+// A run of several processes that is not a twin folder: a folder of traces (one side of a twin
+// folder included) or a trace file with others' traces in FILE.d/. With one trace with GPU work, that
+// trace becomes f->path (exported as a lone trace); with several, *merged gets them all
+// (docs/processes.md, "Every process in one view").
+Status PickTracesOfRun(ExportFlags* f, std::vector<exporters::RunProcess>* merged) {
   struct stat st {};
-  if (stat(f->path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return Status::Ok();  // a trace file
+  const bool folder = stat(f->path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  if (!folder && (f->trace_only || stat((f->path + ".d").c_str(), &st) != 0)) return Status::Ok();  // a lone trace
   auto l = ListRun(f->path);
   if (!l.ok()) return l.status();
-  std::vector<const RunTrace*> work;
-  for (const auto& t : l->sides.front().traces)
-    if (t.gpu_work()) work.push_back(&t);
-  if (work.size() == 1) {
-    f->path = work.front()->path;
-    std::fprintf(stderr, "twinscope export: %s: its one trace with GPU work, %s\n", l->path.c_str(), f->path.c_str());
+  size_t without_work = 0;
+  auto processes = exporters::RunProcesses(l->sides.front(), &without_work);
+  if (processes.empty()) {
+    if (!folder) return Status::Ok();  // the trace file exports as it is, and says what it holds
+    return Status::Error(l->path + ": no trace with GPU work in this folder");
+  }
+  if (processes.size() == 1) {
+    if (folder)
+      std::fprintf(stderr, "twinscope export: %s: its one trace with GPU work, %s\n", l->path.c_str(),
+                   processes.front().trace.c_str());
+    f->path = processes.front().trace;
     return Status::Ok();
   }
-  if (work.empty()) return Status::Error(l->path + ": no trace with GPU work in this folder");
-  std::string list;
-  for (const auto* t : work) list += "\n  " + t->path + "  (" + ProcessLabel(*t) + ")";
-  return Status::Error(l->path + " holds " + std::to_string(work.size()) +
-                       " traces with GPU work (a process each); export them one at a time, e.g. twinscope export " +
-                       work.front()->path + " --format " + f->format + " -o OUT:" + list);
+  std::fprintf(stderr, "twinscope export: %s: %zu processes with GPU work in one file%s; clocks: %s\n", l->path.c_str(),
+               processes.size(),
+               without_work ? (" (" + std::to_string(without_work) + " without GPU work left out)").c_str() : "",
+               exporters::AlignmentText(processes).c_str());
+  *merged = std::move(processes);
+  return Status::Ok();
 }
 
 CommandRegistration kExport(
@@ -67,8 +76,8 @@ CommandRegistration kExport(
     [](CLI::App* sub) -> CommandRun {
       auto f = std::make_shared<ExportFlags>();
       sub->add_option("file", f->path,
-                      "Trace file (.tsc), a run folder with one trace with GPU work, or a twin folder (primary/ and "
-                      "shadow/): the joined run")
+                      "Trace file (.tsc; with FILE.d/, every process), a run folder (every process with GPU work in "
+                      "one file), or a twin folder (primary/ and shadow/): the joined run")
           ->required();
       sub->add_option("--format", f->format,
                       "chrome (JSON for chrome://tracing / ui.perfetto.dev), perfetto (protobuf with interned names: "
@@ -79,22 +88,31 @@ CommandRegistration kExport(
       sub->add_option("--max-block-launches", f->max_block_launches,
                       "Most launches drawn with every block (perfetto: 1000, chrome: 200)");
       sub->add_option("--max-blocks", f->max_blocks, "Most blocks drawn (perfetto: 1000000, chrome: 100000)");
+      sub->add_flag("--trace-only", f->trace_only,
+                    "Export FILE alone, not the other processes' traces beside it in FILE.d/");
       return [f]() {
         exporters::BlockBounds bounds =
             f->format == "chrome" ? exporters::kChromeBlockBounds : exporters::kPerfettoBlockBounds;
         if (f->max_block_launches) bounds.max_launches = f->max_block_launches;
         if (f->max_blocks) bounds.max_blocks = f->max_blocks;
         const bool joined = IsJoinFolder(f->path);
+        std::vector<exporters::RunProcess> merged;  // several processes: every one in one file
         if (!joined) {
-          // A run folder (a trace per process): one output per trace, so one trace at a time.
-          if (Status st = PickTraceOfRun(f.get()); !st.ok()) {
+          if (Status st = PickTracesOfRun(f.get(), &merged); !st.ok()) {
             std::fprintf(stderr, "twinscope export: %s\n", st.message().c_str());
             return 1;
           }
         }
         exporters::BlockDetailCounts counts;
         StatusOr<exporters::ExportResult> result = Status::Error("");
-        if (joined) {
+        if (!merged.empty()) {
+          result = f->format == "chrome" ? exporters::ExportChromeRun(merged, f->output)
+                   : f->format == "perfetto"
+                       ? StatusOr<exporters::ExportResult>(Status::Error(
+                             "the Perfetto protobuf export of several processes is not built yet: --format chrome "
+                             "writes every process in one file (ui.perfetto.dev opens it)"))
+                       : exporters::ExportSqliteRun(merged, f->output);
+        } else if (joined) {
           result = ExportJoin(*f, bounds, &counts);
         } else if (f->format == "perfetto") {
           auto r = exporters::ExportPerfetto(f->path, f->output, bounds);
@@ -109,7 +127,10 @@ CommandRegistration kExport(
           return 1;
         }
         for (const auto& w : result->warnings) std::fprintf(stderr, "twinscope export: warning: %s\n", w.c_str());
-        std::fprintf(stderr, "twinscope export: %s%s records -> %s %s (%s %s)\n", joined ? "joined run, " : "",
+        std::fprintf(stderr, "twinscope export: %s%s records -> %s %s (%s %s)\n",
+                     joined           ? "joined run, "
+                     : merged.empty() ? ""
+                                      : (std::to_string(merged.size()) + " processes, ").c_str(),
                      FormatCount(result->records).c_str(), f->output.c_str(), f->format.c_str(),
                      FormatCount(result->written).c_str(),
                      f->format == "chrome"     ? "events"

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <set>
 #include <unordered_map>
 
@@ -26,6 +27,12 @@ namespace twinscope::exporters {
 namespace {
 
 constexpr int64_t kLaunchSpanTid = 1000000;
+// Thread ids of a merged run's GPU tracks inside their process group: GPU
+// streams, then blocks by SM (one range of kGroupedStride per device; the
+// range's last id is the traced launches' track). Above every OS thread id.
+constexpr int64_t kGroupedGpuTid = 1000000000;
+constexpr int64_t kGroupedBlockTid = 2000000000;
+constexpr int64_t kGroupedStride = 1000000;
 
 // Pass 2: writes one event (or a few) per record.
 class ChromeSink : public RecordSink {
@@ -33,6 +40,18 @@ class ChromeSink : public RecordSink {
   ChromeSink(JsonOut& out, const TimelineScan& scan, const std::unordered_map<StringId, std::string>& strings,
              int64_t pid)
       : out_(out), scan_(scan), strings_(strings), pid_(pid), base_(scan.Base()) {}
+  // One process of a merged run: every track under `pid`, times moved by
+  // `offset` onto the run's clock and relative to `base`, flow ids tagged with `index`.
+  ChromeSink(JsonOut& out, const TimelineScan& scan, const std::unordered_map<StringId, std::string>& strings,
+             int64_t pid, int64_t offset, int64_t base, uint32_t index)
+      : out_(out),
+        scan_(scan),
+        strings_(strings),
+        pid_(pid),
+        base_(0),
+        grouped_(true),
+        offset_(offset - base),
+        flow_tag_(uint64_t{index} << 48) {}
 
   void OnKernel(const KernelRecord& r) override {
     if (!ValidSpan(r.start_ns, r.end_ns, r.flags)) {
@@ -40,7 +59,7 @@ class ChromeSink : public RecordSink {
       return;
     }
     const std::string& name = Name(r.demangled ? r.demangled : r.name, "<kernel>");
-    Begin('X', "kernel", name, kGpuPidBase + r.device, r.stream, r.start_ns);
+    Begin('X', "kernel", name, GpuPid(r.device), GpuTid(r.device, r.stream), r.start_ns);
     Dur(r.end_ns - r.start_ns);
     out_.Raw(",\"args\":{\"correlation\":").Uint(r.correlation_id);
     out_.Raw(",\"grid\":[").Uint(r.grid.x).Raw(",").Uint(r.grid.y).Raw(",").Uint(r.grid.z);
@@ -58,7 +77,7 @@ class ChromeSink : public RecordSink {
     out_.Raw(",\"flags\":").Uint(r.flags).Raw("}");
     out_.EndEvent();
     ++written;
-    FlowEnd(r.correlation_id, kGpuPidBase + r.device, r.stream, r.start_ns, r.end_ns);
+    FlowEnd(r.correlation_id, GpuPid(r.device), GpuTid(r.device, r.stream), r.start_ns, r.end_ns);
   }
 
   void OnMemcpy(const MemcpyRecord& r) override {
@@ -67,7 +86,7 @@ class ChromeSink : public RecordSink {
       return;
     }
     std::string name = std::string("Memcpy ") + CopyKindName(r.copy_kind);
-    Begin('X', "memcpy", name, kGpuPidBase + r.device, r.stream, r.start_ns);
+    Begin('X', "memcpy", name, GpuPid(r.device), GpuTid(r.device, r.stream), r.start_ns);
     Dur(r.end_ns - r.start_ns);
     out_.Raw(",\"args\":{\"correlation\":").Uint(r.correlation_id).Raw(",\"bytes\":").Uint(r.bytes);
     out_.Raw(",\"src_kind\":").Uint(r.src_kind).Raw(",\"dst_kind\":").Uint(r.dst_kind);
@@ -76,7 +95,7 @@ class ChromeSink : public RecordSink {
     out_.Raw("}");
     out_.EndEvent();
     ++written;
-    FlowEnd(r.correlation_id, kGpuPidBase + r.device, r.stream, r.start_ns, r.end_ns);
+    FlowEnd(r.correlation_id, GpuPid(r.device), GpuTid(r.device, r.stream), r.start_ns, r.end_ns);
   }
 
   void OnMemset(const MemsetRecord& r) override {
@@ -84,7 +103,7 @@ class ChromeSink : public RecordSink {
       ++skipped_invalid;
       return;
     }
-    Begin('X', "memset", "Memset", kGpuPidBase + r.device, r.stream, r.start_ns);
+    Begin('X', "memset", "Memset", GpuPid(r.device), GpuTid(r.device, r.stream), r.start_ns);
     Dur(r.end_ns - r.start_ns);
     out_.Raw(",\"args\":{\"correlation\":").Uint(r.correlation_id).Raw(",\"bytes\":").Uint(r.bytes);
     out_.Raw(",\"value\":").Uint(r.value);
@@ -93,7 +112,7 @@ class ChromeSink : public RecordSink {
     out_.Raw("}");
     out_.EndEvent();
     ++written;
-    FlowEnd(r.correlation_id, kGpuPidBase + r.device, r.stream, r.start_ns, r.end_ns);
+    FlowEnd(r.correlation_id, GpuPid(r.device), GpuTid(r.device, r.stream), r.start_ns, r.end_ns);
   }
 
   void OnApi(const ApiRecord& r) override {
@@ -168,7 +187,7 @@ class ChromeSink : public RecordSink {
     auto it = scan_.launches.find(r.seq);
     if (it != scan_.launches.end() && it->second.blocks) {
       const LaunchInfo& l = it->second;
-      Begin('X', "launch", kernel, kBlocksPidBase + r.device, kLaunchSpanTid, l.first_enter);
+      Begin('X', "launch", kernel, BlockPid(r.device), LaunchTid(r.device), l.first_enter);
       Dur(l.last_exit - l.first_enter);
       out_.Raw(",\"args\":{\"seq\":").Uint(r.seq).Raw(",\"blocks\":").Uint(l.blocks);
       out_.Raw(",\"blocks_expected\":").Uint(uint64_t{r.grid.x} * r.grid.y * r.grid.z);
@@ -187,7 +206,7 @@ class ChromeSink : public RecordSink {
     auto it = scan_.launches.find(r.launch_seq);
     const uint32_t device = it == scan_.launches.end() ? 0 : it->second.device;
     const StringId kernel = it == scan_.launches.end() ? 0 : it->second.kernel;
-    Begin('X', "block", Name(kernel, "block"), kBlocksPidBase + device, r.sm, r.enter_ns);
+    Begin('X', "block", Name(kernel, "block"), BlockPid(device), BlockTid(device, r.sm), r.enter_ns);
     Dur(r.exit_ns - r.enter_ns);
     out_.Raw(",\"args\":{\"launch_seq\":").Uint(r.launch_seq).Raw(",\"block\":[").Uint(r.x).Raw(",").Uint(r.y);
     out_.Raw(",").Uint(r.z).Raw("],\"block_linear\":").Uint(r.block_linear).Raw(",\"order\":").Uint(r.order);
@@ -203,7 +222,21 @@ class ChromeSink : public RecordSink {
   nlohmann::json last_status = nlohmann::json::object();
 
  private:
-  static uint64_t FlowId(uint32_t corr, uint32_t i) { return (uint64_t{corr} << 16) | i; }
+  uint64_t FlowId(uint32_t corr, uint32_t i) const { return flow_tag_ | (uint64_t{corr} << 16) | i; }
+
+  // Where GPU streams, blocks by SM and traced launch spans go: processes of
+  // their own for one trace; threads of the traced process in a merged run.
+  int64_t GpuPid(uint32_t device) const { return grouped_ ? pid_ : kGpuPidBase + device; }
+  int64_t GpuTid(uint32_t device, uint32_t stream) const {
+    return grouped_ ? kGroupedGpuTid + int64_t{device} * kGroupedStride + stream % kGroupedStride : stream;
+  }
+  int64_t BlockPid(uint32_t device) const { return grouped_ ? pid_ : kBlocksPidBase + device; }
+  int64_t BlockTid(uint32_t device, uint32_t sm) const {
+    return grouped_ ? kGroupedBlockTid + int64_t{device} * kGroupedStride + sm % (kGroupedStride - 1) : sm;
+  }
+  int64_t LaunchTid(uint32_t device) const {
+    return grouped_ ? kGroupedBlockTid + int64_t{device} * kGroupedStride + kGroupedStride - 1 : kLaunchSpanTid;
+  }
 
   const std::string& Name(StringId id, const char* fallback) {
     auto it = names_.find(id);
@@ -213,7 +246,8 @@ class ChromeSink : public RecordSink {
   }
 
   void Begin(char ph, std::string_view cat, std::string_view name, int64_t pid, int64_t tid, uint64_t ts) {
-    out_.BeginEvent(ph, cat, name, pid, tid, static_cast<int64_t>(ts - base_));
+    out_.BeginEvent(ph, cat, name, pid, tid,
+                    grouped_ ? static_cast<int64_t>(ts) + offset_ : static_cast<int64_t>(ts - base_));
   }
   void Dur(uint64_t ns) { out_.Dur(ns); }
   void Key(const LaunchKey& k) {
@@ -272,6 +306,41 @@ class ChromeSink : public RecordSink {
     }
   }
 
+  // A merged run's process group: its name, its place among the processes,
+  // and a named track for each thread, GPU stream, SM and launch span.
+  void WriteGroupMetadata(const std::string& label, int64_t sort_index) {
+    Meta("process_name", pid_, 0, "name", label);
+    Meta("process_sort_index", pid_, 0, "sort_index", sort_index);
+    for (uint64_t t : scan_.threads) {
+      const int64_t tid = static_cast<int64_t>(t);
+      Meta("thread_name", pid_, tid, "name", "thread " + std::to_string(t));
+    }
+    for (const auto& [device, stream] : scan_.streams) {
+      const int64_t tid = GpuTid(device, stream);
+      Meta("thread_name", pid_, tid, "name",
+           "GPU " + std::to_string(device) + DeviceName(device) + " stream " + std::to_string(stream));
+      Meta("thread_sort_index", pid_, tid, "sort_index", tid);
+    }
+    std::set<std::pair<uint32_t, uint32_t>> sm_tracks;
+    std::set<uint32_t> block_devices;
+    for (const auto& [seq, sms] : scan_.sms) {
+      auto it = scan_.launches.find(seq);
+      const uint32_t device = it == scan_.launches.end() ? 0 : it->second.device;
+      block_devices.insert(device);
+      for (uint32_t sm : sms) sm_tracks.insert({device, sm});
+    }
+    for (uint32_t device : block_devices) {
+      Meta("thread_name", pid_, LaunchTid(device), "name",
+           "GPU " + std::to_string(device) + DeviceName(device) + " traced launches");
+      Meta("thread_sort_index", pid_, LaunchTid(device), "sort_index", BlockTid(device, 0) - 1);
+    }
+    for (const auto& [device, sm] : sm_tracks) {
+      Meta("thread_name", pid_, BlockTid(device, sm), "name",
+           "GPU " + std::to_string(device) + " SM " + std::to_string(sm));
+      Meta("thread_sort_index", pid_, BlockTid(device, sm), "sort_index", BlockTid(device, sm));
+    }
+  }
+
  private:
   std::string DeviceName(uint32_t device) const { return scan_.DeviceName(device); }
   template <typename V>
@@ -285,6 +354,9 @@ class ChromeSink : public RecordSink {
   const std::unordered_map<StringId, std::string>& strings_;
   int64_t pid_;
   uint64_t base_;
+  bool grouped_ = false;  // a process of a merged run
+  int64_t offset_ = 0;    // grouped: added to every timestamp (to the run's clock, minus its base)
+  uint64_t flow_tag_ = 0;
   std::unordered_map<StringId, std::string> names_;
   CorrelationCounts flows_started_;  // API records that started their flows
   CorrelationCounts flows_done_;     // activities that ended a flow
@@ -338,6 +410,110 @@ StatusOr<ExportResult> ExportChromeWith(const std::string& trace, const std::str
                           {"skipped_invalid_timestamps", sink.skipped_invalid},
                           {"status", sink.last_status}};
   if (extra) extra->Finish(&other, &result.warnings);
+  std::string other_text = other.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  json.Raw("\n],\"otherData\":").Raw(other_text).Raw("}\n");
+  bool ok = json.Flush();
+  if (std::fclose(f) != 0) ok = false;
+  if (!ok) return Status::Error("error writing " + out + ": " + std::strerror(errno) + " (disk full?)");
+  return result;
+}
+
+StatusOr<ExportResult> ExportChromeRun(const std::vector<RunProcess>& processes, const std::string& out) {
+  if (processes.empty()) return Status::Error("no process with GPU work to export");
+  // Pass 1 over every trace: tracks, flows and the earliest time on the run's clock.
+  struct Scanned {
+    nlohmann::json header;
+    std::unique_ptr<TimelineScan> scan;
+    std::unordered_map<StringId, std::string> strings;
+    int64_t chrome_pid = 0;
+  };
+  std::vector<Scanned> scanned;
+  int64_t base = INT64_MAX;
+  std::map<int64_t, int> pid_uses;
+  for (const auto& p : processes) ++pid_uses[p.pid];
+  std::map<std::string, int64_t> host_index;
+  for (const auto& p : processes) host_index.emplace(p.host, static_cast<int64_t>(host_index.size()));
+  for (size_t i = 0; i < processes.size(); ++i) {
+    const RunProcess& p = processes[i];
+    std::string error;
+    auto reader = TraceReader::Open(p.trace, &error);
+    if (!reader) return Status::Error(error);
+    Scanned s;
+    s.header = reader->header();
+    s.scan = std::make_unique<TimelineScan>(s.header.value("role", std::string()) == "shadow");
+    reader->Read(*s.scan);
+    s.strings = reader->strings();
+    if (s.scan->Base()) base = std::min(base, static_cast<int64_t>(s.scan->Base()) + p.to_realtime_ns);
+    // The process's own pid names its group, unless another host's process has it too.
+    s.chrome_pid = pid_uses[p.pid] == 1 && p.pid > 0 ? p.pid : (host_index[p.host] + 1) * 10000000 + p.pid;
+    if (pid_uses[p.pid] > 1 && host_index.size() == 1) s.chrome_pid = (static_cast<int64_t>(i) + 1) * 10000000 + p.pid;
+    scanned.push_back(std::move(s));
+  }
+  if (base == INT64_MAX) base = 0;
+
+  FILE* f = std::fopen(out.c_str(), "wb");
+  if (!f) return Status::Error("cannot write " + out + ": " + std::strerror(errno));
+  JsonOut json(f);
+  json.Raw("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
+  ExportResult result;
+  nlohmann::json listed = nlohmann::json::array();
+  bool corrupt = false;
+  for (size_t i = 0; i < processes.size(); ++i) {
+    const RunProcess& p = processes[i];
+    Scanned& s = scanned[i];
+    std::string error;
+    auto reader = TraceReader::Open(p.trace, &error);
+    if (!reader) {
+      std::fclose(f);
+      return Status::Error(error);
+    }
+    ChromeSink sink(json, *s.scan, s.strings, s.chrome_pid, p.to_realtime_ns, base, static_cast<uint32_t>(i));
+    sink.WriteGroupMetadata(p.label, static_cast<int64_t>(i));
+    const ReadReport report = reader->Read(sink);
+    result.records += report.records;
+    result.written += sink.written;
+    result.skipped_invalid += sink.skipped_invalid;
+    std::vector<std::string> warnings;
+    AddReadWarnings(report, &warnings);
+    for (const auto& w : warnings) result.warnings.push_back(p.trace + ": " + w);
+    if (sink.skipped_invalid) {
+      result.warnings.push_back(p.trace + ": " + std::to_string(sink.skipped_invalid) +
+                                " records with invalid timestamps were not placed on the timeline");
+    }
+    if (report.end == ReadEnd::kCorrupt) corrupt = true;
+    if (i == 0 || report.end > result.report.end) result.report = report;
+    nlohmann::json e = {{"chrome_pid", s.chrome_pid},
+                        {"pid", p.pid},
+                        {"ppid", p.ppid},
+                        {"host", p.host},
+                        {"command", p.command},
+                        {"label", p.label},
+                        {"trace", p.trace},
+                        {"role", p.role},
+                        {"to_realtime_ns", p.to_realtime_ns},
+                        {"clock_pair", p.aligned},
+                        {"read_end", ReadEndName(report.end)},
+                        {"read_message", report.message},
+                        {"records", report.records},
+                        {"skipped_invalid_timestamps", sink.skipped_invalid},
+                        {"status", sink.last_status},
+                        {"header", s.header}};
+    if (p.rank) e["rank"] = *p.rank;
+    listed.push_back(std::move(e));
+    s.scan.reset();  // its memory, before the next process
+  }
+  if (corrupt) result.report.end = ReadEnd::kCorrupt;
+  std::set<std::string> hosts;
+  for (const auto& p : processes) hosts.insert(p.host);
+  nlohmann::json other = {{"twinscope_run",
+                           {{"processes", listed},
+                            {"hosts", hosts},
+                            {"alignment", AlignmentText(processes)},
+                            {"base_ns", base},
+                            {"clock", "CLOCK_REALTIME ns where a trace has a clock pair; ts = clock - base_ns"}}},
+                          {"base_ns", base},
+                          {"records", result.records},
+                          {"skipped_invalid_timestamps", result.skipped_invalid}};
   std::string other_text = other.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   json.Raw("\n],\"otherData\":").Raw(other_text).Raw("}\n");
   bool ok = json.Flush();

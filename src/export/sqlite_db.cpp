@@ -80,6 +80,11 @@ void Db::WriteStrings(const TraceReader& reader) {
   for (const auto& [id, value] : reader.strings()) str.Bind().I(id).Text(value).Insert();
 }
 
+void Db::WriteStrings(const TraceReader& reader, uint64_t process_id) {
+  Statement str = Insert("strings", 3);
+  for (const auto& [id, value] : reader.strings()) str.Bind().I(process_id).I(id).Text(value).Insert();
+}
+
 void Db::Fail(const char* what) {
   throw std::runtime_error(std::string("SQLite ") + what + ": " + sqlite3_errmsg(db_));
 }

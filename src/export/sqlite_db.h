@@ -60,6 +60,8 @@ class Db {
   void Commit(const char* after);
   // The `strings` table both databases have (id, value): every string of `reader`.
   void WriteStrings(const TraceReader& reader);
+  // The run database's `strings` (process_id, id, value): every string of `reader`.
+  void WriteStrings(const TraceReader& reader, uint64_t process_id);
 
   uint64_t rows() const { return rows_; }  // rows inserted so far
 
