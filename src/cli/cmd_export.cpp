@@ -7,6 +7,7 @@
 #include "cli/cli_text.h"
 #include "cli/command.h"
 #include "cli/join_outputs.h"
+#include "cli/perfetto_run.h"
 #include "export/export.h"
 #include "export/join/join_export.h"
 
@@ -106,12 +107,14 @@ CommandRegistration kExport(
         exporters::BlockDetailCounts counts;
         StatusOr<exporters::ExportResult> result = Status::Error("");
         if (!merged.empty()) {
-          result = f->format == "chrome" ? exporters::ExportChromeRun(merged, f->output)
-                   : f->format == "perfetto"
-                       ? StatusOr<exporters::ExportResult>(Status::Error(
-                             "the Perfetto protobuf export of several processes is not built yet: --format chrome "
-                             "writes every process in one file (ui.perfetto.dev opens it)"))
-                       : exporters::ExportSqliteRun(merged, f->output);
+          if (f->format == "perfetto") {
+            auto r = ExportPerfettoRun(merged, f->output, bounds);
+            if (r.ok()) counts = r->blocks;
+            result = r.ok() ? StatusOr<exporters::ExportResult>(static_cast<exporters::ExportResult>(*r)) : r.status();
+          } else {
+            result = f->format == "chrome" ? exporters::ExportChromeRun(merged, f->output)
+                                           : exporters::ExportSqliteRun(merged, f->output);
+          }
         } else if (joined) {
           result = ExportJoin(*f, bounds, &counts);
         } else if (f->format == "perfetto") {

@@ -429,10 +429,6 @@ StatusOr<ExportResult> ExportChromeRun(const std::vector<RunProcess>& processes,
   };
   std::vector<Scanned> scanned;
   int64_t base = INT64_MAX;
-  std::map<int64_t, int> pid_uses;
-  for (const auto& p : processes) ++pid_uses[p.pid];
-  std::map<std::string, int64_t> host_index;
-  for (const auto& p : processes) host_index.emplace(p.host, static_cast<int64_t>(host_index.size()));
   for (size_t i = 0; i < processes.size(); ++i) {
     const RunProcess& p = processes[i];
     std::string error;
@@ -444,9 +440,7 @@ StatusOr<ExportResult> ExportChromeRun(const std::vector<RunProcess>& processes,
     reader->Read(*s.scan);
     s.strings = reader->strings();
     if (s.scan->Base()) base = std::min(base, static_cast<int64_t>(s.scan->Base()) + p.to_realtime_ns);
-    // The process's own pid names its group, unless another host's process has it too.
-    s.chrome_pid = pid_uses[p.pid] == 1 && p.pid > 0 ? p.pid : (host_index[p.host] + 1) * 10000000 + p.pid;
-    if (pid_uses[p.pid] > 1 && host_index.size() == 1) s.chrome_pid = (static_cast<int64_t>(i) + 1) * 10000000 + p.pid;
+    s.chrome_pid = p.group_pid;
     scanned.push_back(std::move(s));
   }
   if (base == INT64_MAX) base = 0;

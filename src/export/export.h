@@ -44,6 +44,10 @@ struct RunProcess {
   std::string role;   // the header's role ("primary", "shadow")
   std::string side;   // the run side ("primary"/"shadow" of a twin folder, else "")
   int64_t pid = 0, ppid = 0;
+  // The id of its process group in a merged timeline: its pid, unless another process of the run
+  // has that pid too (two hosts, or a pid reused): then host ordinal (or, on one host, its index)
+  // x 10000000 + pid.
+  int64_t group_pid = 0;
   std::string host;
   std::string command;  // the command line, joined by spaces
   std::optional<int64_t> rank, local_rank, world_size;

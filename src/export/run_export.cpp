@@ -1,5 +1,6 @@
 // The processes of a run for the merged views (export.h, RunProcesses): who each one is, what it
 // launched and lost, and how its clock maps onto CLOCK_REALTIME (docs/processes.md, "Several hosts").
+#include <map>
 #include <set>
 
 #include "export/export.h"
@@ -68,6 +69,17 @@ std::vector<RunProcess> RunProcesses(const RunSide& side, size_t* without_work) 
     if (!p.role.empty()) p.label += ", " + p.role;
     p.label += ")";
     out.push_back(std::move(p));
+  }
+  std::map<int64_t, int> pid_uses;
+  for (const auto& p : out) ++pid_uses[p.pid];
+  std::map<std::string, int64_t> host_index;
+  for (const auto& p : out) host_index.emplace(p.host, 0);
+  int64_t n = 0;
+  for (auto& [host, index] : host_index) index = n++;
+  for (size_t i = 0; i < out.size(); ++i) {
+    RunProcess& p = out[i];
+    const int64_t ordinal = host_index.size() > 1 ? host_index[p.host] : static_cast<int64_t>(i);
+    p.group_pid = pid_uses[p.pid] == 1 && p.pid > 0 ? p.pid : (ordinal + 1) * 10000000 + p.pid;
   }
   if (without_work) *without_work = skipped;
   return out;

@@ -18,6 +18,12 @@
 #ifndef TWINSCOPE_NO_SQLITE
 #include <sqlite3.h>
 #endif
+#if __has_include("export/join/perfetto_trace.pb.h")
+#include <map>
+
+#include "export/join/perfetto_trace.pb.h"
+#define TWINSCOPE_TEST_PERFETTO 1
+#endif
 
 namespace twinscope::testing {
 namespace {
@@ -110,6 +116,83 @@ TEST_F(RunExportCliTest, FolderOfTwoProcessesIsOneDatabase) {
   sqlite3_finalize(s);
   sqlite3_close(db);
   EXPECT_EQ(rows, "101:2 202:1 ");
+}
+#endif
+
+#ifdef TWINSCOPE_TEST_PERFETTO
+// A Perfetto trace read back: per process group (pid) the slices begun, and the time of each kernel.
+struct PerfettoView {
+  std::map<int64_t, std::string> process_names;        // pid -> name
+  std::map<int64_t, int> slices;                       // pid -> slice-begin events
+  std::map<int64_t, std::vector<uint64_t>> kernel_ts;  // pid -> timestamps of slices named "work"
+  int orphan_tracks = 0;                               // tracks whose root is no process
+};
+
+PerfettoView ReadPerfetto(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  pftrace::Trace trace;
+  EXPECT_TRUE(trace.ParseFromString(s.str())) << path;
+  PerfettoView v;
+  std::map<uint64_t, uint64_t> parent;                         // uuid -> parent uuid
+  std::map<uint64_t, int64_t> pid_of;                          // process and thread tracks
+  std::map<std::pair<uint32_t, uint64_t>, std::string> names;  // (sequence, iid) -> event name
+  for (const auto& p : trace.packet()) {
+    for (const auto& n : p.interned_data().event_names()) names[{p.trusted_packet_sequence_id(), n.iid()}] = n.name();
+    if (!p.has_track_descriptor()) continue;
+    const auto& d = p.track_descriptor();
+    if (d.has_process()) {
+      pid_of[d.uuid()] = d.process().pid();
+      v.process_names[d.process().pid()] = d.process().process_name();
+    } else if (d.has_thread()) {
+      pid_of[d.uuid()] = d.thread().pid();
+    } else if (d.has_parent_uuid()) {
+      parent[d.uuid()] = d.parent_uuid();
+    } else {
+      ++v.orphan_tracks;
+    }
+  }
+  auto root = [&](uint64_t uuid) -> int64_t {
+    for (int hops = 0; hops < 16; ++hops) {
+      if (auto it = pid_of.find(uuid); it != pid_of.end()) return it->second;
+      auto it = parent.find(uuid);
+      if (it == parent.end()) return -1;
+      uuid = it->second;
+    }
+    return -1;
+  };
+  for (const auto& p : trace.packet()) {
+    if (!p.has_track_event() || p.track_event().type() != pftrace::TrackEvent::TYPE_SLICE_BEGIN) continue;
+    const int64_t pid = root(p.track_event().track_uuid());
+    ++v.slices[pid];
+    if (names[{p.trusted_packet_sequence_id(), p.track_event().name_iid()}] == "work")
+      v.kernel_ts[pid].push_back(p.timestamp());
+  }
+  return v;
+}
+
+TEST_F(RunExportCliTest, FolderOfTwoProcessesIsOnePerfettoTrace) {
+  fs::create_directories(tmp_ + "/run");
+  WriteTwo(tmp_ + "/run/python3-101.tsc", tmp_ + "/run/python3-202.tsc");
+  std::string err;
+  ASSERT_EQ(Run("export " + tmp_ + "/run --format perfetto -o " + tmp_ + "/out.pftrace", &err), 0) << err;
+  const PerfettoView v = ReadPerfetto(tmp_ + "/out.pftrace");
+  EXPECT_EQ(v.process_names, (std::map<int64_t, std::string>{{101, "python3 train.py (pid 101, primary)"},
+                                                             {202, "python3 train.py (pid 202, primary)"}}));
+  EXPECT_EQ(v.orphan_tracks, 0) << "GPU tracks belong to their process's group";
+  EXPECT_EQ(v.slices.count(-1), 0u);
+  // Each group holds as many slices as its trace's own Perfetto export.
+  for (const auto& [pid, file] : std::map<int64_t, std::string>{{101, "python3-101.tsc"}, {202, "python3-202.tsc"}}) {
+    ASSERT_EQ(Run("export " + tmp_ + "/run/" + file + " --format perfetto -o " + tmp_ + "/one.pftrace", &err), 0);
+    int own = 0;
+    for (const auto& [p, n] : ReadPerfetto(tmp_ + "/one.pftrace").slices) own += n;
+    EXPECT_EQ(v.slices.at(pid), own) << file;
+  }
+  // One clock: the run starts at pid 101's first API call (CUPTI 999'500); pid 202's kernel (CUPTI
+  // 1'001'000) is 1'500 ns later, pid 101's kernels 500 and 3'500 ns.
+  EXPECT_EQ(v.kernel_ts.at(202), (std::vector<uint64_t>{1500}));
+  EXPECT_EQ(v.kernel_ts.at(101), (std::vector<uint64_t>{500, 3500}));
 }
 #endif
 
