@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "cli/cli_text.h"
 #include "cli/command.h"
@@ -306,6 +307,8 @@ int StatsOnRun(const RunListing& run, const StatsFlags& f) {
   }
   int code = 0;
   nlohmann::json processes = nlohmann::json::array();
+  std::set<std::string> hosts;  // a run written by several hosts (docs/processes.md, "Several hosts")
+  for (const auto& t : side.traces) hosts.insert(t.process.host);
   uint64_t launches = 0, kernels = 0, traced = 0, blocks = 0, missing = 0, dropped = 0;
   size_t without_work = 0, unclean = 0, damaged = 0;
   for (size_t i = 0; i < side.traces.size(); ++i) {
@@ -336,19 +339,20 @@ int StatsOnRun(const RunListing& run, const StatsFlags& f) {
       j["gpu_work"] = t.gpu_work();
       processes.push_back(std::move(j));
     } else {
-      std::printf("== process %zu of %zu: %s\n", i + 1, side.traces.size(), ProcessLabel(t).c_str());
+      std::printf("== process %zu of %zu: %s%s\n", i + 1, side.traces.size(), ProcessLabel(t).c_str(),
+                  hosts.size() > 1 ? (" on host " + t.process.host).c_str() : "");
       rc = StatsOnTrace(t.path, f, nullptr);
       std::printf("\n");
     }
     code = std::max(code, rc);
   }
-  const std::string total = "total: " + std::to_string(side.traces.size()) + " processes (" +
-                            std::to_string(side.traces.size() - without_work) + " with GPU work, " +
-                            std::to_string(without_work) + " without), " + FormatCount(launches) + " launches, " +
-                            FormatCount(kernels) + " kernel records, " + FormatCount(traced) + " traced launches, " +
-                            FormatCount(blocks) + " blocks; losses: " + FormatCount(missing) + " missing, " +
-                            FormatCount(dropped) + " dropped; " + std::to_string(unclean) + " without a summary, " +
-                            std::to_string(damaged) + " damaged";
+  const std::string total =
+      "total: " + std::to_string(side.traces.size()) + " processes (" +
+      std::to_string(side.traces.size() - without_work) + " with GPU work, " + std::to_string(without_work) +
+      " without), " + FormatCount(launches) + " launches, " + FormatCount(kernels) + " kernel records, " +
+      FormatCount(traced) + " traced launches, " + FormatCount(blocks) + " blocks; losses: " + FormatCount(missing) +
+      " missing, " + FormatCount(dropped) + " dropped; " + std::to_string(unclean) + " without a summary, " +
+      std::to_string(damaged) + " damaged" + (hosts.size() > 1 ? "; " + std::to_string(hosts.size()) + " hosts" : "");
   if (f.json) {
     nlohmann::json j = {{"run", run.path},
                         {"processes", processes},
@@ -362,7 +366,8 @@ int StatsOnRun(const RunListing& run, const StatsFlags& f) {
                           {"missing", missing},
                           {"dropped", dropped},
                           {"without_summary", unclean},
-                          {"damaged", damaged}}}};
+                          {"damaged", damaged},
+                          {"hosts", hosts}}}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("run: %s\n%s\n", run.path.c_str(), total.c_str());

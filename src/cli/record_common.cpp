@@ -16,6 +16,7 @@
 #include "cli/cli_text.h"
 #include "cli/run_child.h"
 #include "cuptilib/cupti_library.h"
+#include "format/output_path.h"
 #include "twin/twin_runner.h"
 
 namespace twinscope::cli {
@@ -155,11 +156,16 @@ int RecordCommand(const RecordRequest& request) {
       return 1;
     }
   }
-  // Traces left from an earlier run must not pass for this run's.
-  if (!twin::RemoveStaleOutput(folder ? output + "/" : output, &error)) {
+  // Traces left from an earlier run must not pass for this run's; other hosts' traces in a shared
+  // run folder stay (docs/processes.md, "Several hosts").
+  size_t other_hosts = 0;
+  if (!RemoveStaleTraces(folder ? output + "/" : output, ThisHost(), &other_hosts, &error)) {
     std::fprintf(stderr, "twinscope: %s\n", error.c_str());
     return 1;
   }
+  if (other_hosts)
+    std::fprintf(stderr, "twinscope: %s holds %zu trace(s) of other hosts: kept (a run shared by several hosts)\n",
+                 output.c_str(), other_hosts);
   const std::string env_output = folder ? output + "/" : output;
 
   ChildOptions options;

@@ -1,12 +1,18 @@
 // Claims a trace file per process under TWINSCOPE_OUTPUT (output_path.h).
 #include "format/output_path.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
+
+#include "format/run_dir.h"
+#include "twinscope/records.h"
 
 namespace twinscope {
 namespace {
@@ -46,7 +52,84 @@ bool IsFolder(const std::string& p) {
   return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// Whether the earlier trace at `path` is this host's to remove (RemoveStaleTraces).
+bool StaleOfThisHost(const std::string& path, const std::string& host, bool* other_host) {
+  *other_host = false;
+  char head[sizeof kFileMagic] = {};
+  size_t n = 0;
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    n = std::fread(head, 1, sizeof head, f);
+    std::fclose(f);
+  }
+  if (n > 0 && std::memcmp(head, kFileMagic, n) != 0) return true;  // not a trace
+  const RunTrace t = ScanTrace(path);
+  if (t.end == "unreadable") {
+    // Empty or cut inside its header: a process of another host may be creating it right now.
+    struct stat st {};
+    return stat(path.c_str(), &st) == 0 && st.st_mtime + 60 < std::time(nullptr);
+  }
+  if (t.process.host.empty() || t.process.host == host) return true;
+  *other_host = true;
+  return false;
+}
+
+bool RemoveStaleIn(const std::string& dir, const std::string& host, size_t* kept, std::string* error) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) return true;
+  bool ok = true;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() < 4 || name.compare(name.size() - 4, 4, ".tsc") != 0) continue;
+    const std::string p = dir + "/" + name;
+    bool other = false;
+    if (!StaleOfThisHost(p, host, &other)) {
+      *kept += other ? 1 : 0;
+      continue;
+    }
+    if (unlink(p.c_str()) != 0 && errno != ENOENT) {
+      *error = "cannot remove " + p + " (left by an earlier run): " + std::strerror(errno);
+      ok = false;
+    }
+  }
+  closedir(d);
+  return ok;
+}
+
 }  // namespace
+
+std::string ThisHost() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
+bool RemoveStaleTraces(const std::string& output, const std::string& host, size_t* kept_other_hosts,
+                       std::string* error) {
+  size_t kept = 0;
+  bool ok = true;
+  if ((!output.empty() && output.back() == '/') || IsFolder(output)) {
+    std::string dir = output;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    ok = RemoveStaleIn(dir, host, &kept, error);
+  } else {
+    bool other = false;
+    struct stat st {};
+    if (stat(output.c_str(), &st) == 0) {
+      if (StaleOfThisHost(output, host, &other)) {
+        if (unlink(output.c_str()) != 0 && errno != ENOENT) {
+          *error = "cannot replace the existing trace " + output + ": " + std::strerror(errno);
+          ok = false;
+        }
+      } else {
+        kept += other ? 1 : 0;
+      }
+    }
+    ok = RemoveStaleIn(output + ".d", host, &kept, error) && ok;
+    rmdir((output + ".d").c_str());  // when empty; fails harmlessly otherwise
+  }
+  if (kept_other_hosts) *kept_other_hosts = kept;
+  return ok;
+}
 
 bool MakeFolders(const std::string& dir, std::string* error) {
   std::string cur;

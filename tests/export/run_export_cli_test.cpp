@@ -39,14 +39,18 @@ class RunExportCliTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(tmp_); }
 
-  // Runs twinscope with `args`; returns the exit code, *err the stderr text.
-  int Run(const std::string& args, std::string* err) {
-    const std::string log = tmp_ + "/stderr.txt";
-    const int rc = std::system((std::string(TWINSCOPE_BIN) + " " + args + " 2>" + log + " >/dev/null").c_str());
-    std::ifstream f(log);
-    std::stringstream s;
-    s << f.rdbuf();
-    *err = s.str();
+  // Runs twinscope with `args`; returns the exit code, *err the stderr text, *out (if given) stdout.
+  int Run(const std::string& args, std::string* err, std::string* out = nullptr) {
+    const std::string log = tmp_ + "/stderr.txt", text = tmp_ + "/stdout.txt";
+    const int rc = std::system((std::string(TWINSCOPE_BIN) + " " + args + " 2>" + log + " >" + text).c_str());
+    auto slurp = [](const std::string& path) {
+      std::ifstream f(path);
+      std::stringstream s;
+      s << f.rdbuf();
+      return s.str();
+    };
+    *err = slurp(log);
+    if (out) *out = slurp(text);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
   }
 
@@ -94,6 +98,31 @@ TEST_F(RunExportCliTest, TraceFileWithItsDotDFolderIsOneChromeFile) {
   // --trace-only: the file alone, as a lone trace (its GPU tracks in a GPU process of their own).
   ASSERT_EQ(Run("export " + tmp_ + "/x.tsc --trace-only --format chrome -o " + tmp_ + "/one.json", &err), 0) << err;
   EXPECT_EQ(KernelPids(tmp_ + "/one.json"), (std::set<int64_t>{1000000000}));
+}
+
+// A folder written by two hosts (the same pid on both): stats names each process's host and counts
+// the hosts; the merged export names them too.
+TEST_F(RunExportCliTest, StatsAndExportOfTwoHosts) {
+  fs::create_directories(tmp_ + "/run");
+  ProcessTraceSpec a;
+  a.pid = 100;
+  a.host = "a";
+  a.kernels = {{1000000, 1002000}};
+  WriteProcessTrace(tmp_ + "/run/python3-100.tsc", a);
+  ProcessTraceSpec b = a;
+  b.host = "b";
+  WriteProcessTrace(tmp_ + "/run/python3-100.1.tsc", b);
+  std::string err, out;
+  ASSERT_EQ(Run("stats " + tmp_ + "/run", &err, &out), 0) << err;
+  EXPECT_NE(out.find("python3 train.py on host a\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("python3 train.py on host b\n"), std::string::npos) << out;
+  EXPECT_NE(out.find(" damaged; 2 hosts\n"), std::string::npos) << out;
+  ASSERT_EQ(Run("stats --json " + tmp_ + "/run", &err, &out), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(out)["total"]["hosts"], nlohmann::json::array({"a", "b"}));
+  ASSERT_EQ(Run("export " + tmp_ + "/run --format chrome -o " + tmp_ + "/out.json", &err), 0) << err;
+  EXPECT_NE(err.find("clocks: CLOCK_REALTIME through each trace's clock pair (2 hosts: a, b)"), std::string::npos)
+      << err;
+  EXPECT_EQ(KernelPids(tmp_ + "/out.json"), (std::set<int64_t>{10000100, 20000100}));
 }
 
 #ifndef TWINSCOPE_NO_SQLITE
