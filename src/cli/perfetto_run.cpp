@@ -52,6 +52,7 @@ struct Merge {
   int64_t shift = 0;  // added to every packet timestamp
   int64_t pid = 0;
   std::string label;
+  std::string description;    // the process track's: host, trace, clock alignment
   uint64_t process_uuid = 0;  // the process track (mixed), once seen
 };
 
@@ -66,6 +67,7 @@ void Rewrite(pftrace::TracePacket& p, Merge& m) {
     if (d->has_process()) {
       d->mutable_process()->set_pid(static_cast<int32_t>(m.pid));
       d->mutable_process()->set_process_name(m.label);
+      d->set_description(m.description);
       m.process_uuid = d->uuid();
     } else if (d->has_thread()) {
       d->mutable_thread()->set_pid(static_cast<int32_t>(m.pid));
@@ -158,6 +160,12 @@ StatusOr<exporters::TimelineExportResult> ExportPerfettoRun(const std::vector<ex
     m.shift = bases[i] ? bases[i] + p.to_realtime_ns - run_base : 0;
     m.pid = p.group_pid;
     m.label = p.label;
+    m.description =
+        "host " + p.host + ", trace " + p.trace + "; " +
+        (p.aligned
+             ? "times on CLOCK_REALTIME through its clock pair (CUPTI + " + std::to_string(p.to_realtime_ns) + " ns)"
+             : "no clock pair: times as recorded") +
+        "; the run: " + exporters::AlignmentText(processes) + ", time 0 = " + std::to_string(run_base) + " ns";
     auto packets = Append(part, f, m);
     std::remove(part.c_str());
     if (!packets.ok()) {

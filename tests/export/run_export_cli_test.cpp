@@ -152,6 +152,7 @@ TEST_F(RunExportCliTest, FolderOfTwoProcessesIsOneDatabase) {
 // A Perfetto trace read back: per process group (pid) the slices begun, and the time of each kernel.
 struct PerfettoView {
   std::map<int64_t, std::string> process_names;        // pid -> name
+  std::map<int64_t, std::string> descriptions;         // pid -> its process track's description
   std::map<int64_t, int> slices;                       // pid -> slice-begin events
   std::map<int64_t, std::vector<uint64_t>> kernel_ts;  // pid -> timestamps of slices named "work"
   int orphan_tracks = 0;                               // tracks whose root is no process
@@ -174,6 +175,7 @@ PerfettoView ReadPerfetto(const std::string& path) {
     if (d.has_process()) {
       pid_of[d.uuid()] = d.process().pid();
       v.process_names[d.process().pid()] = d.process().process_name();
+      v.descriptions[d.process().pid()] = d.description();
     } else if (d.has_thread()) {
       pid_of[d.uuid()] = d.thread().pid();
     } else if (d.has_parent_uuid()) {
@@ -210,6 +212,12 @@ TEST_F(RunExportCliTest, FolderOfTwoProcessesIsOnePerfettoTrace) {
   EXPECT_EQ(v.process_names, (std::map<int64_t, std::string>{{101, "python3 train.py (pid 101, primary)"},
                                                              {202, "python3 train.py (pid 202, primary)"}}));
   EXPECT_EQ(v.orphan_tracks, 0) << "GPU tracks belong to their process's group";
+  EXPECT_NE(v.descriptions.at(202).find("host hosta, trace " + tmp_ +
+                                        "/run/python3-202.tsc; times on CLOCK_REALTIME "
+                                        "through its clock pair (CUPTI + 0 ns); the run: CLOCK_REALTIME through each "
+                                        "trace's clock pair (host hosta), time 0 = 999500 ns"),
+            std::string::npos)
+      << v.descriptions.at(202);
   EXPECT_EQ(v.slices.count(-1), 0u);
   // Each group holds as many slices as its trace's own Perfetto export.
   for (const auto& [pid, file] : std::map<int64_t, std::string>{{101, "python3-101.tsc"}, {202, "python3-202.tsc"}}) {
