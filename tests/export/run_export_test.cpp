@@ -12,6 +12,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -241,6 +242,30 @@ TEST_F(RunExportTest, SeveralHostsOnOneClockThroughEachClockPair) {
   EXPECT_EQ(run["hosts"], nlohmann::json::array({"a", "b"}));
   EXPECT_EQ(run["alignment"], "CLOCK_REALTIME through each trace's clock pair (2 hosts: a, b)");
   for (const auto& p : run["processes"]) EXPECT_EQ(p["pid"], 100);
+}
+
+// One side of a twin folder (shadow traces): each group holds its blocks by SM and its traced
+// launches; the same pid twice (a pid reused) still makes two groups.
+TEST_F(RunExportTest, ShadowSideKeepsEachProcessBlocksInItsGroup) {
+  testing::WriteShadowTrace(run_ + "/app-5151.tsc");
+  testing::WriteShadowTrace(run_ + "/app-5151.1.tsc");
+  const auto processes = Processes();
+  ASSERT_EQ(processes.size(), 2u);
+  const nlohmann::json j = Chrome(processes);
+  const auto events = EventsByPid(j);
+  ASSERT_EQ(events.size(), 2u);
+  for (const auto& [pid, cats] : events) {
+    EXPECT_EQ(pid % 10000000, 5151);
+    EXPECT_EQ(cats.at("block"), 5) << "the trace's 5 blocks with valid times";
+    EXPECT_EQ(cats.at("launch"), 2 + 2) << "2 launch instants, 2 launch spans";
+  }
+  std::map<int64_t, std::set<std::string>> tracks;
+  for (const auto& e : j["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name") tracks[e["pid"].get<int64_t>()].insert(e["args"]["name"]);
+  for (const auto& [pid, names] : tracks) {
+    EXPECT_TRUE(names.count("GPU 0 SM 0") && names.count("GPU 0 SM 1")) << pid;
+    EXPECT_TRUE(names.count("GPU 0 traced launches")) << pid;
+  }
 }
 
 // A trace without a clock pair is kept as recorded, and the view says so.
