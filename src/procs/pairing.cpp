@@ -119,6 +119,16 @@ Pairing PairProcesses(const std::vector<ProcessRef>& primary, const std::vector<
                           " with GPU work; ignored");
       continue;
     }
+    // A pid held by several processes of one side (several hosts, or a pid reused): said, the first taken.
+    const auto p_held = std::count_if(p_order.begin(), p_order.end(), [&](size_t i) { return primary[i].pid == ppid; });
+    const auto s_held = std::count_if(s_order.begin(), s_order.end(), [&](size_t i) { return shadow[i].pid == spid; });
+    if (p_held > 1 || s_held > 1) {
+      out.notes.push_back("--pair " + std::to_string(ppid) + "=" + std::to_string(spid) + ": pid " +
+                          (p_held > 1 ? std::to_string(ppid) + " is held by " + std::to_string(p_held) + " primary"
+                                      : std::to_string(spid) + " is held by " + std::to_string(s_held) + " shadow") +
+                          " processes (several hosts, or a pid reused): the first started is paired; ranks tell "
+                          "them apart");
+    }
     if (p_used[*pi] || s_used[*si]) {
       out.notes.push_back("--pair " + std::to_string(ppid) + "=" + std::to_string(spid) +
                           ": a process named twice; the first pair kept");

@@ -115,6 +115,26 @@ TEST(Pairing, UserPairsWinAndBadOnesAreSaid) {
   EXPECT_NE(r.notes[0].find("no primary process 99"), std::string::npos);
 }
 
+// Several hosts: the same pid on two hosts. --pair by that pid is said to be ambiguous; the first
+// started is paired, and the other pairs by rank.
+TEST(Pairing, UserPairOfAPidHeldOnTwoHostsIsSaid) {
+  std::vector<ProcessRef> p = {Proc(10, {"a"}, 1, 5, 1, 0), Proc(10, {"a"}, 2, 5, 1, 1)};
+  std::vector<ProcessRef> s = {Proc(20, {"a"}, 1, 5, 1, 0), Proc(21, {"a"}, 2, 5, 1, 1)};
+  PairingOptions o;
+  o.by_pid = {{10, 20}};
+  Pairing r = PairProcesses(p, s, o);
+  ASSERT_EQ(r.pairs.size(), 2u);
+  EXPECT_EQ(r.pairs[0].rule, PairRule::kUser);
+  EXPECT_EQ(r.pairs[0].primary, 0u);
+  EXPECT_EQ(r.pairs[0].shadow, 0u);
+  EXPECT_EQ(r.pairs[1].rule, PairRule::kRank);
+  EXPECT_EQ(r.pairs[1].primary, 1u);
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_NE(r.notes[0].find("--pair 10=20: pid 10 is held by 2 primary processes (several hosts, or a pid reused)"),
+            std::string::npos)
+      << r.notes[0];
+}
+
 TEST(Pairing, RanksOnOneSideOnlyOrHeldTwiceFallBackToTheTree) {
   std::vector<ProcessRef> p = {Proc(10, {"a"}, 1, 5, 1, 0), Proc(11, {"a"}, 2, 5, 1, 0)};
   std::vector<ProcessRef> s = {Proc(20, {"a"}, 1, 5, 1), Proc(21, {"a"}, 2, 5, 1)};
