@@ -51,7 +51,10 @@ Status PickTracesOfRun(ExportFlags* f, std::vector<exporters::RunProcess>* merge
   auto l = ListRun(f->path);
   if (!l.ok()) return l.status();
   size_t without_work = 0;
-  auto processes = exporters::RunProcesses(l->sides.front(), &without_work);
+  std::vector<std::string> unreadable;
+  auto processes = exporters::RunProcesses(l->sides.front(), &without_work, &unreadable);
+  for (const auto& e : unreadable)
+    std::fprintf(stderr, "twinscope export: warning: left out, its header cannot be read: %s\n", e.c_str());
   if (processes.empty()) {
     if (!folder) return Status::Ok();  // the trace file exports as it is, and says what it holds
     return Status::Error(l->path + ": no trace with GPU work in this folder");

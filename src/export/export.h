@@ -65,9 +65,11 @@ struct RunProcess {
 
 // The processes of a run side (run_dir.h) with GPU work, in listing order,
 // with their labels and clock alignment. *without_work (may be null) counts
-// the traces left out (no GPU work: a launcher, a process that only
-// initialized CUDA).
-std::vector<RunProcess> RunProcesses(const RunSide& side, size_t* without_work);
+// the traces left out for having no GPU work (a launcher, a process that
+// only initialized CUDA); *unreadable (may be null) gets the error of each
+// trace left out because its header cannot be read.
+std::vector<RunProcess> RunProcesses(const RunSide& side, size_t* without_work,
+                                     std::vector<std::string>* unreadable = nullptr);
 
 // How a merged view placed the processes on one clock, one line: "CLOCK_REALTIME
 // through each trace's clock pair (hosts a, b)" or why it could not.

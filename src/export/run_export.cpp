@@ -28,13 +28,17 @@ bool ClockPair(const nlohmann::json& h, int64_t* offset) {
 
 }  // namespace
 
-std::vector<RunProcess> RunProcesses(const RunSide& side, size_t* without_work) {
+std::vector<RunProcess> RunProcesses(const RunSide& side, size_t* without_work, std::vector<std::string>* unreadable) {
   std::vector<RunProcess> out;
   std::set<std::string> hosts;
   for (const auto& t : side.traces)
     if (t.gpu_work()) hosts.insert(t.process.host);
   size_t skipped = 0;
   for (const auto& t : side.traces) {
+    if (t.end == "unreadable") {
+      if (unreadable) unreadable->push_back(t.error);
+      continue;
+    }
     if (!t.gpu_work()) {
       ++skipped;
       continue;

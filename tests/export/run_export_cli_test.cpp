@@ -87,6 +87,13 @@ TEST_F(RunExportCliTest, FolderOfTwoProcessesIsOneChromeFile) {
   ASSERT_EQ(Run("export " + tmp_ + "/run --format chrome -o " + tmp_ + "/out.json", &err), 0) << err;
   EXPECT_NE(err.find("2 processes with GPU work in one file"), std::string::npos) << err;
   EXPECT_EQ(KernelPids(tmp_ + "/out.json"), (std::set<int64_t>{101, 202}));
+  // A trace whose header cannot be read is left out and said, not counted as "without GPU work".
+  std::ofstream(tmp_ + "/run/python3-303.tsc") << "TWSCOPE1 cut";
+  ASSERT_EQ(Run("export " + tmp_ + "/run --format chrome -o " + tmp_ + "/out.json", &err), 0) << err;
+  EXPECT_NE(err.find("warning: left out, its header cannot be read: " + tmp_ + "/run/python3-303.tsc: "),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("without GPU work left out"), std::string::npos) << err;
 }
 
 TEST_F(RunExportCliTest, TraceFileWithItsDotDFolderIsOneChromeFile) {
