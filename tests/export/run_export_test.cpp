@@ -164,8 +164,11 @@ TEST_F(RunExportTest, ChromeHasOneProcessGroupPerProcessWithItsOwnEvents) {
     EXPECT_EQ(events.at(p.pid).at("*"), own_events) << p.trace;
   }
   // Kernel names stay each process's own (string ids are per trace).
-  for (const auto& e : j["traceEvents"])
-    if (e["ph"] == "X" && e["cat"] == "kernel") EXPECT_EQ(e["name"], e["pid"] == 101 ? "work" : "other");
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "X" && e["cat"] == "kernel") {
+      EXPECT_EQ(e["name"], e["pid"] == 101 ? "work" : "other");
+    }
+  }
   // One clock: pid 202's first kernel (CUPTI 1001500) is 2000 ns after the run's first event (pid 101's
   // first API call, CUPTI 999500), both moved by the same clock pair.
   bool found = false;
@@ -182,8 +185,11 @@ TEST_F(RunExportTest, ChromeHasOneProcessGroupPerProcessWithItsOwnEvents) {
   EXPECT_EQ(run["alignment"], "CLOCK_REALTIME through each trace's clock pair (host hosta)");
   // Flow ids stay unique across processes (both traces use correlation ids 1..n).
   std::map<uint64_t, int> starts;
-  for (const auto& e : j["traceEvents"])
-    if (e["ph"] == "s") EXPECT_EQ(++starts[e["id"].get<uint64_t>()], 1);
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "s") {
+      EXPECT_EQ(++starts[e["id"].get<uint64_t>()], 1);
+    }
+  }
   EXPECT_EQ(starts.size(), 5u);
 }
 
