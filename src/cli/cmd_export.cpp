@@ -60,7 +60,7 @@ Status PickTracesOfRun(ExportFlags* f, std::vector<exporters::RunProcess>* merge
     return Status::Error(l->path + ": no trace with GPU work in this folder");
   }
   if (processes.size() == 1) {
-    if (folder)
+    if (processes.front().trace != f->path)
       std::fprintf(stderr, "twinscope export: %s: its one trace with GPU work, %s\n", l->path.c_str(),
                    processes.front().trace.c_str());
     f->path = processes.front().trace;
