@@ -189,6 +189,10 @@ StatusOr<exporters::TimelineExportResult> ExportPerfettoRun(const std::vector<ex
 
 StatusOr<exporters::TimelineExportResult> ExportPerfettoRun(const std::vector<exporters::RunProcess>&,
                                                             const std::string&, const exporters::BlockBounds&) {
+  if (exporters::PerfettoAvailable())  // the exporter is built but its trace proto was not found here
+    return Status::Error(
+        "this twinscope was built without the merge of Perfetto traces (src/cli/perfetto_run.cpp did not find "
+        "export/join/perfetto_trace.pb.h): a build problem; --format chrome writes every process in one file");
   return Status::Error(
       "this twinscope was built without the Perfetto exporter (TWINSCOPE_WITH_PERFETTO=OFF); --format chrome "
       "writes every process in one file (ui.perfetto.dev opens it)");

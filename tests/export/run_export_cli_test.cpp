@@ -18,11 +18,10 @@
 #ifndef TWINSCOPE_NO_SQLITE
 #include <sqlite3.h>
 #endif
-#if __has_include("export/join/perfetto_trace.pb.h")
+#ifdef TWINSCOPE_TEST_PERFETTO  // a build with the Perfetto exporter (tests/export/CMakeLists.txt)
 #include <map>
 
 #include "export/join/perfetto_trace.pb.h"
-#define TWINSCOPE_TEST_PERFETTO 1
 #endif
 
 namespace twinscope::testing {
