@@ -41,7 +41,9 @@ phase setup-deps
 scripts/setup-deps.sh
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
 phase configure
-cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTWINSCOPE_BUILD_TESTS=ON
+# TWINSCOPE_FAST_BUILD: unity builds, line tables only, tests at -O1; the product code keeps -O2
+# (cmake/TwinscopeFastBuild.cmake; bench/RESULTS.md, "The test command's time").
+cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTWINSCOPE_BUILD_TESTS=ON -DTWINSCOPE_FAST_BUILD=ON
 phase build
 cmake --build "$BUILD" -j "$JOBS"
 phase ctest
@@ -66,7 +68,9 @@ if command -v clang++ >/dev/null && [[ $FUZZ_SECONDS -gt 0 ]]; then
   phase fuzz-build
   # No CUDA in this build (TWINSCOPE_BUILD_EXAMPLES=OFF: nvcc is not even probed): only the fuzz targets and the
   # reader's replay test are built, each with just what it links.
+  # -O1 under the sanitizers, as libFuzzer's documentation suggests; unity builds as above.
   CC=clang CXX=clang++ cmake -S . -B "$BUILD-fuzz" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTWINSCOPE_FUZZ=ON \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g -DNDEBUG" -DTWINSCOPE_FAST_BUILD=ON \
     -DTWINSCOPE_WITH_CUPTI=OFF -DTWINSCOPE_WITH_SANITIZER=OFF -DTWINSCOPE_BUILD_TESTS=ON -DTWINSCOPE_BUILD_EXAMPLES=OFF >/dev/null
   targets=$(cmake --build "$BUILD-fuzz" --target help | grep -oE '^[a-z_]+_fuzzer' | sort -u || true)
   # All of them in one build, so that both jobs stay busy (one target at a time idles a core at each link).
