@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "cli/join_outputs.h"
 #include "export/export.h"
+#include "export/join/block_detail.h"
 #include "export/join/join_export.h"
 
 namespace twinscope::cli {
@@ -28,11 +29,14 @@ StatusOr<exporters::ExportResult> ExportJoin(const ExportFlags& f, exporters::Bl
   if (!primary.ok()) return primary.status();
   auto shadow = MainTraceOf(f.path, "shadow", "twinscope export");
   if (!shadow.ok()) return shadow.status();
-  auto model = join::JoinTraces(*primary, *shadow, TwinOptions(f.path));
-  if (!model.ok()) return model.status();
-  if (f.format == "sqlite") return exporters::ExportJoinSqlite(*model, f.output);
-  auto r = f.format == "perfetto" ? exporters::ExportJoinPerfetto(*model, f.output, bounds)
-                                  : exporters::ExportJoinChrome(*model, f.output, bounds);
+  // One pass over each trace for the model, one more over the shadow for the view's blocks (docs/join.md, "Reads").
+  auto joined = join::JoinForViews(*primary, *shadow, TwinOptions(f.path));
+  if (!joined.ok()) return joined.status();
+  auto* run = &*joined;
+  if (f.format == "sqlite") return exporters::ExportJoinSqlite(run, f.output);
+  join::ReadDetail(run, exporters::PlanBlocks(run->model, bounds).drawn_seqs);
+  auto r = f.format == "perfetto" ? exporters::ExportJoinPerfetto(*run, f.output, bounds)
+                                  : exporters::ExportJoinChrome(*run, f.output, bounds);
   if (!r.ok()) return r.status();
   *counts = r->blocks;
   return static_cast<exporters::ExportResult>(*r);
