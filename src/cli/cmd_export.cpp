@@ -29,10 +29,17 @@ StatusOr<exporters::ExportResult> ExportJoin(const ExportFlags& f, exporters::Bl
   if (!primary.ok()) return primary.status();
   auto shadow = MainTraceOf(f.path, "shadow", "twinscope export");
   if (!shadow.ok()) return shadow.status();
-  // One pass over each trace for the model, one more over the shadow for the view's blocks (docs/join.md, "Reads").
-  auto joined = join::JoinForViews(*primary, *shadow, TwinOptions(f.path));
-  if (!joined.ok()) return joined.status();
-  auto* run = &*joined;
+  // The saved model where it is there and fresh (else a join: one pass over each trace), the primary's records
+  // in one pass, the view's blocks in one over the shadow (docs/join.md, "Reads").
+  join::JoinedRun joined;
+  bool have_records = false;
+  auto model = SavedOrJoined(f.path, *primary, *shadow, "twinscope export", &joined.primary, &have_records);
+  if (!model.ok()) return model.status();
+  joined.model = std::move(*model);
+  if (!have_records) {
+    if (Status s = join::ReadRecordLog(*primary, &joined.primary); !s.ok()) return s;
+  }
+  auto* run = &joined;
   if (f.format == "sqlite") return exporters::ExportJoinSqlite(run, f.output);
   join::ReadDetail(run, exporters::PlanBlocks(run->model, bounds).drawn_seqs);
   auto r = f.format == "perfetto" ? exporters::ExportJoinPerfetto(*run, f.output, bounds)

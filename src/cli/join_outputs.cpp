@@ -8,6 +8,7 @@
 #include "cli/run_pairs.h"
 #include "join/join_views.h"
 #include "join/joined_run.h"
+#include "join/model_file.h"
 #include "views/join_writer.h"
 
 namespace twinscope::cli {
@@ -112,6 +113,25 @@ int JoinAndReport(const JoinOutputRequest& r, join::JoinedModel* model_out) {
   return ok ? 0 : 1;
 }
 
+StatusOr<join::JoinedModel> SavedOrJoined(const std::string& dir, const std::string& primary, const std::string& shadow,
+                                          const char* command, join::RecordLog* primary_log, bool* log_filled) {
+  if (log_filled) *log_filled = false;
+  const std::string saved = dir + "/" + join::kModelFile;
+  join::ModelUnusable why = join::ModelUnusable::kNone;
+  auto model = join::LoadModel(saved, primary, shadow, &why);
+  if (model.ok()) {
+    std::fprintf(stderr, "%s: read the saved join %s (twinscope join joins the traces again)\n", command,
+                 saved.c_str());
+    return model;
+  }
+  if (why == join::ModelUnusable::kMissing)
+    std::fprintf(stderr, "%s: %s has no saved join (%s): joining the traces\n", command, dir.c_str(), join::kModelFile);
+  else
+    std::fprintf(stderr, "%s: %s: joining the traces again\n", command, model.status().message().c_str());
+  if (log_filled) *log_filled = primary_log != nullptr;
+  return join::JoinTraces(primary, shadow, TwinOptions(dir), primary_log);
+}
+
 int StatsOnJoin(const std::string& path, const std::string& shadow, bool json, size_t top) {
   // A run of several processes joined pair by pair: its processes first, then the main pair's join.
   nlohmann::json processes;
@@ -140,7 +160,7 @@ int StatsOnJoin(const std::string& path, const std::string& shadow, bool json, s
     }
   }
   const std::string p = *pt, s = *st;
-  auto model = join::JoinTraces(p, s, shadow.empty() ? TwinOptions(path) : join::JoinOptions{});
+  auto model = shadow.empty() ? SavedOrJoined(path, p, s, "twinscope stats") : join::JoinTraces(p, s, {});
   if (!model.ok()) {
     std::fprintf(stderr, "twinscope stats: %s\n", model.status().message().c_str());
     return 1;

@@ -7,6 +7,7 @@
 #include "export/join/block_detail.h"
 #include "export/join/join_export.h"
 #include "join/join_views.h"
+#include "join/model_file.h"
 #include "report/report.h"
 
 namespace twinscope::views {
@@ -69,7 +70,11 @@ bool WriteJoinViews(join::JoinedRun* run, const std::string& dir, FILE* out, con
     return false;
   }
   std::fprintf(out, "joined model: %s\n", json_path.c_str());
-
+  // The typed model beside it, for `twinscope stats DIR` and `export DIR` (join/model_file.h).
+  if (Status saved = join::SaveModel(m, dir + "/" + join::kModelFile); !saved.ok()) {
+    std::fprintf(stderr, "%s: %s\n", command, saved.message().c_str());
+    ok = false;
+  }
 
   if (exporters::PerfettoAvailable()) {
     const std::string path = dir + "/join.perfetto-trace";
