@@ -306,6 +306,7 @@ StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::str
 
   {
     stats::StatsBuilder sb;
+    sb.set_kernel_percentiles(false);  // memory O(target launches), not O(records): no view of a join shows them
     PrimarySink ps(*preader, targets);
     TeeSink tee(sb, ps);
     RecordSink null_sink;

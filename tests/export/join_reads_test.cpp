@@ -11,6 +11,7 @@
 #include "format/read_passes.h"
 #include "join/joined_run.h"
 #include "join_scene.h"
+#include "stats/trace_stats.h"
 #include "views/join_writer.h"
 
 namespace twinscope::exporters {
@@ -85,6 +86,35 @@ TEST_F(JoinReads, ThePrimarysRecordsKeptForTheViewsAreBounded) {
     auto r = ExportJoinSqlite(&*run, dir_ + "/join.sqlite");
     ASSERT_TRUE(r.ok()) << r.status().message();
     EXPECT_TRUE(has(r->warnings, "the kernels table"));
+  }
+}
+
+// The join's pass over the primary keeps no per-record state: its trace
+// statistics count, total and bound every kernel's time without keeping each
+// duration (no view of a join shows their percentiles), the same figures as
+// `twinscope stats` gives, whose p50/p99 it leaves at 0.
+TEST_F(JoinReads, ThePrimarysKernelTimesAreSummedNotKept) {
+  auto run = join::JoinForViews(files_.primary, files_.shadow);
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  std::string error;
+  auto reader = TraceReader::Open(files_.primary, &error);
+  ASSERT_NE(reader, nullptr) << error;
+  stats::StatsBuilder sb;
+  const ReadReport rep = reader->Read(sb);
+  const stats::TraceStats full = sb.Finish(reader->strings(), reader->header(), rep);
+  const auto& joined = run->model.primary_side.stats.kernels;
+  ASSERT_EQ(joined.size(), full.kernels.size());
+  ASSERT_EQ(joined.size(), 2u);
+  for (size_t i = 0; i < joined.size(); ++i) {
+    EXPECT_EQ(joined[i].name, full.kernels[i].name);
+    EXPECT_EQ(joined[i].count, full.kernels[i].count);
+    EXPECT_EQ(joined[i].total_ns, full.kernels[i].total_ns);
+    EXPECT_EQ(joined[i].min_ns, full.kernels[i].min_ns);
+    EXPECT_EQ(joined[i].max_ns, full.kernels[i].max_ns);
+    EXPECT_DOUBLE_EQ(joined[i].mean_ns, full.kernels[i].mean_ns);
+    EXPECT_GT(full.kernels[i].p50_ns, 0u);
+    EXPECT_EQ(joined[i].p50_ns, 0u);
+    EXPECT_EQ(joined[i].p99_ns, 0u);
   }
 }
 
