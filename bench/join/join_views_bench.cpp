@@ -15,8 +15,9 @@
 #include <filesystem>
 #include <string>
 
+#include "export/join/block_detail.h"
 #include "export/join/join_export.h"
-#include "join/join_model.h"
+#include "join/joined_run.h"
 #include "join_fixture.h"
 
 namespace twinscope {
@@ -44,8 +45,8 @@ const std::string& Dir() {
 
 std::string OutPath(const char* suffix) { return Dir() + "/out" + suffix; }
 
-const join::JoinedModel& Model() {
-  static join::JoinedModel* m = [] {
+const join::JoinedRun& Model() {
+  static join::JoinedRun* m = [] {
     const std::string dir = Dir();
     std::vector<testing::FakeLaunch> v;
     const auto blocks = testing::EvenBlocks(kBlocks, kSms, 5'000);
@@ -63,12 +64,14 @@ const join::JoinedModel& Model() {
     testing::WriteOptions o;
     o.other_kernels = {"_Z4gemmv", "_Z7softmaxv", "_Z9layernormv"};
     auto f = testing::WriteTwin(dir, v, o);
-    auto joined = join::JoinTraces(f.primary, f.shadow);
+    auto joined = join::JoinForViews(f.primary, f.shadow);
     if (!joined.ok()) {
       std::fprintf(stderr, "join failed: %s\n", joined.status().message().c_str());
       std::exit(1);
     }
-    return new join::JoinedModel(std::move(*joined));
+    // Every matched launch's blocks, as a join's detail pass brings them for the largest bounds below.
+    join::ReadDetail(&*joined, exporters::PlanBlocks(joined->model, {kLaunches, 10'000'000}).drawn_seqs);
+    return new join::JoinedRun(std::move(*joined));
   }();
   return *m;
 }
@@ -78,14 +81,14 @@ uint64_t FileSize(const std::string& p) {
   return stat(p.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
 }
 
-using Export = StatusOr<exporters::TimelineExportResult> (*)(const join::JoinedModel&, const std::string&,
+using Export = StatusOr<exporters::TimelineExportResult> (*)(const join::JoinedRun&, const std::string&,
                                                              const exporters::BlockBounds&);
 
 // Arg 0: launches drawn with blocks (0 = none: the file without block detail).
 // bytes_per_block = (file size - size of the same export without blocks) /
 // blocks drawn; block_bytes_per_block (Perfetto) counts the block packets.
 void Run(benchmark::State& state, Export fn, const char* suffix) {
-  const join::JoinedModel& m = Model();
+  const join::JoinedRun& m = Model();
   const std::string out = OutPath(suffix);
   const exporters::BlockBounds bounds{static_cast<size_t>(state.range(0)), 10'000'000};
   auto base = fn(m, out, exporters::BlockBounds{0, 0});
@@ -116,7 +119,7 @@ void BM_JoinPerfetto(benchmark::State& state) {
   if (!exporters::PerfettoAvailable()) return state.SkipWithError("built without the Perfetto exporter");
   Run(
       state,
-      [](const join::JoinedModel& m, const std::string& out, const exporters::BlockBounds& b) {
+      [](const join::JoinedRun& m, const std::string& out, const exporters::BlockBounds& b) {
         return exporters::ExportJoinPerfetto(m, out, b);
       },
       ".perfetto-trace");
@@ -130,11 +133,11 @@ BENCHMARK(BM_JoinChrome)->Arg(200)->Unit(benchmark::kMillisecond)->UseRealTime()
 // kernel's name in every block event (the ~415 bytes of docs/join.md's users);
 // the Perfetto export interns it.
 void BM_ShadowChrome(benchmark::State& state) {
-  const join::JoinedModel& m = Model();
+  const join::JoinedRun& m = Model();
   const std::string out = OutPath(".shadow.json");
   uint64_t events = 0;
   for (auto _ : state) {
-    auto r = exporters::ExportChrome(m.shadow_path, out);
+    auto r = exporters::ExportChrome(m.model.shadow_path, out);
     if (!r.ok()) return state.SkipWithError(r.status().message().c_str());
     events = r->written;
   }
@@ -149,11 +152,11 @@ BENCHMARK(BM_ShadowChrome)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterat
 
 void BM_ShadowPerfetto(benchmark::State& state) {
   if (!exporters::PerfettoAvailable()) return state.SkipWithError("built without the Perfetto exporter");
-  const join::JoinedModel& m = Model();
+  const join::JoinedRun& m = Model();
   const std::string out = OutPath(".shadow.perfetto-trace");
   exporters::TimelineExportResult last;
   for (auto _ : state) {
-    auto r = exporters::ExportPerfetto(m.shadow_path, out, exporters::BlockBounds{100'000, 100'000'000});
+    auto r = exporters::ExportPerfetto(m.model.shadow_path, out, exporters::BlockBounds{100'000, 100'000'000});
     if (!r.ok()) return state.SkipWithError(r.status().message().c_str());
     last = std::move(*r);
   }
@@ -170,11 +173,12 @@ void BM_ShadowPerfetto(benchmark::State& state) {
 BENCHMARK(BM_ShadowPerfetto)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 
 void BM_JoinSqlite(benchmark::State& state) {
-  const join::JoinedModel& m = Model();
+  const join::JoinedRun& m = Model();
   const std::string out = OutPath(".sqlite");
   uint64_t rows = 0;
   for (auto _ : state) {
-    auto r = exporters::ExportJoinSqlite(m, out);
+    join::JoinedRun run{m.model, m.primary, {}, {}};  // its own detail pass (every block to the blocks table)
+    auto r = exporters::ExportJoinSqlite(&run, out);
     if (!r.ok()) return state.SkipWithError(r.status().message().c_str());
     rows = r->written;
   }

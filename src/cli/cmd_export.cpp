@@ -9,6 +9,7 @@
 #include "cli/join_outputs.h"
 #include "cli/perfetto_run.h"
 #include "export/export.h"
+#include "export/join/block_detail.h"
 #include "export/join/join_export.h"
 
 namespace twinscope::cli {
@@ -30,11 +31,21 @@ StatusOr<exporters::ExportResult> ExportJoin(const ExportFlags& f, exporters::Bl
   if (!primary.ok()) return primary.status();
   auto shadow = MainTraceOf(f.path, "shadow", "twinscope export");
   if (!shadow.ok()) return shadow.status();
-  auto model = join::JoinTraces(*primary, *shadow, TwinOptions(f.path));
+  // The saved model where it is there and fresh (else a join: one pass over each trace), the primary's records
+  // in one pass, the view's blocks in one over the shadow (docs/join.md, "Reads").
+  join::JoinedRun joined;
+  bool have_records = false;
+  auto model = SavedOrJoined(f.path, *primary, *shadow, "twinscope export", &joined.primary, &have_records);
   if (!model.ok()) return model.status();
-  if (f.format == "sqlite") return exporters::ExportJoinSqlite(*model, f.output);
-  auto r = f.format == "perfetto" ? exporters::ExportJoinPerfetto(*model, f.output, bounds)
-                                  : exporters::ExportJoinChrome(*model, f.output, bounds);
+  joined.model = std::move(*model);
+  if (!have_records) {
+    if (Status s = join::ReadRecordLog(*primary, &joined.primary); !s.ok()) return s;
+  }
+  auto* run = &joined;
+  if (f.format == "sqlite") return exporters::ExportJoinSqlite(run, f.output);
+  join::ReadDetail(run, exporters::PlanBlocks(run->model, bounds).drawn_seqs);
+  auto r = f.format == "perfetto" ? exporters::ExportJoinPerfetto(*run, f.output, bounds)
+                                  : exporters::ExportJoinChrome(*run, f.output, bounds);
   if (!r.ok()) return r.status();
   *counts = r->blocks;
   return static_cast<exporters::ExportResult>(*r);

@@ -6,71 +6,17 @@
 #include <fstream>
 
 #include "cli/run_pairs.h"
-#include "export/join/join_export.h"
 #include "join/join_views.h"
-#include "report/report.h"
+#include "join/joined_run.h"
+#include "join/model_file.h"
+#include "views/join_writer.h"
 
 namespace twinscope::cli {
 namespace {
 
-constexpr size_t kDetailLaunches = 32;
-
-bool WriteText(const std::string& path, const std::string& text, std::string* error) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-  f.close();
-  if (!f) {
-    *error = "cannot write " + path;
-    return false;
-  }
-  return true;
-}
-
 bool IsFile(const std::string& p) {
   struct stat st {};
   return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-// The joined views beside join.json: Perfetto and SQLite, where this build has them.
-bool WriteViews(const join::JoinedModel& m, const std::string& dir) {
-  bool ok = true;
-  if (exporters::PerfettoAvailable()) {
-    const std::string path = dir + "/join.perfetto-trace";
-    auto r = exporters::ExportJoinPerfetto(m, path);
-    if (r.ok()) {
-      for (const auto& w : r->warnings) std::fprintf(stderr, "twinscope join: perfetto: %s\n", w.c_str());
-      std::printf("timeline (open in https://ui.perfetto.dev): %s\n", path.c_str());
-    } else {
-      std::fprintf(stderr, "twinscope join: perfetto: %s\n", r.status().message().c_str());
-      ok = false;
-    }
-  } else {
-    std::printf("timeline: not written (built without the Perfetto exporter); twinscope export %s --format chrome\n",
-                dir.c_str());
-  }
-  if (exporters::SqliteAvailable()) {
-    const std::string path = dir + "/join.sqlite";
-    auto r = exporters::ExportJoinSqlite(m, path);
-    if (r.ok()) {
-      std::printf("database (docs/sqlite-schema.md): %s\n", path.c_str());
-    } else {
-      std::fprintf(stderr, "twinscope join: sqlite: %s\n", r.status().message().c_str());
-      ok = false;
-    }
-  }
-  return ok;
-}
-
-// What the report's copy of the model holds: the slowest launches, drifting
-// ranges first, steps; the report bounds it again on its own.
-join::JsonBounds ReportJsonBounds() {
-  join::JsonBounds b;
-  b.max_launches = 2000;
-  b.max_drift_rows = 1000;
-  b.max_step_rows = 0;
-  b.requests.max_rows = 1000;
-  b.requests.max_steps = 2000;
-  return b;
 }
 
 std::string BaseName(const std::string& p) {
@@ -152,44 +98,38 @@ StatusOr<std::string> MainTraceOf(const std::string& path, const std::string& si
 }
 
 int JoinAndReport(const JoinOutputRequest& r, join::JoinedModel* model_out) {
-  auto model = join::JoinTraces(r.primary, r.shadow, r.options);
-  if (!model.ok()) {
-    std::fprintf(stderr, "twinscope join: %s\n", model.status().message().c_str());
+  // One pass over each trace for the model (and the primary's records the
+  // timeline views draw), one more over the shadow for block detail.
+  auto run = join::JoinForViews(r.primary, r.shadow, r.options);
+  if (!run.ok()) {
+    std::fprintf(stderr, "twinscope join: %s\n", run.status().message().c_str());
     return 1;
   }
-  const join::JoinedModel& m = *model;
-  join::PrintJoin(stdout, m, r.top);
-  if (r.out_dir.empty()) return 0;
-
-  auto blocks = join::ReadShadowBlocks(r.shadow, join::DetailSeqs(m, kDetailLaunches));
-  std::vector<join::LaunchBlocks> detail;
-  if (blocks.ok())
-    detail = std::move(*blocks);
-  else
-    std::fprintf(stderr, "twinscope join: warning: block detail not read: %s\n", blocks.status().message().c_str());
-
-  std::string error;
-  const std::string json_path = r.out_dir + "/join.json";
-  if (!WriteText(json_path, join::JoinToJson(m, {}, detail).dump(), &error)) {
-    std::fprintf(stderr, "twinscope join: %s\n", error.c_str());
-    return 1;
-  }
-  std::printf("joined model: %s\n", json_path.c_str());
-  bool views = WriteViews(m, r.out_dir);
-  // The report embeds a bounded copy of the model (its own bounds: docs/report.md).
-  const std::string report_path = r.out_dir + "/report.html";
-  ReportInfo info;
-  Status rs = WriteReport(join::JoinToJson(m, ReportJsonBounds(), detail), report_path, {}, &info);
-  if (rs.ok()) {
-    std::printf("report (one self-contained file, open it in a browser): %s (%.1f MB%s)\n", report_path.c_str(),
-                static_cast<double>(info.bytes) / 1e6, info.charts ? "" : "; step chart drawn without Chart.js");
-  } else {
-    std::fprintf(stderr, "twinscope join: report: %s\n", rs.message().c_str());
-    views = false;
-  }
+  join::PrintJoin(stdout, run->model, r.top);
+  bool ok = true;
+  if (!r.out_dir.empty()) ok = views::WriteJoinViews(&*run, r.out_dir, stdout);
   std::fflush(stdout);
-  if (model_out) *model_out = std::move(*model);
-  return views ? 0 : 1;
+  if (model_out) *model_out = std::move(run->model);
+  return ok ? 0 : 1;
+}
+
+StatusOr<join::JoinedModel> SavedOrJoined(const std::string& dir, const std::string& primary, const std::string& shadow,
+                                          const char* command, join::RecordLog* primary_log, bool* log_filled) {
+  if (log_filled) *log_filled = false;
+  const std::string saved = dir + "/" + join::kModelFile;
+  join::ModelUnusable why = join::ModelUnusable::kNone;
+  auto model = join::LoadModel(saved, primary, shadow, &why);
+  if (model.ok()) {
+    std::fprintf(stderr, "%s: read the saved join %s (twinscope join joins the traces again)\n", command,
+                 saved.c_str());
+    return model;
+  }
+  if (why == join::ModelUnusable::kMissing)
+    std::fprintf(stderr, "%s: %s has no saved join (%s): joining the traces\n", command, dir.c_str(), join::kModelFile);
+  else
+    std::fprintf(stderr, "%s: %s: joining the traces again\n", command, model.status().message().c_str());
+  if (log_filled) *log_filled = primary_log != nullptr;
+  return join::JoinTraces(primary, shadow, TwinOptions(dir), primary_log);
 }
 
 int StatsOnJoin(const std::string& path, const std::string& shadow, bool json, size_t top) {
@@ -220,7 +160,7 @@ int StatsOnJoin(const std::string& path, const std::string& shadow, bool json, s
     }
   }
   const std::string p = *pt, s = *st;
-  auto model = join::JoinTraces(p, s, shadow.empty() ? TwinOptions(path) : join::JoinOptions{});
+  auto model = shadow.empty() ? SavedOrJoined(path, p, s, "twinscope stats") : join::JoinTraces(p, s, {});
   if (!model.ok()) {
     std::fprintf(stderr, "twinscope stats: %s\n", model.status().message().c_str());
     return 1;

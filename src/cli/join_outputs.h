@@ -8,6 +8,7 @@
 #include "base/status.h"
 #include "format/run_dir.h"
 #include "join/join_model.h"
+#include "join/record_log.h"
 
 namespace twinscope::cli {
 
@@ -26,6 +27,15 @@ int JoinAndReport(const JoinOutputRequest& request, join::JoinedModel* model = n
 // or primary.tsc and shadow.tsc); `shadow` non-empty means `path` is the
 // primary (a trace or a run folder). Returns the exit code.
 int StatsOnJoin(const std::string& path, const std::string& shadow, bool json, size_t top);
+
+// The joined model of the twin folder `dir` for the traces `primary` and
+// `shadow`: its saved model (DIR/join.model, join/model_file.h) where that is
+// there and not older than the traces, else a join of them (with DIR's
+// twin.json options). Says which on stderr, in one line (`command`: "twinscope stats").
+// A join fills `primary_log` (may be null) in its pass and sets *log_filled.
+StatusOr<join::JoinedModel> SavedOrJoined(const std::string& dir, const std::string& primary, const std::string& shadow,
+                                          const char* command, join::RecordLog* primary_log = nullptr,
+                                          bool* log_filled = nullptr);
 
 // The trace of one side that the join reads until processes are paired
 // (format/run_dir.h MainTrace): `path` is a trace file, a run folder or a twin

@@ -3,12 +3,15 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include <zstd.h>
 
 #include "base/crc32c.h"
 #include "format/chunk.h"
+#include "format/read_passes.h"
 
 namespace twinscope {
 
@@ -22,6 +25,25 @@ struct TraceReader::Impl {
     if (dctx) ZSTD_freeDCtx(dctx);
   }
 };
+
+namespace {
+std::mutex g_passes_mu;
+std::map<std::string, uint64_t>& Passes() {
+  static auto* passes = new std::map<std::string, uint64_t>;
+  return *passes;
+}
+}  // namespace
+
+uint64_t TraceReadPasses(const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_passes_mu);
+  auto it = Passes().find(path);
+  return it == Passes().end() ? 0 : it->second;
+}
+
+void ResetTraceReadPasses() {
+  std::lock_guard<std::mutex> lock(g_passes_mu);
+  Passes().clear();
+}
 
 const char* ReadEndName(ReadEnd end) {
   switch (end) {
@@ -86,6 +108,10 @@ void Deliver(const uint8_t* p, uint32_t n, void (RecordSink::*fn)(const T&), Rec
 }  // namespace
 
 ReadReport TraceReader::Read(RecordSink& sink) {
+  {
+    std::lock_guard<std::mutex> lock(g_passes_mu);
+    ++Passes()[path_];
+  }
   ReadReport rep;
   Impl& im = *impl_;
   bool summary_seen = false;

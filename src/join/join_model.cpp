@@ -11,6 +11,7 @@
 
 #include "join/divergence.h"
 #include "join/match.h"
+#include "join/record_log.h"
 #include "join/why_slow.h"
 #include "twinscope/trace_reader.h"
 
@@ -242,7 +243,7 @@ int64_t ShadowMonotonicToRealtime(const nlohmann::json& h) {
 }  // namespace
 
 StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::string& shadow_path,
-                                 const JoinOptions& options) {
+                                 const JoinOptions& options, RecordLog* primary_log) {
   JoinedModel m;
   m.primary_path = primary_path;
   m.shadow_path = shadow_path;
@@ -305,10 +306,19 @@ StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::str
 
   {
     stats::StatsBuilder sb;
+    sb.set_kernel_percentiles(false);  // memory O(target launches), not O(records): no view of a join shows them
     PrimarySink ps(*preader, targets);
     TeeSink tee(sb, ps);
-    ReadReport rep = preader->Read(tee);
+    RecordSink null_sink;
+    TeeSink with_log(tee, primary_log ? static_cast<RecordSink&>(*primary_log) : null_sink);
+    ReadReport rep = preader->Read(with_log);
     ps.Finish();
+    if (primary_log) {
+      primary_log->header = preader->header();
+      primary_log->strings = preader->strings();
+      primary_log->report = rep;
+      primary_log->path = primary_path;
+    }
     m.primary_side.stats = sb.Finish(preader->strings(), preader->header(), rep);
     m.primary_side.stats.path = primary_path;
     m.primary_side.launches =
@@ -373,28 +383,61 @@ StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::str
   return m;
 }
 
-StatusOr<std::vector<LaunchBlocks>> ReadShadowBlocks(const std::string& shadow_path,
-                                                     const std::vector<uint64_t>& seqs) {
+StatusOr<ShadowDetail> ReadShadowDetail(const std::string& shadow_path, const std::vector<uint64_t>& seqs,
+                                        RecordSink* also) {
   std::string error;
   auto reader = TraceReader::Open(shadow_path, &error);
   if (!reader) return Status::Error(error);
   struct Sink : RecordSink {
     std::unordered_map<uint64_t, size_t> index;
     std::vector<LaunchBlocks> out;
+    RecordSink* also = nullptr;
+    void OnKernel(const KernelRecord& r) override { also->OnKernel(r); }
+    void OnMemcpy(const MemcpyRecord& r) override { also->OnMemcpy(r); }
+    void OnMemset(const MemsetRecord& r) override { also->OnMemset(r); }
+    void OnApi(const ApiRecord& r) override { also->OnApi(r); }
+    void OnNvtx(const NvtxRecord& r) override { also->OnNvtx(r); }
+    void OnLaunch(const LaunchRecord& r) override { also->OnLaunch(r); }
+    void OnStatus(const nlohmann::json& s, bool summary) override { also->OnStatus(s, summary); }
     void OnBlock(const BlockRecord& r) override {
+      also->OnBlock(r);
       auto it = index.find(r.launch_seq);
       if (it != index.end()) out[it->second].blocks.push_back(r);
     }
   } sink;
+  RecordSink none;
+  sink.also = also ? also : &none;
   for (uint64_t s : seqs) {
     if (sink.index.emplace(s, sink.out.size()).second) sink.out.push_back(LaunchBlocks{s, {}});
   }
-  reader->Read(sink);
+  ShadowDetail d;
+  d.report = reader->Read(sink);
+  d.header = reader->header();
   for (auto& l : sink.out) {
     std::sort(l.blocks.begin(), l.blocks.end(),
               [](const BlockRecord& a, const BlockRecord& b) { return a.order < b.order; });
   }
-  return std::move(sink.out);
+  d.launches = std::move(sink.out);
+  return d;
+}
+
+StatusOr<std::vector<LaunchBlocks>> ReadShadowBlocks(const std::string& shadow_path,
+                                                     const std::vector<uint64_t>& seqs) {
+  auto d = ReadShadowDetail(shadow_path, seqs);
+  if (!d.ok()) return d.status();
+  return std::move(d->launches);
+}
+
+std::vector<LaunchBlocks> DetailOf(const std::vector<LaunchBlocks>& detail, const std::vector<uint64_t>& seqs) {
+  std::unordered_map<uint64_t, const LaunchBlocks*> by_seq;
+  for (const auto& l : detail) by_seq.emplace(l.seq, &l);
+  std::vector<LaunchBlocks> out;
+  std::unordered_set<uint64_t> seen;
+  for (uint64_t s : seqs) {
+    auto it = by_seq.find(s);
+    if (it != by_seq.end() && seen.insert(s).second) out.push_back(*it->second);
+  }
+  return out;
 }
 
 }  // namespace twinscope::join

@@ -217,19 +217,36 @@ struct JoinedModel {
   int64_t primary_to_realtime_ns = 0;
 };
 
-// Reads both traces and joins them. Fails only if a trace cannot be opened
-// (missing, bad magic or version) or the roles are wrong; damaged or
-// truncated inputs are joined as far as they can be read, and say so in
-// `warnings`.
-StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::string& shadow_path,
-                                 const JoinOptions& options = {});
+class RecordLog;
 
-// Block records of chosen shadow launches (by seq), read again from the shadow
-// trace for the views that draw blocks. Bounded by the caller.
+// Reads both traces, each once, and joins them. Fails only if a trace cannot
+// be opened (missing, bad magic or version) or the roles are wrong; damaged or
+// truncated inputs are joined as far as they can be read, and say so in
+// `warnings`. `primary_log` (may be null) keeps the primary's records of that
+// one pass for the views that draw its whole timeline (join/record_log.h).
+StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::string& shadow_path,
+                                 const JoinOptions& options = {}, RecordLog* primary_log = nullptr);
+
+// Block records of chosen shadow launches (by seq), read in one more pass over
+// the shadow trace for the views that draw blocks. Bounded by the caller.
 struct LaunchBlocks {
   uint64_t seq = 0;
-  std::vector<BlockRecord> blocks;  // in arrival order
+  std::vector<BlockRecord> blocks;  // by order of entry
 };
+
+// The one detail pass: the chosen launches' blocks, and every record handed to
+// `also` too (may be null: a view that streams the shadow's blocks, such as
+// SQLite's blocks table). `report` and `header` are of that read.
+struct ShadowDetail {
+  std::vector<LaunchBlocks> launches;  // in the order of `seqs`, duplicates once
+  ReadReport report;
+  nlohmann::json header = nlohmann::json::object();
+};
+StatusOr<ShadowDetail> ReadShadowDetail(const std::string& shadow_path, const std::vector<uint64_t>& seqs,
+                                        RecordSink* also = nullptr);
 StatusOr<std::vector<LaunchBlocks>> ReadShadowBlocks(const std::string& shadow_path, const std::vector<uint64_t>& seqs);
+
+// The detail of `seqs` out of a larger detail, in the order of `seqs` (seqs not there are left out).
+std::vector<LaunchBlocks> DetailOf(const std::vector<LaunchBlocks>& detail, const std::vector<uint64_t>& seqs);
 
 }  // namespace twinscope::join

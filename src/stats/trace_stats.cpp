@@ -143,7 +143,12 @@ void StatsBuilder::OnKernel(const KernelRecord& r) {
   ++d.s.kernels;
   Activity(d, r.stream, r.start_ns, r.end_ns, valid);
   if (valid) {
-    k.durations.push_back(r.end_ns - r.start_ns);
+    const uint64_t dur = r.end_ns - r.start_ns;
+    if (kernel_percentiles_) {
+      k.durations.push_back(dur);
+    } else {
+      ++k.valid, k.total_ns += dur, k.min_ns = std::min(k.min_ns, dur), k.max_ns = std::max(k.max_ns, dur);
+    }
     d.s.kernel_ns += r.end_ns - r.start_ns;
   } else {
     ++k.invalid;
@@ -261,6 +266,7 @@ TraceStats StatsBuilder::Finish(const std::unordered_map<StringId, std::string>&
   // Kernels. Records under different ids with the same name are merged.
   std::map<std::string, std::vector<uint64_t>> durations;
   std::map<std::string, KernelSummary> by_name;
+  std::map<std::string, uint64_t> valid_without_percentiles;
   for (auto& [id, acc] : kernels_) {
     std::string name = Lookup(strings, static_cast<StringId>(id));
     if (name.empty()) name = "<unnamed>";
@@ -270,8 +276,20 @@ TraceStats StatsBuilder::Finish(const std::unordered_map<StringId, std::string>&
     k.invalid += acc.invalid;
     auto& d = durations[name];
     d.insert(d.end(), acc.durations.begin(), acc.durations.end());
+    if (acc.valid) {  // set_kernel_percentiles(false): totals only
+      uint64_t& n = valid_without_percentiles[name];
+      k.min_ns = n ? std::min(k.min_ns, acc.min_ns) : acc.min_ns;
+      k.max_ns = std::max(k.max_ns, acc.max_ns);
+      k.total_ns += acc.total_ns;
+      n += acc.valid;
+    }
   }
   for (auto& [name, k] : by_name) {
+    if (auto n = valid_without_percentiles.find(name); n != valid_without_percentiles.end()) {
+      k.mean_ns = static_cast<double>(k.total_ns) / static_cast<double>(n->second);
+      s.kernels.push_back(std::move(k));
+      continue;
+    }
     auto& d = durations[name];
     std::sort(d.begin(), d.end());
     for (uint64_t v : d) k.total_ns += v;

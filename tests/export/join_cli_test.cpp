@@ -2,7 +2,9 @@
 // Perfetto trace and the database beside join.json and prints their paths;
 // `export DIR --format ...` on a twin/join folder writes the joined views,
 // with bounds from the command line.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -81,6 +83,59 @@ TEST_F(JoinCli, ExportOfATwinFolder) {
   r = Twinscope({"export", dir_ + "/missing", "--format", "chrome", "-o", dir_ + "/x"});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("missing"), std::string::npos) << r.err;
+}
+
+// `stats DIR` and `export DIR` of a joined folder read its saved model
+// (join.model) instead of joining again and say so; without one, or with one
+// older than the traces or damaged, they say that and join (docs/join.md,
+// "The saved model").
+TEST_F(JoinCli, StatsAndExportOfAJoinedFolderReadItsSavedModel) {
+  Outcome r = Twinscope({"stats", dir_, "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("twinscope stats: " + dir_ + " has no saved join (join.model): joining the traces"),
+            std::string::npos)
+      << r.err;
+
+  r = Twinscope({"join", dir_ + "/primary.tsc", dir_ + "/shadow.tsc", "-o", dir_});
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_TRUE(fs::exists(dir_ + "/join.model"));
+  // The same traces joined now, as `stats P --join S` does: what the saved model must show.
+  Outcome joined = Twinscope({"stats", dir_ + "/primary.tsc", "--join", dir_ + "/shadow.tsc", "--json"});
+  ASSERT_EQ(joined.code, 0) << joined.err;
+  Outcome text = Twinscope({"stats", dir_ + "/primary.tsc", "--join", dir_ + "/shadow.tsc"});
+
+  r = Twinscope({"stats", dir_, "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("twinscope stats: read the saved join " + dir_ + "/join.model"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("joining"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, joined.out);
+  r = Twinscope({"stats", dir_});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, text.out);
+
+  r = Twinscope({"export", dir_, "--format", "chrome", "-o", dir_ + "/j.json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("twinscope export: read the saved join"), std::string::npos) << r.err;
+
+  // A trace written after the join: the model is stale, said, and the traces joined.
+  struct timespec times[2] = {{0, UTIME_OMIT}, {1'000'000'000, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, (dir_ + "/primary.tsc").c_str(), times, 0), 0);
+  r = Twinscope({"stats", dir_, "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find(dir_ + "/join.model is stale: " + dir_ + "/primary.tsc changed since the join"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("joining the traces again"), std::string::npos) << r.err;
+
+  // A damaged model: said, and the traces joined.
+  r = Twinscope({"join", dir_ + "/primary.tsc", dir_ + "/shadow.tsc", "-o", dir_});
+  ASSERT_EQ(r.code, 0) << r.err;
+  fs::resize_file(dir_ + "/join.model", fs::file_size(dir_ + "/join.model") / 2);
+  r = Twinscope({"stats", dir_, "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find(dir_ + "/join.model is damaged"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("joining the traces again"), std::string::npos) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["summary"], nlohmann::json::parse(joined.out)["summary"]);
 }
 
 }  // namespace

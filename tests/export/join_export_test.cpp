@@ -77,7 +77,7 @@ std::string RenderChrome(const json& doc) {
 
 TEST_F(JoinExport, ChromeGolden) {
   const std::string out = dir_ + "/join.json";
-  auto r = ExportJoinChrome(model_, out);
+  auto r = ExportJoinChrome(testing::ViewsOf(model_), out);
   ASSERT_TRUE(r.ok()) << r.status().message();
   std::ifstream f(out);
   const json doc = json::parse(f);
@@ -112,7 +112,7 @@ TEST_F(JoinExport, ChromeGolden) {
 
 TEST_F(JoinExport, ChromeBoundsAreStated) {
   const std::string out = dir_ + "/join.json";
-  auto r = ExportJoinChrome(model_, out, BlockBounds{1, 100});
+  auto r = ExportJoinChrome(testing::ViewsOf(model_), out, BlockBounds{1, 100});
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->blocks.launches_drawn, 1u);
   EXPECT_EQ(r->blocks.launches_over_bounds, 4u);
@@ -159,7 +159,7 @@ class Db {
 
 TEST_F(JoinExport, SqliteGolden) {
   const std::string out = dir_ + "/join.sqlite";
-  auto r = ExportJoinSqlite(model_, out);
+  auto r = testing::ExportSqliteOf(model_, out);
   ASSERT_TRUE(r.ok()) << r.status().message();
   Db db(out);
   // Hand-checked facts the golden holds.
@@ -280,7 +280,7 @@ TEST_F(JoinExport, SqliteHoldsTheRequestsOfAServingRun) {
   ASSERT_EQ(t.requests.size(), 3u);
   ASSERT_EQ(t.steps.size(), 6u);
   const std::string out = dir_ + "/join.sqlite";
-  auto r = ExportJoinSqlite(m, out);
+  auto r = testing::ExportSqliteOf(m, out);
   ASSERT_TRUE(r.ok()) << r.status().message();
   Db db(out);
 
@@ -395,7 +395,7 @@ TEST_F(JoinExport, SqliteHoldsEachRequestsArrival) {
   const join::JoinedModel m = testing::JoinServedWithArrivals(dir_, base_us);
   ASSERT_EQ(m.requests.requests.size(), 6u);
   const std::string out = dir_ + "/join.sqlite";
-  auto r = ExportJoinSqlite(m, out);
+  auto r = testing::ExportSqliteOf(m, out);
   ASSERT_TRUE(r.ok()) << r.status().message();
   Db db(out);
   // Worked out by hand (served_scene.h, as in SqliteHoldsTheRequestsOfAServingRun): r0 and the odd id have
@@ -439,7 +439,7 @@ TEST_F(JoinExport, SqliteReplacesAFileAndSaysWhereTheShadowWasCut) {
   auto f = testing::WriteTwin(dir_ + "/cut", testing::SceneLaunches(), o);
   auto m = join::JoinTraces(f.primary, f.shadow);
   ASSERT_TRUE(m.ok()) << m.status().message();
-  auto r = ExportJoinSqlite(*m, out);
+  auto r = testing::ExportSqliteOf(*m, out);
   ASSERT_TRUE(r.ok()) << r.status().message();
   Db db(out);
   // The row is there and names how the read ended (a missing row must fail, not pass as "not complete").

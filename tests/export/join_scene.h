@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "export/join/block_detail.h"
 #include "join/join_model.h"
+#include "join/joined_run.h"
 #include "join_fixture.h"
 
 namespace twinscope::testing {
@@ -69,6 +71,28 @@ inline join::JoinedModel WriteAndJoinScene(const std::string& dir) {
   auto m = join::JoinTraces(f.primary, f.shadow);
   if (!m.ok()) throw std::runtime_error(m.status().message());
   return std::move(*m);
+}
+
+// `m` as the joined views take it (join/joined_run.h): the primary's records
+// and the block detail of the launches a timeline with `bounds` draws, read
+// here (a join keeps them from its own passes).
+inline join::JoinedRun ViewsOf(const join::JoinedModel& m,
+                               const exporters::BlockBounds& bounds = exporters::kPerfettoBlockBounds) {
+  join::JoinedRun run;
+  run.model = m;
+  Status s = join::ReadRecordLog(m.primary_path, &run.primary);
+  if (!s.ok()) throw std::runtime_error(s.message());
+  join::ReadDetail(&run, exporters::PlanBlocks(m, bounds).drawn_seqs);
+  return run;
+}
+
+// The SQLite view of `m`, with its own detail pass (as `twinscope export DIR --format sqlite`).
+inline StatusOr<exporters::ExportResult> ExportSqliteOf(const join::JoinedModel& m, const std::string& out) {
+  join::JoinedRun run;
+  run.model = m;
+  Status s = join::ReadRecordLog(m.primary_path, &run.primary);
+  if (!s.ok()) return s;
+  return exporters::ExportJoinSqlite(&run, out);
 }
 
 // A fresh folder for the current test.

@@ -356,7 +356,7 @@ class PerfettoJoin : public ::testing::Test {
 
 TEST_F(PerfettoJoin, BlocksLieInsideTheirKernelAndLinkToIt) {
   ASSERT_EQ(model_.matches.size(), 5u);
-  auto r = ExportJoinPerfetto(model_, out_);
+  auto r = ExportJoinPerfetto(testing::ViewsOf(model_), out_);
   ASSERT_TRUE(r.ok()) << r.status().message();
   Decoded d = Decode(out_);
   ASSERT_EQ(d.errors, std::vector<std::string>{});
@@ -449,7 +449,7 @@ TEST_F(PerfettoJoin, BlocksLieInsideTheirKernelAndLinkToIt) {
 }
 
 TEST_F(PerfettoJoin, BoundsAreCountedAndStated) {
-  auto r = ExportJoinPerfetto(model_, out_, BlockBounds{2, 1000});
+  auto r = ExportJoinPerfetto(testing::ViewsOf(model_), out_, BlockBounds{2, 1000});
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->blocks.launches_drawn, 2u);
   EXPECT_EQ(r->blocks.launches_over_bounds, 3u);
@@ -473,7 +473,7 @@ TEST_F(PerfettoJoin, BoundsAreCountedAndStated) {
   ASSERT_FALSE(r->warnings.empty());
   EXPECT_NE(r->warnings.back().find("blocks drawn for 2 of 5 launches"), std::string::npos);
   // A block budget that one launch would overrun leaves it out whole.
-  auto r2 = ExportJoinPerfetto(model_, out_, BlockBounds{100, 20});
+  auto r2 = ExportJoinPerfetto(testing::ViewsOf(model_), out_, BlockBounds{100, 20});
   ASSERT_TRUE(r2.ok());
   EXPECT_EQ(r2->blocks.blocks_drawn, 16u);
   EXPECT_EQ(r2->blocks.launches_drawn, 2u);
@@ -509,7 +509,7 @@ std::string Render(const Decoded& d, const std::string& dir) {
 // file was written by the exporter before per-request tracks existed, so these
 // traces are what they were then.
 TEST_F(PerfettoJoin, GoldenWithoutRequests) {
-  auto r = ExportJoinPerfetto(model_, out_);
+  auto r = ExportJoinPerfetto(testing::ViewsOf(model_), out_);
   ASSERT_TRUE(r.ok()) << r.status().message();
   Decoded d = Decode(out_);
   ASSERT_EQ(d.errors, std::vector<std::string>{});
@@ -521,7 +521,7 @@ TEST_F(PerfettoJoin, GoldenWithoutRequests) {
   auto m = join::JoinTraces(files.primary, files.shadow);
   ASSERT_TRUE(m.ok()) << m.status().message();
   ASSERT_FALSE(m->requests.present);
-  r = ExportJoinPerfetto(*m, out_);
+  r = ExportJoinPerfetto(testing::ViewsOf(*m), out_);
   ASSERT_TRUE(r.ok()) << r.status().message();
   Decoded served = Decode(out_);
   ASSERT_EQ(served.errors, std::vector<std::string>{});
@@ -569,7 +569,7 @@ std::string LaunchIds(const join::ServedStep& s) {
 TEST_F(PerfettoRequests, EachRequestHasItsLifeFirstTokenAndServedSteps) {
   const join::RequestTable& t = model_.requests;
   ASSERT_EQ(t.requests.size(), 6u);
-  auto r = ExportJoinPerfetto(model_, out_);
+  auto r = ExportJoinPerfetto(testing::ViewsOf(model_), out_);
   ASSERT_TRUE(r.ok()) << r.status().message();
   Decoded d = Decode(out_);
   ASSERT_EQ(d.errors, std::vector<std::string>{});
@@ -741,7 +741,7 @@ TEST_F(PerfettoRequests, EachRequestHasItsLifeFirstTokenAndServedSteps) {
 }
 
 TEST_F(PerfettoRequests, BoundsAreCountedAndStated) {
-  auto r = ExportJoinPerfetto(model_, out_, kPerfettoBlockBounds, RequestTrackBounds{2, 6, 5});
+  auto r = ExportJoinPerfetto(testing::ViewsOf(model_), out_, kPerfettoBlockBounds, RequestTrackBounds{2, 6, 5});
   ASSERT_TRUE(r.ok()) << r.status().message();
   Decoded d = Decode(out_);
   ASSERT_EQ(d.errors, std::vector<std::string>{});
@@ -782,7 +782,7 @@ TEST_F(PerfettoRequests, BoundsAreCountedAndStated) {
 TEST_F(PerfettoRequests, WithoutArrivalTimesRequestsSpanTheirSteps) {
   const join::JoinedModel m = testing::JoinServed(dir_ + "/plain", true);
   ASSERT_EQ(m.requests.requests.size(), 3u);
-  auto r = ExportJoinPerfetto(m, out_);
+  auto r = ExportJoinPerfetto(testing::ViewsOf(m), out_);
   ASSERT_TRUE(r.ok()) << r.status().message();
   Decoded d = Decode(out_);
   ASSERT_EQ(d.errors, std::vector<std::string>{});
@@ -807,11 +807,18 @@ TEST_F(PerfettoRequests, WithoutArrivalTimesRequestsSpanTheirSteps) {
   EXPECT_EQ(r->requests.not_placed, 1u);
 }
 
+// The view reads no trace (docs/join.md, "Reads"): a missing primary is the
+// join's clear error, and a run already read is drawn with its files gone.
 TEST_F(PerfettoJoin, MissingPrimaryIsAClearError) {
-  model_.primary_path = dir_ + "/gone.tsc";
-  auto r = ExportJoinPerfetto(model_, out_);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("gone.tsc"), std::string::npos) << r.status().message();
+  auto gone = join::JoinForViews(dir_ + "/gone.tsc", model_.shadow_path);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_NE(gone.status().message().find("gone.tsc"), std::string::npos) << gone.status().message();
+  const join::JoinedRun run = testing::ViewsOf(model_);
+  std::filesystem::remove(model_.primary_path);
+  std::filesystem::remove(model_.shadow_path);
+  auto r = ExportJoinPerfetto(run, out_);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->blocks.launches_drawn, 5u);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_set>
 
 #include "join/join_views.h"
 
@@ -37,6 +38,27 @@ BlockPlan PlanBlocks(const join::JoinedModel& m, const BlockBounds& bounds) {
   }
   plan.counts.launches_drawn = plan.drawn.size();
   plan.counts.launches_over_bounds = plan.timed.size() - plan.drawn.size();
+  return plan;
+}
+
+BlockPlan PlanWithDetail(const join::JoinedRun& run, const BlockBounds& bounds, std::vector<std::string>* warnings) {
+  BlockPlan plan = PlanBlocks(run.model, bounds);
+  if (!run.detail_error.empty())
+    warnings->push_back("the shadow's blocks could not be read (" + run.detail_error +
+                        "): launches are drawn without them");
+  std::unordered_set<uint64_t> have;
+  for (const auto& l : run.detail) have.insert(l.seq);
+  std::vector<uint64_t> kept;
+  for (uint64_t seq : plan.drawn_seqs) {
+    if (have.count(seq)) {
+      kept.push_back(seq);
+      continue;
+    }
+    plan.drawn.erase(seq);
+    --plan.counts.launches_drawn;
+    ++plan.counts.launches_over_bounds;
+  }
+  plan.drawn_seqs = std::move(kept);
   return plan;
 }
 

@@ -23,6 +23,11 @@ struct BlockPlan {
 };
 BlockPlan PlanBlocks(const join::JoinedModel& m, const BlockBounds& bounds);
 
+// The plan with the run's block detail: launches whose blocks the detail pass
+// did not bring (it failed, or was not asked for them) are drawn as spans and
+// counted over bounds; a failed pass adds one warning.
+BlockPlan PlanWithDetail(const join::JoinedRun& run, const BlockBounds& bounds, std::vector<std::string>* warnings);
+
 // Where a primary kernel record sits (GPU, stream, interval): how a view that
 // streams the primary finds the target launch of the model a record is.
 struct KernelSpot {

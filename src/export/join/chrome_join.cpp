@@ -147,21 +147,12 @@ class JoinChromeExtra : public ChromeExtra {
 
 }  // namespace
 
-StatusOr<TimelineExportResult> ExportJoinChrome(const join::JoinedModel& m, const std::string& out,
+StatusOr<TimelineExportResult> ExportJoinChrome(const join::JoinedRun& run, const std::string& out,
                                                 const BlockBounds& bounds) {
-  BlockPlan plan = PlanBlocks(m, bounds);
-  std::vector<join::LaunchBlocks> blocks;
+  const join::JoinedModel& m = run.model;
   std::vector<std::string> warnings;
-  auto read = join::ReadShadowBlocks(m.shadow_path, plan.drawn_seqs);
-  if (read.ok()) {
-    blocks = std::move(*read);
-  } else {
-    warnings.push_back("the shadow's blocks could not be read (" + read.status().message() +
-                       "): launches are drawn without them");
-    plan.counts.launches_over_bounds += plan.counts.launches_drawn;
-    plan.counts.launches_drawn = 0;
-    plan.drawn.clear();
-  }
+  BlockPlan plan = PlanWithDetail(run, bounds, &warnings);
+  const std::vector<join::LaunchBlocks>& blocks = run.detail;
   JoinChromeExtra extra(m, plan, blocks, bounds);
   auto r = ExportChromeWith(m.primary_path, out, &extra);
   if (!r.ok()) return r.status();

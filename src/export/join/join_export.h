@@ -2,18 +2,21 @@
 // the shadow's thread blocks of matched launches drawn inside each primary
 // kernel's interval (Perfetto protobuf, Chrome JSON), and one SQLite database
 // of kernels, launches, blocks, matches, drift and why-slow
-// (docs/sqlite-schema.md). They read the joined model and stream the two
-// traces for what the model does not hold (the primary's full timeline, the
-// shadow's blocks); they never match anything themselves. Each call is
-// self-contained and single-threaded.
+// (docs/sqlite-schema.md). They take a join read for its views
+// (join/joined_run.h: the model, the primary's records from the join's one pass,
+// the shadow's block detail) and read no trace themselves, except SQLite's
+// blocks table, filled in the join's detail pass; they never match anything
+// themselves. Single-threaded.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "export/export.h"
-#include "join/join_model.h"
+#include "join/joined_run.h"
 
 namespace twinscope::exporters {
 
@@ -90,17 +93,34 @@ StatusOr<TimelineExportResult> ExportPerfetto(const std::string& trace, const st
 // with a request trace adds a "Requests" group: per request its life, its
 // first token and the steps that served it, each step linked to its target
 // launches' kernels by flows (bounded by `requests`).
-StatusOr<TimelineExportResult> ExportJoinPerfetto(const join::JoinedModel& m, const std::string& out,
+StatusOr<TimelineExportResult> ExportJoinPerfetto(const join::JoinedRun& run, const std::string& out,
                                                   const BlockBounds& bounds = kPerfettoBlockBounds,
                                                   const RequestTrackBounds& requests = kPerfettoRequestBounds);
 
 // The same joined picture as Chrome trace-event JSON (for chrome://tracing):
-// the primary's Chrome export plus the scaled block tracks and flows.
-StatusOr<TimelineExportResult> ExportJoinChrome(const join::JoinedModel& m, const std::string& out,
+// the primary's Chrome export plus the scaled block tracks and flows. The
+// Chrome writer of a trace (export/chrome_json.h) reads the primary itself
+// (two passes): the one view that still does.
+StatusOr<TimelineExportResult> ExportJoinChrome(const join::JoinedRun& run, const std::string& out,
                                                 const BlockBounds& bounds = kChromeBlockBounds);
 
 // A joined run as one SQLite database (docs/sqlite-schema.md, "Joined runs").
-// Fails with "built without SQLite" when TWINSCOPE_WITH_SQLITE was off.
-StatusOr<ExportResult> ExportJoinSqlite(const join::JoinedModel& m, const std::string& out);
+// Fails with "built without SQLite" when TWINSCOPE_WITH_SQLITE was off. In two
+// steps, so that its blocks table (every block of the shadow) is filled in the
+// join's detail pass: Start writes the model's tables and the primary's kernels
+// (from run.primary), the detail pass hands the shadow's records to
+// ShadowSink(), Finish writes the rest.
+class JoinSqlite {
+ public:
+  static StatusOr<std::unique_ptr<JoinSqlite>> Start(const join::JoinedRun& run, const std::string& out);
+  virtual ~JoinSqlite() = default;
+  virtual RecordSink& ShadowSink() = 0;
+  // `shadow_read`: the detail pass's report and the shadow's header.
+  virtual StatusOr<ExportResult> Finish(const join::ShadowDetail& shadow_read) = 0;
+};
+
+// Both steps around a detail pass of its own (the blocks of `seqs` go to run->detail).
+StatusOr<ExportResult> ExportJoinSqlite(join::JoinedRun* run, const std::string& out,
+                                        const std::vector<uint64_t>& seqs = {});
 
 }  // namespace twinscope::exporters

@@ -468,39 +468,40 @@ std::unordered_set<uint64_t> ChooseShadowLaunches(const TimelineScan& scan, cons
 
 StatusOr<TimelineExportResult> WriteTimeline(const std::string& trace, const std::string& out,
                                              const BlockBounds& bounds, const RequestTrackBounds& request_bounds,
-                                             const join::JoinedModel* m) {
+                                             const join::JoinedRun* run) {
+  // A joined run's primary comes from the join's one pass (run->primary); a
+  // trace alone is read twice: pass 1 the scan, pass 2 the records.
+  const join::JoinedModel* m = run ? &run->model : nullptr;
   std::string error;
-  auto scan_reader = TraceReader::Open(trace, &error);
-  if (!scan_reader) return Status::Error(error);
-  const nlohmann::json header = scan_reader->header();
+  std::unique_ptr<TraceReader> scan_reader;
+  if (!run) {
+    scan_reader = TraceReader::Open(trace, &error);
+    if (!scan_reader) return Status::Error(error);
+  }
+  const nlohmann::json header = run ? run->primary.header : scan_reader->header();
   const bool shadow = header.value("role", std::string()) == "shadow";
   if (m && shadow) return Status::Error(trace + " is a shadow trace: the joined export draws the primary's timeline");
   TimelineScan scan(shadow);
-  scan_reader->Read(scan);
+  if (run)
+    run->primary.Replay(scan);
+  else
+    scan_reader->Read(scan);
   // The full string table from pass 1: records of pass 2 may come before the
   // string chunk that names them.
-  const auto strings = scan_reader->strings();
+  const auto strings = run ? run->primary.strings : scan_reader->strings();
   scan_reader.reset();
 
   TimelineExportResult result;
   BlockPlan plan;
-  std::vector<join::LaunchBlocks> blocks;
-  if (m) {
-    plan = PlanBlocks(*m, bounds);
-    auto read = join::ReadShadowBlocks(m->shadow_path, plan.drawn_seqs);
-    if (read.ok()) {
-      blocks = std::move(*read);
-    } else {
-      result.warnings.push_back("the shadow's blocks could not be read (" + read.status().message() +
-                                "): launches are drawn without them");
-      plan.counts.launches_over_bounds += plan.counts.launches_drawn;
-      plan.counts.launches_drawn = 0;
-      plan.drawn.clear();
-    }
-  }
+  if (run) plan = PlanWithDetail(*run, bounds, &result.warnings);
+  const std::vector<join::LaunchBlocks> no_blocks;
+  const std::vector<join::LaunchBlocks>& blocks = run ? run->detail : no_blocks;
 
-  auto reader = TraceReader::Open(trace, &error);
-  if (!reader) return Status::Error(error);
+  std::unique_ptr<TraceReader> reader;
+  if (!run) {
+    reader = TraceReader::Open(trace, &error);
+    if (!reader) return Status::Error(error);
+  }
   FILE* f = std::fopen(out.c_str(), "wb");
   if (!f) return Status::Error("cannot write " + out + ": " + std::strerror(errno));
   PerfettoWriter w(f);
@@ -513,7 +514,12 @@ StatusOr<TimelineExportResult> WriteTimeline(const std::string& trace, const std
   }
   t.WriteTracks();
   if (m && m->requests.present) t.WriteRequests(request_bounds);
-  result.report = reader->Read(t);
+  if (run) {
+    run->primary.Replay(t);
+    result.report = run->primary.report;
+  } else {
+    result.report = reader->Read(t);
+  }
   result.records = result.report.records;
   if (m) t.WriteJoinedLaunches(plan, blocks);
   if (RequestTracks* rt = t.requests()) {
@@ -522,6 +528,7 @@ StatusOr<TimelineExportResult> WriteTimeline(const std::string& trace, const std
     result.requests = rt->counts;
   }
   AddReadWarnings(result.report, &result.warnings);
+  if (run && run->primary.left_out()) result.warnings.push_back(run->primary.LeftOutText("the timeline"));
   if (m) {
     for (const auto& warning : m->warnings) result.warnings.push_back("join: " + warning);
   }
@@ -557,9 +564,9 @@ StatusOr<TimelineExportResult> ExportPerfetto(const std::string& trace, const st
   return WriteTimeline(trace, out, bounds, kPerfettoRequestBounds, nullptr);
 }
 
-StatusOr<TimelineExportResult> ExportJoinPerfetto(const join::JoinedModel& m, const std::string& out,
+StatusOr<TimelineExportResult> ExportJoinPerfetto(const join::JoinedRun& run, const std::string& out,
                                                   const BlockBounds& bounds, const RequestTrackBounds& requests) {
-  return WriteTimeline(m.primary_path, out, bounds, requests, &m);
+  return WriteTimeline(run.model.primary_path, out, bounds, requests, &run);
 }
 
 }  // namespace twinscope::exporters

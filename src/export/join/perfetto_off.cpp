@@ -18,7 +18,7 @@ StatusOr<TimelineExportResult> ExportPerfetto(const std::string&, const std::str
   return Unavailable();
 }
 
-StatusOr<TimelineExportResult> ExportJoinPerfetto(const join::JoinedModel&, const std::string&, const BlockBounds&,
+StatusOr<TimelineExportResult> ExportJoinPerfetto(const join::JoinedRun&, const std::string&, const BlockBounds&,
                                                   const RequestTrackBounds&) {
   return Unavailable();
 }

@@ -365,74 +365,121 @@ void WriteModel(Db& db, const join::JoinedModel& m) {
   }
 }
 
+// The two steps of the SQLite view (join_export.h, JoinSqlite).
+class JoinSqliteDb : public JoinSqlite {
+ public:
+  explicit JoinSqliteDb(const join::JoinedRun& run, const std::string& out)
+      : run_(run), m_(run.model), db_(out, kSchema), blocks_(db_, m_), shadow_(blocks_) {
+    WriteModel(db_, m_);
+    WriteRequests(db_, m_);
+    KernelSink kernels(db_, m_);
+    run.primary.Replay(kernels);
+    kernels_invalid_ = kernels.invalid;
+  }
+  RecordSink& ShadowSink() override { return shadow_; }
+
+  StatusOr<ExportResult> Finish(const join::ShadowDetail& shadow) override {
+    if (!shadow_.error.empty()) return Status::Error(shadow_.error);
+    ExportResult result;
+    try {
+      const join::JoinedModel& m = m_;
+      const ReadReport& prep = run_.primary.report;
+      const ReadReport& srep = shadow.report;
+      result.report = prep;
+      result.records = prep.records + srep.records;
+      Statement str = db_.Insert("strings", 2);
+      for (const auto& [id, value] : run_.primary.strings) str.Bind().I(id).Text(value).Insert();
+      Statement meta = db_.Insert("meta", 2);
+      auto put = [&](const char* key, const std::string& value) { meta.Bind().Text(key).Text(value).Insert(); };
+      put("format", "twinscope-join-sqlite");
+      put("version", "1");
+      put("primary", m.primary_path);
+      put("shadow", m.shadow_path);
+      put("primary_header", MetaJson(run_.primary.header));
+      put("shadow_header", MetaJson(shadow.header));
+      put("primary_read_end", ReadEndName(prep.end));
+      put("shadow_read_end", ReadEndName(srep.end));
+      put("concurrent", m.options.concurrent ? "1" : "0");
+      put("primary_t0_ns", std::to_string(m.primary_t0_ns));
+      put("target_kernels", MetaJson(m.summary.target_kernels));
+      put("warnings", MetaJson(m.warnings));
+      if (m.requests.present) {
+        const join::RequestTable& t = m.requests;
+        put("requests", MetaJson({{"trace", t.trace_path},
+                                  {"schedule", t.schedule_path},
+                                  {"lines", t.lines},
+                                  {"bad_lines", t.bad_lines},
+                                  {"first_bad", t.first_bad},
+                                  {"requests_left_out", t.requests_left_out},
+                                  {"schedule_steps", t.schedule_steps},
+                                  {"schedule_bad_lines", t.schedule_bad_lines},
+                                  {"steps_without_kernels", t.steps_without_kernels},
+                                  {"primary_steps_without_request", t.primary_steps_without_request},
+                                  {"warnings", t.warnings}}));
+      }
+      put("block_times",
+          "blocks.enter_ns/exit_ns are the shadow's GPU clock, stretched by instrumentation; blocks_on_primary scales "
+          "them onto the primary kernel's interval");
+      db_.Commit(kIndexesAndViews);
+      result.written = db_.rows();
+      if (kernels_invalid_)
+        result.warnings.push_back(
+            std::to_string(kernels_invalid_) +
+            " primary kernels have invalid timestamps (invalid_timestamp = 1 / duration_ns NULL)");
+      if (blocks_.invalid)
+        result.warnings.push_back(std::to_string(blocks_.invalid) +
+                                  " shadow blocks have invalid times (duration_ns NULL)");
+      if (run_.primary.left_out()) result.warnings.push_back(run_.primary.LeftOutText("the kernels table"));
+      AddReadWarnings(prep, &result.warnings);
+      std::vector<std::string> shadow_warnings;
+      AddReadWarnings(srep, &shadow_warnings);
+      for (const auto& w : shadow_warnings) result.warnings.push_back("shadow: " + w);
+    } catch (const std::exception& e) {
+      return Status::Error(e.what());
+    }
+    return result;
+  }
+
+ private:
+  const join::JoinedRun& run_;
+  const join::JoinedModel& m_;
+  // The blocks table in the detail pass of another reader: its first error is kept for Finish, not thrown there.
+  struct CatchingSink : RecordSink {
+    explicit CatchingSink(BlockSink& b) : blocks(b) {}
+    void OnBlock(const BlockRecord& r) override {
+      if (!error.empty()) return;
+      try {
+        blocks.OnBlock(r);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    BlockSink& blocks;
+    std::string error;
+  };
+  Db db_;
+  BlockSink blocks_;
+  CatchingSink shadow_;
+  uint64_t kernels_invalid_ = 0;
+};
+
 }  // namespace
 
-StatusOr<ExportResult> ExportJoinSqlite(const join::JoinedModel& m, const std::string& out) {
-  std::string error;
-  auto primary = TraceReader::Open(m.primary_path, &error);
-  if (!primary) return Status::Error("primary: " + error);
-  auto shadow = TraceReader::Open(m.shadow_path, &error);
-  if (!shadow) return Status::Error("shadow: " + error);
-  ExportResult result;
+StatusOr<std::unique_ptr<JoinSqlite>> JoinSqlite::Start(const join::JoinedRun& run, const std::string& out) {
   try {
-    Db db(out, kSchema);
-    WriteModel(db, m);
-    WriteRequests(db, m);
-    KernelSink kernels(db, m);
-    const ReadReport prep = primary->Read(kernels);
-    BlockSink blocks(db, m);
-    const ReadReport srep = shadow->Read(blocks);
-    result.report = prep;
-    result.records = prep.records + srep.records;
-
-    db.WriteStrings(*primary);
-    Statement meta = db.Insert("meta", 2);
-    auto put = [&](const char* key, const std::string& value) { meta.Bind().Text(key).Text(value).Insert(); };
-    put("format", "twinscope-join-sqlite");
-    put("version", "1");
-    put("primary", m.primary_path);
-    put("shadow", m.shadow_path);
-    put("primary_header", MetaJson(primary->header()));
-    put("shadow_header", MetaJson(shadow->header()));
-    put("primary_read_end", ReadEndName(prep.end));
-    put("shadow_read_end", ReadEndName(srep.end));
-    put("concurrent", m.options.concurrent ? "1" : "0");
-    put("primary_t0_ns", std::to_string(m.primary_t0_ns));
-    put("target_kernels", MetaJson(m.summary.target_kernels));
-    put("warnings", MetaJson(m.warnings));
-    if (m.requests.present) {
-      const join::RequestTable& t = m.requests;
-      put("requests", MetaJson({{"trace", t.trace_path},
-                                {"schedule", t.schedule_path},
-                                {"lines", t.lines},
-                                {"bad_lines", t.bad_lines},
-                                {"first_bad", t.first_bad},
-                                {"requests_left_out", t.requests_left_out},
-                                {"schedule_steps", t.schedule_steps},
-                                {"schedule_bad_lines", t.schedule_bad_lines},
-                                {"steps_without_kernels", t.steps_without_kernels},
-                                {"primary_steps_without_request", t.primary_steps_without_request},
-                                {"warnings", t.warnings}}));
-    }
-    put("block_times",
-        "blocks.enter_ns/exit_ns are the shadow's GPU clock, stretched by instrumentation; blocks_on_primary scales "
-        "them onto the primary kernel's interval");
-    db.Commit(kIndexesAndViews);
-    result.written = db.rows();
-    if (kernels.invalid)
-      result.warnings.push_back(std::to_string(kernels.invalid) +
-                                " primary kernels have invalid timestamps (invalid_timestamp = 1 / duration_ns NULL)");
-    if (blocks.invalid)
-      result.warnings.push_back(std::to_string(blocks.invalid) +
-                                " shadow blocks have invalid times (duration_ns NULL)");
-    AddReadWarnings(prep, &result.warnings);
-    std::vector<std::string> shadow_warnings;
-    AddReadWarnings(srep, &shadow_warnings);
-    for (const auto& w : shadow_warnings) result.warnings.push_back("shadow: " + w);
+    return std::unique_ptr<JoinSqlite>(new JoinSqliteDb(run, out));
   } catch (const std::exception& e) {
     return Status::Error(e.what());
   }
-  return result;
+}
+
+StatusOr<ExportResult> ExportJoinSqlite(join::JoinedRun* run, const std::string& out,
+                                        const std::vector<uint64_t>& seqs) {
+  auto db = JoinSqlite::Start(*run, out);
+  if (!db.ok()) return db.status();
+  join::ShadowDetail read = join::ReadDetail(run, seqs, &(*db)->ShadowSink());
+  if (!run->detail_error.empty()) return Status::Error("shadow: " + run->detail_error);
+  return (*db)->Finish(read);
 }
 
 }  // namespace twinscope::exporters
@@ -441,7 +488,13 @@ StatusOr<ExportResult> ExportJoinSqlite(const join::JoinedModel& m, const std::s
 
 namespace twinscope::exporters {
 
-StatusOr<ExportResult> ExportJoinSqlite(const join::JoinedModel&, const std::string&) { return SqliteMissing(""); }
+StatusOr<std::unique_ptr<JoinSqlite>> JoinSqlite::Start(const join::JoinedRun&, const std::string&) {
+  return SqliteMissing("");
+}
+
+StatusOr<ExportResult> ExportJoinSqlite(join::JoinedRun*, const std::string&, const std::vector<uint64_t>&) {
+  return SqliteMissing("");
+}
 
 }  // namespace twinscope::exporters
 

@@ -1,0 +1,63 @@
+// Keeps and replays a trace's records in file order (join/record_log.h).
+#include "join/record_log.h"
+
+namespace twinscope::join {
+
+void RecordLog::OnStatus(const nlohmann::json& s, bool summary) {
+  statuses_.emplace_back(s, summary);
+  order_.push_back(Kind::kStatus);
+}
+
+void RecordLog::Replay(RecordSink& sink) const {
+  size_t k = 0, c = 0, s = 0, a = 0, n = 0, l = 0, b = 0, st = 0;
+  for (Kind kind : order_) {
+    switch (kind) {
+      case Kind::kKernel:
+        sink.OnKernel(kernels_[k++]);
+        break;
+      case Kind::kMemcpy:
+        sink.OnMemcpy(memcpys_[c++]);
+        break;
+      case Kind::kMemset:
+        sink.OnMemset(memsets_[s++]);
+        break;
+      case Kind::kApi:
+        sink.OnApi(apis_[a++]);
+        break;
+      case Kind::kNvtx:
+        sink.OnNvtx(nvtx_[n++]);
+        break;
+      case Kind::kLaunch:
+        sink.OnLaunch(launches_[l++]);
+        break;
+      case Kind::kBlock:
+        sink.OnBlock(blocks_[b++]);
+        break;
+      case Kind::kStatus:
+        sink.OnStatus(statuses_[st].first, statuses_[st].second);
+        ++st;
+        break;
+    }
+  }
+}
+
+std::string RecordLog::LeftOutText(const char* view) const {
+  if (!left_out_) return "";
+  return std::string(view) + " holds the primary's first " + std::to_string(kept()) + " records of " +
+         std::to_string(kept() + left_out_) + " (the join keeps at most " + std::to_string(max_) +
+         " for its views, read once); the other " + std::to_string(left_out_) +
+         " are counted in the joined model (steps, launches) but not drawn";
+}
+
+Status ReadRecordLog(const std::string& path, RecordLog* log) {
+  std::string error;
+  auto reader = TraceReader::Open(path, &error);
+  if (!reader) return Status::Error(error);
+  log->report = reader->Read(*log);
+  log->header = reader->header();
+  log->strings = reader->strings();
+  log->path = path;
+  return Status::Ok();
+}
+
+}  // namespace twinscope::join

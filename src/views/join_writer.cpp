@@ -1,0 +1,121 @@
+// Writes every view of a join from one read of each trace (views/join_writer.h).
+#include "views/join_writer.h"
+
+#include <fstream>
+#include <memory>
+
+#include "export/join/block_detail.h"
+#include "export/join/join_export.h"
+#include "join/join_views.h"
+#include "join/model_file.h"
+#include "report/report.h"
+
+namespace twinscope::views {
+namespace {
+
+bool WriteText(const std::string& path, const std::string& text, std::string* error) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();
+  if (!f) {
+    *error = "cannot write " + path;
+    return false;
+  }
+  return true;
+}
+
+// What the report's copy of the model holds: the slowest launches, drifting
+// ranges first, steps; the report bounds it again on its own.
+join::JsonBounds ReportJsonBounds() {
+  join::JsonBounds b;
+  b.max_launches = 2000;
+  b.max_drift_rows = 1000;
+  b.max_step_rows = 0;
+  b.requests.max_rows = 1000;
+  b.requests.max_steps = 2000;
+  return b;
+}
+
+}  // namespace
+
+bool WriteJoinViews(join::JoinedRun* run, const std::string& dir, FILE* out, const char* command) {
+  const join::JoinedModel& m = run->model;
+  // The one detail pass: the launches join.json and the report picture, those
+  // the timeline draws, and (streamed) every block for SQLite.
+  const std::vector<uint64_t> json_seqs = join::DetailSeqs(m, kDetailLaunches);
+  std::vector<uint64_t> seqs = json_seqs;
+  if (exporters::PerfettoAvailable())
+    seqs = join::UnionSeqs(seqs, exporters::PlanBlocks(m, exporters::kPerfettoBlockBounds).drawn_seqs);
+  bool ok = true;
+  std::unique_ptr<exporters::JoinSqlite> sqlite;
+  const std::string sqlite_path = dir + "/join.sqlite";
+  if (exporters::SqliteAvailable()) {
+    auto s = exporters::JoinSqlite::Start(*run, sqlite_path);
+    if (s.ok()) {
+      sqlite = std::move(*s);
+    } else {
+      std::fprintf(stderr, "%s: sqlite: %s\n", command, s.status().message().c_str());
+      ok = false;
+    }
+  }
+  const join::ShadowDetail shadow_read = join::ReadDetail(run, seqs, sqlite ? &sqlite->ShadowSink() : nullptr);
+  if (!run->detail_error.empty())
+    std::fprintf(stderr, "%s: warning: block detail not read: %s\n", command, run->detail_error.c_str());
+  const std::vector<join::LaunchBlocks> json_detail = join::DetailOf(run->detail, json_seqs);
+
+  std::string error;
+  const std::string json_path = dir + "/join.json";
+  if (!WriteText(json_path, join::JoinToJson(m, {}, json_detail).dump(), &error)) {
+    std::fprintf(stderr, "%s: %s\n", command, error.c_str());
+    return false;
+  }
+  std::fprintf(out, "joined model: %s\n", json_path.c_str());
+  // The typed model beside it, for `twinscope stats DIR` and `export DIR` (join/model_file.h).
+  if (Status saved = join::SaveModel(m, dir + "/" + join::kModelFile); !saved.ok()) {
+    std::fprintf(stderr, "%s: %s\n", command, saved.message().c_str());
+    ok = false;
+  }
+
+  if (exporters::PerfettoAvailable()) {
+    const std::string path = dir + "/join.perfetto-trace";
+    auto r = exporters::ExportJoinPerfetto(*run, path);
+    if (r.ok()) {
+      for (const auto& w : r->warnings) std::fprintf(stderr, "%s: perfetto: %s\n", command, w.c_str());
+      std::fprintf(out, "timeline (open in https://ui.perfetto.dev): %s\n", path.c_str());
+    } else {
+      std::fprintf(stderr, "%s: perfetto: %s\n", command, r.status().message().c_str());
+      ok = false;
+    }
+  } else {
+    std::fprintf(out,
+                 "timeline: not written (built without the Perfetto exporter); twinscope export %s --format chrome\n",
+                 dir.c_str());
+  }
+  if (sqlite) {
+    auto r = run->detail_error.empty()
+                 ? sqlite->Finish(shadow_read)
+                 : StatusOr<exporters::ExportResult>(Status::Error("shadow: " + run->detail_error));
+    if (r.ok()) {
+      std::fprintf(out, "database (docs/sqlite-schema.md): %s\n", sqlite_path.c_str());
+    } else {
+      std::fprintf(stderr, "%s: sqlite: %s\n", command, r.status().message().c_str());
+      ok = false;
+    }
+    sqlite.reset();
+  }
+  // The report embeds a bounded copy of the model (its own bounds: docs/report.md).
+  const std::string report_path = dir + "/report.html";
+  ReportInfo info;
+  Status rs = WriteReport(join::JoinToJson(m, ReportJsonBounds(), json_detail), report_path, {}, &info);
+  if (rs.ok()) {
+    std::fprintf(out, "report (one self-contained file, open it in a browser): %s (%.1f MB%s)\n", report_path.c_str(),
+                 static_cast<double>(info.bytes) / 1e6, info.charts ? "" : "; step chart drawn without Chart.js");
+  } else {
+    std::fprintf(stderr, "%s: report: %s\n", command, rs.message().c_str());
+    ok = false;
+  }
+  std::fflush(out);
+  return ok;
+}
+
+}  // namespace twinscope::views

@@ -1,0 +1,138 @@
+// How often a join reads its traces (docs/join.md, "Reads"): every view of a
+// join written (join.json, Perfetto, SQLite, the HTML report) reads the
+// primary once and the shadow at most twice (once for the model, once for
+// the block detail every view shares); the views take what was read.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "export/join/join_export.h"
+#include "format/read_passes.h"
+#include "join/joined_run.h"
+#include "join_scene.h"
+#include "stats/trace_stats.h"
+#include "views/join_writer.h"
+
+namespace twinscope::exporters {
+namespace {
+
+class JoinReads : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::SceneDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    testing::WriteOptions o;
+    o.other_kernels = {"_Z4gemmv"};
+    files_ = testing::WriteTwin(dir_, testing::SceneLaunches(), o);
+    ResetTraceReadPasses();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  bool Exists(const std::string& name) const { return std::filesystem::exists(dir_ + "/" + name); }
+  std::string dir_;
+  testing::TwinFiles files_;
+};
+
+TEST_F(JoinReads, EveryViewFromOnePassOverThePrimaryAndTwoOverTheShadow) {
+  auto run = join::JoinForViews(files_.primary, files_.shadow);
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  EXPECT_EQ(TraceReadPasses(files_.primary), 1u);
+  EXPECT_EQ(TraceReadPasses(files_.shadow), 1u);
+  FILE* out = std::fopen("/dev/null", "w");
+  ASSERT_NE(out, nullptr);
+  const bool ok = views::WriteJoinViews(&*run, dir_, out);
+  std::fclose(out);
+  ASSERT_TRUE(ok);
+  EXPECT_TRUE(Exists("join.json"));
+  EXPECT_TRUE(Exists("report.html"));
+  EXPECT_EQ(Exists("join.perfetto-trace"), PerfettoAvailable());
+  EXPECT_EQ(Exists("join.sqlite"), SqliteAvailable());
+  EXPECT_EQ(TraceReadPasses(files_.primary), 1u);
+  EXPECT_EQ(TraceReadPasses(files_.shadow), 2u);
+  // The detail pass brought the blocks every view draws: join.json's pictures and the timeline's.
+  EXPECT_EQ(run->detail.size(), 5u);
+  EXPECT_TRUE(run->detail_error.empty());
+
+  // The Chrome view takes the same run's block detail: no read of the shadow.
+  // (Its writer, export/chrome_json.h, still reads the primary itself, twice.)
+  auto chrome = ExportJoinChrome(*run, dir_ + "/join.chrome.json");
+  ASSERT_TRUE(chrome.ok()) << chrome.status().message();
+  EXPECT_EQ(chrome->blocks.launches_drawn, 5u);
+  EXPECT_EQ(TraceReadPasses(files_.shadow), 2u);
+}
+
+// The primary's records kept for the views are bounded: past the bound they
+// are counted, and the timeline and the kernels table say what they hold.
+TEST_F(JoinReads, ThePrimarysRecordsKeptForTheViewsAreBounded) {
+  auto run = join::JoinForViews(files_.primary, files_.shadow, {}, 10);
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  EXPECT_EQ(run->primary.kept(), 10u);
+  EXPECT_EQ(run->primary.kept() + run->primary.left_out(), run->primary.report.records);
+  EXPECT_GT(run->primary.left_out(), 0u);
+  // The model is whole: its launches come from the pass, not from the kept records.
+  EXPECT_EQ(run->model.matches.size(), 5u);
+  const std::string said = "holds the primary's first 10 records of " + std::to_string(run->primary.report.records);
+  auto has = [&](const std::vector<std::string>& warnings, const char* view) {
+    for (const auto& w : warnings)
+      if (w.find(std::string(view) + " " + said) == 0) return true;
+    return false;
+  };
+  if (PerfettoAvailable()) {
+    join::ReadDetail(&*run, PlanBlocks(run->model, kPerfettoBlockBounds).drawn_seqs);
+    auto r = ExportJoinPerfetto(*run, dir_ + "/join.perfetto-trace");
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_TRUE(has(r->warnings, "the timeline"));
+  }
+  if (SqliteAvailable()) {
+    auto r = ExportJoinSqlite(&*run, dir_ + "/join.sqlite");
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_TRUE(has(r->warnings, "the kernels table"));
+  }
+}
+
+// The join's pass over the primary keeps no per-record state: its trace
+// statistics count, total and bound every kernel's time without keeping each
+// duration (no view of a join shows their percentiles), the same figures as
+// `twinscope stats` gives, whose p50/p99 it leaves at 0.
+TEST_F(JoinReads, ThePrimarysKernelTimesAreSummedNotKept) {
+  auto run = join::JoinForViews(files_.primary, files_.shadow);
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  std::string error;
+  auto reader = TraceReader::Open(files_.primary, &error);
+  ASSERT_NE(reader, nullptr) << error;
+  stats::StatsBuilder sb;
+  const ReadReport rep = reader->Read(sb);
+  const stats::TraceStats full = sb.Finish(reader->strings(), reader->header(), rep);
+  const auto& joined = run->model.primary_side.stats.kernels;
+  ASSERT_EQ(joined.size(), full.kernels.size());
+  ASSERT_EQ(joined.size(), 2u);
+  for (size_t i = 0; i < joined.size(); ++i) {
+    EXPECT_EQ(joined[i].name, full.kernels[i].name);
+    EXPECT_EQ(joined[i].count, full.kernels[i].count);
+    EXPECT_EQ(joined[i].total_ns, full.kernels[i].total_ns);
+    EXPECT_EQ(joined[i].min_ns, full.kernels[i].min_ns);
+    EXPECT_EQ(joined[i].max_ns, full.kernels[i].max_ns);
+    EXPECT_DOUBLE_EQ(joined[i].mean_ns, full.kernels[i].mean_ns);
+    EXPECT_GT(full.kernels[i].p50_ns, 0u);
+    EXPECT_EQ(joined[i].p50_ns, 0u);
+    EXPECT_EQ(joined[i].p99_ns, 0u);
+  }
+}
+
+// A shadow that cannot be read again (gone after the join): the views are
+// still written, drawn without blocks, and say why.
+TEST_F(JoinReads, ADetailPassThatFailsIsSaidAndTheViewsStillWritten) {
+  auto run = join::JoinForViews(files_.primary, files_.shadow);
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  std::filesystem::remove(files_.shadow);
+  join::ReadDetail(&*run, PlanBlocks(run->model, kChromeBlockBounds).drawn_seqs);
+  EXPECT_NE(run->detail_error, "");
+  auto chrome = ExportJoinChrome(*run, dir_ + "/join.chrome.json");
+  ASSERT_TRUE(chrome.ok()) << chrome.status().message();
+  EXPECT_EQ(chrome->blocks.launches_drawn, 0u);
+  EXPECT_EQ(chrome->blocks.launches_over_bounds, 5u);
+  ASSERT_FALSE(chrome->warnings.empty());
+  EXPECT_EQ(chrome->warnings.front().find("the shadow's blocks could not be read"), 0u);
+}
+
+}  // namespace
+}  // namespace twinscope::exporters
