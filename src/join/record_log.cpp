@@ -8,7 +8,28 @@ void RecordLog::OnStatus(const nlohmann::json& s, bool summary) {
   order_.push_back(Kind::kStatus);
 }
 
-void RecordLog::Replay(RecordSink& sink) const {
+void RecordLog::LetGo() {
+  streamed_ = true;
+  order_ = {};
+  kernels_ = {};
+  memcpys_ = {};
+  memsets_ = {};
+  apis_ = {};
+  nvtx_ = {};
+  launches_ = {};
+  blocks_ = {};
+  statuses_ = {};
+}
+
+Status RecordLog::Replay(RecordSink& sink, ReadReport* reread_report) const {
+  if (streamed_) {
+    std::string error;
+    auto reader = TraceReader::Open(path, &error);
+    if (!reader) return Status::Error("the primary could not be read again (" + error + ")");
+    const ReadReport rep = reader->Read(sink);
+    if (reread_report) *reread_report = rep;
+    return Status::Ok();
+  }
   size_t k = 0, c = 0, s = 0, a = 0, n = 0, l = 0, b = 0, st = 0;
   for (Kind kind : order_) {
     switch (kind) {
@@ -39,14 +60,14 @@ void RecordLog::Replay(RecordSink& sink) const {
         break;
     }
   }
+  if (reread_report) *reread_report = report;
+  return Status::Ok();
 }
 
-std::string RecordLog::LeftOutText(const char* view) const {
-  if (!left_out_) return "";
-  return std::string(view) + " holds the primary's first " + std::to_string(kept()) + " records of " +
-         std::to_string(kept() + left_out_) + " (the join keeps at most " + std::to_string(max_) +
-         " for its views, read once); the other " + std::to_string(left_out_) +
-         " are counted in the joined model (steps, launches) but not drawn";
+std::string RecordLog::StreamedText(const char* view) const {
+  if (!streamed_) return "";
+  return std::string(view) + " read the primary again: its " + std::to_string(report.records) +
+         " records are over the " + std::to_string(max_) + " a join keeps in memory for its views";
 }
 
 Status ReadRecordLog(const std::string& path, RecordLog* log) {

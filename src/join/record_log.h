@@ -1,8 +1,9 @@
 // The primary's timeline records kept from the join's one pass over the
 // primary trace, in file order and bounded, so that the views which draw the
 // whole timeline (Perfetto, SQLite's kernels) take them from memory instead of
-// reading the trace again (docs/join.md, "Reads"). CUDA-free; plain data once
-// filled; single-threaded.
+// reading the trace again (docs/join.md, "Reads"). A primary over the bound is
+// not cut: the log lets its records go and each replay reads the trace again,
+// so the views stay whole. CUDA-free; plain data once filled; single-threaded.
 #pragma once
 
 #include <cstdint>
@@ -32,14 +33,17 @@ class RecordLog : public RecordSink {
   void OnBlock(const BlockRecord& r) override { Keep(blocks_, r, Kind::kBlock); }
   void OnStatus(const nlohmann::json& s, bool summary) override;  // always kept (a few per trace)
 
-  // Hands the kept records to `sink` in file order, as a read of the trace would.
-  void Replay(RecordSink& sink) const;
+  // Hands the records to `sink` in file order, as a read of the trace would: from memory, or, for a primary
+  // over the bound, by reading `path` again (its report in *reread_report when given). Fails only if that
+  // read cannot open the trace.
+  Status Replay(RecordSink& sink, ReadReport* reread_report = nullptr) const;
 
   uint64_t kept() const { return order_.size() - statuses_.size(); }
-  uint64_t left_out() const { return left_out_; }  // records past the bound: counted, not kept
+  // Over the bound: nothing is kept (the records seen were let go) and every replay reads the trace again.
+  bool streamed() const { return streamed_; }
   uint64_t max_records() const { return max_; }
-  // One line for a view's warnings when records were left out, "" if none.
-  std::string LeftOutText(const char* view) const;
+  // One line for a view's notes when it read the primary again, "" if it did not.
+  std::string StreamedText(const char* view) const;
 
   // Of the read that filled the log: the trace's header, its full string table and how the read ended.
   nlohmann::json header = nlohmann::json::object();
@@ -51,16 +55,18 @@ class RecordLog : public RecordSink {
   enum class Kind : uint8_t { kKernel, kMemcpy, kMemset, kApi, kNvtx, kLaunch, kBlock, kStatus };
   template <typename R>
   void Keep(std::vector<R>& v, const R& r, Kind k) {
+    if (streamed_) return;
     if (kept() >= max_) {
-      ++left_out_;
+      LetGo();
       return;
     }
     v.push_back(r);
     order_.push_back(k);
   }
+  void LetGo();  // over the bound: free what was kept; replays read the trace again
 
   uint64_t max_;
-  uint64_t left_out_ = 0;
+  bool streamed_ = false;
   std::vector<Kind> order_;  // what came next, one per kept record or status
   std::vector<KernelRecord> kernels_;
   std::vector<MemcpyRecord> memcpys_;

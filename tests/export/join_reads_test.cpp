@@ -60,32 +60,52 @@ TEST_F(JoinReads, EveryViewFromOnePassOverThePrimaryAndTwoOverTheShadow) {
   EXPECT_EQ(TraceReadPasses(files_.shadow), 2u);
 }
 
-// The primary's records kept for the views are bounded: past the bound they
-// are counted, and the timeline and the kernels table say what they hold.
-TEST_F(JoinReads, ThePrimarysRecordsKeptForTheViewsAreBounded) {
+// A primary over the bound the join keeps in memory is not cut: the log lets
+// its records go, and the timeline and the kernels table read the trace again,
+// whole. Their content equals that of a join that kept everything.
+TEST_F(JoinReads, APrimaryOverTheBoundIsReadAgainNotCut) {
+  auto whole = join::JoinForViews(files_.primary, files_.shadow);
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  ASSERT_FALSE(whole->primary.streamed());
   auto run = join::JoinForViews(files_.primary, files_.shadow, {}, 10);
   ASSERT_TRUE(run.ok()) << run.status().message();
-  EXPECT_EQ(run->primary.kept(), 10u);
-  EXPECT_EQ(run->primary.kept() + run->primary.left_out(), run->primary.report.records);
-  EXPECT_GT(run->primary.left_out(), 0u);
-  // The model is whole: its launches come from the pass, not from the kept records.
-  EXPECT_EQ(run->model.matches.size(), 5u);
-  const std::string said = "holds the primary's first 10 records of " + std::to_string(run->primary.report.records);
-  auto has = [&](const std::vector<std::string>& warnings, const char* view) {
-    for (const auto& w : warnings)
-      if (w.find(std::string(view) + " " + said) == 0) return true;
-    return false;
-  };
+  EXPECT_TRUE(run->primary.streamed());
+  EXPECT_EQ(run->primary.kept(), 0u);        // nothing held: the records were let go at the bound
+  EXPECT_EQ(run->model.matches.size(), 5u);  // the model is whole: it comes from the pass, not the log
+  ASSERT_GT(run->primary.report.records, 10u);
   if (PerfettoAvailable()) {
-    join::ReadDetail(&*run, PlanBlocks(run->model, kPerfettoBlockBounds).drawn_seqs);
-    auto r = ExportJoinPerfetto(*run, dir_ + "/join.perfetto-trace");
+    const std::vector<uint64_t> seqs = PlanBlocks(run->model, kPerfettoBlockBounds).drawn_seqs;
+    join::ReadDetail(&*run, seqs);
+    join::ReadDetail(&*whole, seqs);
+    ResetTraceReadPasses();
+    auto r = ExportJoinPerfetto(*run, dir_ + "/streamed.perfetto-trace");
     ASSERT_TRUE(r.ok()) << r.status().message();
-    EXPECT_TRUE(has(r->warnings, "the timeline"));
+    EXPECT_GE(TraceReadPasses(files_.primary), 1u);  // read again (the log holds nothing)
+    auto w = ExportJoinPerfetto(*whole, dir_ + "/whole.perfetto-trace");
+    ASSERT_TRUE(w.ok()) << w.status().message();
+    EXPECT_EQ(r->records, w->records);
+    EXPECT_EQ(r->records, run->primary.report.records);
+    EXPECT_EQ(std::filesystem::file_size(dir_ + "/streamed.perfetto-trace"),
+              std::filesystem::file_size(dir_ + "/whole.perfetto-trace"));
   }
   if (SqliteAvailable()) {
-    auto r = ExportJoinSqlite(&*run, dir_ + "/join.sqlite");
+    auto r = ExportJoinSqlite(&*run, dir_ + "/streamed.sqlite");
     ASSERT_TRUE(r.ok()) << r.status().message();
-    EXPECT_TRUE(has(r->warnings, "the kernels table"));
+    for (const auto& w : r->warnings) EXPECT_EQ(w.find("the kernels table is empty"), std::string::npos) << w;
+  }
+  // The trace gone between the join and its views: said, not an empty timeline called whole.
+  std::filesystem::remove(files_.primary);
+  if (PerfettoAvailable()) {
+    auto r = ExportJoinPerfetto(*run, dir_ + "/gone.perfetto-trace");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("could not be read again"), std::string::npos) << r.status().message();
+  }
+  if (SqliteAvailable()) {
+    auto r = ExportJoinSqlite(&*run, dir_ + "/gone.sqlite");
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    bool said = false;
+    for (const auto& w : r->warnings) said |= w.find("the kernels table is empty") != std::string::npos;
+    EXPECT_TRUE(said);
   }
 }
 

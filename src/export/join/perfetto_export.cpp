@@ -482,9 +482,10 @@ StatusOr<TimelineExportResult> WriteTimeline(const std::string& trace, const std
   const bool shadow = header.value("role", std::string()) == "shadow";
   if (m && shadow) return Status::Error(trace + " is a shadow trace: the joined export draws the primary's timeline");
   TimelineScan scan(shadow);
-  if (run)
-    run->primary.Replay(scan);
-  else
+  if (run) {
+    const Status replayed = run->primary.Replay(scan);
+    if (!replayed.ok()) return Status::Error(trace + ": " + replayed.message());
+  } else
     scan_reader->Read(scan);
   // The full string table from pass 1: records of pass 2 may come before the
   // string chunk that names them.
@@ -515,8 +516,11 @@ StatusOr<TimelineExportResult> WriteTimeline(const std::string& trace, const std
   t.WriteTracks();
   if (m && m->requests.present) t.WriteRequests(request_bounds);
   if (run) {
-    run->primary.Replay(t);
-    result.report = run->primary.report;
+    const Status replayed = run->primary.Replay(t, &result.report);
+    if (!replayed.ok()) {  // read once a moment ago, gone now: the file is left half written, said
+      std::fclose(f);
+      return Status::Error(trace + ": " + replayed.message() + "; " + out + " is incomplete");
+    }
   } else {
     result.report = reader->Read(t);
   }
@@ -528,7 +532,6 @@ StatusOr<TimelineExportResult> WriteTimeline(const std::string& trace, const std
     result.requests = rt->counts;
   }
   AddReadWarnings(result.report, &result.warnings);
-  if (run && run->primary.left_out()) result.warnings.push_back(run->primary.LeftOutText("the timeline"));
   if (m) {
     for (const auto& warning : m->warnings) result.warnings.push_back("join: " + warning);
   }

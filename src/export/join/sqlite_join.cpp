@@ -373,7 +373,8 @@ class JoinSqliteDb : public JoinSqlite {
     WriteModel(db_, m_);
     WriteRequests(db_, m_);
     KernelSink kernels(db_, m_);
-    run.primary.Replay(kernels);
+    const Status replayed = run.primary.Replay(kernels);
+    if (!replayed.ok()) replay_error_ = "the kernels table is empty: " + replayed.message();
     kernels_invalid_ = kernels.invalid;
   }
   RecordSink& ShadowSink() override { return shadow_; }
@@ -429,7 +430,7 @@ class JoinSqliteDb : public JoinSqlite {
       if (blocks_.invalid)
         result.warnings.push_back(std::to_string(blocks_.invalid) +
                                   " shadow blocks have invalid times (duration_ns NULL)");
-      if (run_.primary.left_out()) result.warnings.push_back(run_.primary.LeftOutText("the kernels table"));
+      if (!replay_error_.empty()) result.warnings.push_back(replay_error_);
       AddReadWarnings(prep, &result.warnings);
       std::vector<std::string> shadow_warnings;
       AddReadWarnings(srep, &shadow_warnings);
@@ -461,6 +462,7 @@ class JoinSqliteDb : public JoinSqlite {
   BlockSink blocks_;
   CatchingSink shadow_;
   uint64_t kernels_invalid_ = 0;
+  std::string replay_error_;  // the primary could not be read again (a primary over the join's bound)
 };
 
 }  // namespace
