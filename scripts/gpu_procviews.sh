@@ -35,7 +35,11 @@ step stats "$T" stats "$RUNS/mp" || rc=1
 "$T" stats --json "$RUNS/mp" >"$OUTDIR/procviews-stats.json" 2>>"$LOG" || rc=1
 step chrome "$T" export "$RUNS/mp" --format chrome -o "$RUNS/mp.json" || rc=1
 step perfetto "$T" export "$RUNS/mp" --format perfetto -o "$RUNS/mp.perfetto-trace" || rc=1
-step sqlite "$T" export "$RUNS/mp" --format sqlite -o "$RUNS/mp.sqlite" || rc=1
+if [[ -f /usr/include/sqlite3.h ]]; then
+  step sqlite "$T" export "$RUNS/mp" --format sqlite -o "$RUNS/mp.sqlite" || rc=1
+else
+  echo "=== sqlite: not built on this machine (no sqlite3.h): not checked" | tee -a "$LOG"
+fi
 echo "=== check" | tee -a "$LOG"
 "$PY" tests/gpu/procviews_check.py "$OUTDIR/procviews-stats.json" "$RUNS/mp.json" "$RUNS/mp.sqlite" \
   "$RUNS/mp.perfetto-trace" 2>&1 | tee -a "$LOG"
