@@ -24,7 +24,7 @@ row "demo requests" "$(grep -m1 -oE '[0-9]+/[0-9]+ requests[^,;]*' "$OUTDIR/demo
 row "demo exact" "$(grep -m1 -iE 'exact' "$OUTDIR/demo.log" | head -c 90 || echo '?')"
 if [[ -f $DEMO/report.html ]]; then
   row "report: 'reports losses' lines" "$(grep -c 'reports losses' "$DEMO/report.html")"
-  row "report: step chart" "$(grep -q 'step-chart\|stepChart' "$DEMO/report.html" && echo present || echo absent)"
+  row "report: step chart" "$(grep -q 'id="ts-steps"' "$DEMO/report.html" && echo present || echo absent)"
 else
   row "report" "missing"
 fi
