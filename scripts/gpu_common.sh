@@ -80,14 +80,14 @@ chartjs_arg() {
   fi
 }
 
-# gpu_build_cli BUILD RUNS [TARGET...]: unless BUILD/bin/twinscope exists, configures BUILD (Release, no tests,
-# this GPU's architecture, SQLite and the mirror where their headers are) and builds the targets (default:
-# the CLI, both collectors, the guard, and the demo server and its client where Boost.Beast is); logs go to
-# RUNS/cmake.log and RUNS/build.log, printed on failure, which exits 1.
+# gpu_build_cli BUILD RUNS [TARGET...]: configures BUILD unless it is configured (Release, no tests, this GPU's
+# architecture, SQLite and the mirror where their headers are) and builds the targets (default: the CLI, both
+# collectors, the guard, and the demo server and its client where Boost.Beast is), which is quick when they are
+# built already: scripts sharing one folder each get what they need. Logs go to RUNS/cmake.log and
+# RUNS/build.log, printed on failure, which exits 1.
 gpu_build_cli() {
   local build=$1 runs=$2
   shift 2
-  [[ -x $build/bin/twinscope ]] && return 0
   local arch targets=("$@")
   arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
   local opts=(-DCMAKE_BUILD_TYPE=Release -DTWINSCOPE_BUILD_TESTS=OFF -DTWINSCOPE_CUDA_ARCHITECTURES="${arch:-90}")
@@ -98,7 +98,9 @@ gpu_build_cli() {
     [[ -f /usr/include/boost/beast.hpp ]] && targets+=(twinscope-demo-server twinscope-demo-client)
   fi
   cmake_generator
-  cmake -S . -B "$build" "${gen[@]}" "${opts[@]}" >"$runs/cmake.log" 2>&1 || { cat "$runs/cmake.log"; exit 1; }
+  if [[ ! -f $build/CMakeCache.txt ]]; then
+    cmake -S . -B "$build" "${gen[@]}" "${opts[@]}" >"$runs/cmake.log" 2>&1 || { cat "$runs/cmake.log"; exit 1; }
+  fi
   cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >"$runs/build.log" 2>&1 ||
     { tail -40 "$runs/build.log"; exit 1; }
 }
