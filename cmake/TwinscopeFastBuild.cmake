@@ -18,18 +18,8 @@ set(TWINSCOPE_UNITY_ALONE
 # beside files that include cupti.h.
 set(TWINSCOPE_UNITY_OFF_TARGETS twinscope_guard)
 
-function(_twinscope_fast_targets dir out)
-  get_property(targets DIRECTORY "${dir}" PROPERTY BUILDSYSTEM_TARGETS)
-  get_property(subdirs DIRECTORY "${dir}" PROPERTY SUBDIRECTORIES)
-  foreach(s IN LISTS subdirs)
-    _twinscope_fast_targets("${s}" sub)
-    list(APPEND targets ${sub})
-  endforeach()
-  set(${out} "${targets}" PARENT_SCOPE)
-endfunction()
-
 function(_twinscope_apply_unity)
-  _twinscope_fast_targets("${PROJECT_SOURCE_DIR}" targets)
+  twinscope_targets_below("${PROJECT_SOURCE_DIR}" targets)
   foreach(t IN LISTS targets)
     get_target_property(type ${t} TYPE)
     if(NOT type MATCHES "^(STATIC_LIBRARY|SHARED_LIBRARY|MODULE_LIBRARY|OBJECT_LIBRARY|EXECUTABLE)$")

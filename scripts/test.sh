@@ -24,6 +24,10 @@ phase() {
   _phase=$1 _phase_t=$SECONDS _phase_cpu=$_cpu
 }
 _timing_report() {
+  # Runs at exit: keeps the script's own exit status, and nothing here may change it (under `set -e` and
+  # pipefail, `sort | head` failing with SIGPIPE once made a passing run exit 141).
+  local rc=$?
+  set +e +o pipefail
   phase ""
   {
     echo "scripts/test.sh time by phase ($(nproc) cores, JOBS=$JOBS; $(date -u +%FT%TZ)):"
@@ -34,6 +38,7 @@ _timing_report() {
     fi
   } | tee "$BUILD-timing.txt" >&2
   rm -f "$_times_file"
+  exit "$rc"
 }
 trap _timing_report EXIT
 phase setup-deps
@@ -57,6 +62,7 @@ CHECK=1 scripts/bench_launch_path.sh "$BUILD"
 # The Python wheel, built from this build folder (nothing compiled twice),
 # checked, installed in a fresh venv, with the CLI end-to-end tests and the
 # Python API test run against the installed copy (docs/python.md).
+phase wheel
 scripts/wheel.sh "$BUILD"
 
 # Bounded fuzzing with libFuzzer (needs clang with its fuzzer runtime), in a

@@ -285,14 +285,7 @@ class ChromeSink : public RecordSink {
       Meta("thread_name", kGpuPidBase + device, stream, "name", "stream " + std::to_string(stream));
       Meta("thread_sort_index", kGpuPidBase + device, stream, "sort_index", stream);
     }
-    std::set<std::pair<uint32_t, uint32_t>> sm_tracks;
-    std::set<uint32_t> block_devices;
-    for (const auto& [seq, sms] : scan_.sms) {
-      auto it = scan_.launches.find(seq);
-      const uint32_t device = it == scan_.launches.end() ? 0 : it->second.device;
-      block_devices.insert(device);
-      for (uint32_t sm : sms) sm_tracks.insert({device, sm});
-    }
+    const auto [block_devices, sm_tracks] = BlockTracks();
     for (uint32_t device : block_devices) {
       Meta("process_name", kBlocksPidBase + device, 0, "name",
            "GPU " + std::to_string(device) + DeviceName(device) + " thread blocks by SM");
@@ -304,6 +297,19 @@ class ChromeSink : public RecordSink {
       Meta("thread_name", kBlocksPidBase + device, sm, "name", "SM " + std::to_string(sm));
       Meta("thread_sort_index", kBlocksPidBase + device, sm, "sort_index", sm);
     }
+  }
+
+  // The devices whose blocks were traced, and each (device, SM) track their blocks ran on.
+  std::pair<std::set<uint32_t>, std::set<std::pair<uint32_t, uint32_t>>> BlockTracks() const {
+    std::set<uint32_t> devices;
+    std::set<std::pair<uint32_t, uint32_t>> sm_tracks;
+    for (const auto& [seq, sms] : scan_.sms) {
+      auto it = scan_.launches.find(seq);
+      const uint32_t device = it == scan_.launches.end() ? 0 : it->second.device;
+      devices.insert(device);
+      for (uint32_t sm : sms) sm_tracks.insert({device, sm});
+    }
+    return {std::move(devices), std::move(sm_tracks)};
   }
 
   // A merged run's process group: its name, its place among the processes,
@@ -321,14 +327,7 @@ class ChromeSink : public RecordSink {
            "GPU " + std::to_string(device) + DeviceName(device) + " stream " + std::to_string(stream));
       Meta("thread_sort_index", pid_, tid, "sort_index", tid);
     }
-    std::set<std::pair<uint32_t, uint32_t>> sm_tracks;
-    std::set<uint32_t> block_devices;
-    for (const auto& [seq, sms] : scan_.sms) {
-      auto it = scan_.launches.find(seq);
-      const uint32_t device = it == scan_.launches.end() ? 0 : it->second.device;
-      block_devices.insert(device);
-      for (uint32_t sm : sms) sm_tracks.insert({device, sm});
-    }
+    const auto [block_devices, sm_tracks] = BlockTracks();
     for (uint32_t device : block_devices) {
       Meta("thread_name", pid_, LaunchTid(device), "name",
            "GPU " + std::to_string(device) + DeviceName(device) + " traced launches");
