@@ -28,6 +28,7 @@ deps=(
   "wrk|4.1.0-3+b2|cmd:wrk|all"
   "valgrind|1:3.19.0-1|cmd:valgrind|all"
   "clang-14|1:14.0.6-12|cmd:clang++|all"
+  "clang-format-14|1:14.0.6-12|cmd:clang-format-14|all"
   "libclang-rt-14-dev|1:14.0.6-12|file:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a|all"
   # HTML report: Chart.js inlined at build time (without it the page draws its step chart itself), block
   # detail deflated, and the browser test.

@@ -112,9 +112,10 @@ static int Primitives(long long n, cudaStream_t s) {
     uint64_t c = 0;
     const uint64_t mono = ClockNs(CLOCK_MONOTONIC), raw = ClockNs(CLOCK_MONOTONIC_RAW), real = ClockNs(CLOCK_REALTIME);
     cupti_ts(&c);
-    std::printf("{\"workload\": \"cupti_clock\", \"minus_monotonic_ns\": %lld, \"minus_monotonic_raw_ns\": %lld, "
-                "\"minus_realtime_ns\": %lld}\n",
-                static_cast<long long>(c - mono), static_cast<long long>(c - raw), static_cast<long long>(c - real));
+    std::printf(
+        "{\"workload\": \"cupti_clock\", \"minus_monotonic_ns\": %lld, \"minus_monotonic_raw_ns\": %lld, "
+        "\"minus_realtime_ns\": %lld}\n",
+        static_cast<long long>(c - mono), static_cast<long long>(c - raw), static_cast<long long>(c - real));
   }
   using IsCapturing = int (*)(cudaStream_t, int*);
   auto is_capturing = reinterpret_cast<IsCapturing>(sym("libcuda.so.1", "cuStreamIsCapturing"));

@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   struct Phase {
     const char* name;
     std::function<void()> body;
-    int divisor = 1;  // runs iters / divisor iterations (65,536 blocks would flood the trace)
+    int divisor = 1;          // runs iters / divisor iterations (65,536 blocks would flood the trace)
     bool named_only = false;  // runs only when named on the command line
   } phases[] = {{"other", other},
                 {"target", target},

@@ -57,8 +57,8 @@ enum ActivityFlags : uint32_t {
 // for equal keys in two processes.
 struct LaunchKey {
   uint64_t hash;
-  StringId path;         // NVTX range path, e.g. "step#17/attn#0"; 0 = no range
-  uint32_t ordinal;      // nth launch of this kernel in the innermost range instance
+  StringId path;     // NVTX range path, e.g. "step#17/attn#0"; 0 = no range
+  uint32_t ordinal;  // nth launch of this kernel in the innermost range instance
 };
 static_assert(sizeof(LaunchKey) == 16);
 
@@ -114,7 +114,7 @@ struct MemcpyRecord {
   uint32_t context;
   uint32_t stream;
   uint32_t graph_id;
-  uint32_t flags;  // ActivityFlags
+  uint32_t flags;     // ActivityFlags
   uint8_t copy_kind;  // CopyKind
   uint8_t src_kind;   // CUPTI memory kind, as reported
   uint8_t dst_kind;
@@ -161,7 +161,7 @@ enum class NvtxKind : uint32_t {
 
 struct NvtxRecord {
   uint64_t start_ns;
-  uint64_t end_ns;  // == start_ns for marks; 0 if the range never closed
+  uint64_t end_ns;     // == start_ns for marks; 0 if the range never closed
   uint64_t thread_id;  // thread that opened the range
   uint64_t range_id;   // start/end range id; 0 for push/pop
   uint32_t kind;       // NvtxKind
@@ -179,7 +179,7 @@ struct LaunchRecord {
   uint64_t seq;
   uint64_t cpu_ns;  // when the launch API was entered (collector clock)
   uint64_t thread_id;
-  uint64_t grid_id;  // 0 if unknown at launch time
+  uint64_t grid_id;        // 0 if unknown at launch time
   uint64_t graph_exec_id;  // 0 for a plain launch
   LaunchKey key;
   uint32_t correlation_id;  // CUPTI correlation id (primary); 0 in the shadow
@@ -189,7 +189,7 @@ struct LaunchRecord {
   Dim3 grid;
   Dim3 block;
   Dim3 cluster;
-  uint32_t flags;  // ActivityFlags (kFlagGraph for graph nodes)
+  uint32_t flags;            // ActivityFlags (kFlagGraph for graph nodes)
   uint32_t blocks_recorded;  // shadow: BlockRecords written for this launch
   uint32_t sample_index;     // shadow: its index among the selected kernels' launches (low 32 bits)
   uint32_t reserved[2];
@@ -212,24 +212,53 @@ static_assert(sizeof(BlockRecord) == 48);
 // Size of one record of each type, or 0 for an unknown type.
 constexpr uint32_t RecordSize(RecordType t) {
   switch (t) {
-    case RecordType::kKernel: return sizeof(KernelRecord);
-    case RecordType::kMemcpy: return sizeof(MemcpyRecord);
-    case RecordType::kMemset: return sizeof(MemsetRecord);
-    case RecordType::kApi: return sizeof(ApiRecord);
-    case RecordType::kNvtx: return sizeof(NvtxRecord);
-    case RecordType::kLaunch: return sizeof(LaunchRecord);
-    case RecordType::kBlock: return sizeof(BlockRecord);
+    case RecordType::kKernel:
+      return sizeof(KernelRecord);
+    case RecordType::kMemcpy:
+      return sizeof(MemcpyRecord);
+    case RecordType::kMemset:
+      return sizeof(MemsetRecord);
+    case RecordType::kApi:
+      return sizeof(ApiRecord);
+    case RecordType::kNvtx:
+      return sizeof(NvtxRecord);
+    case RecordType::kLaunch:
+      return sizeof(LaunchRecord);
+    case RecordType::kBlock:
+      return sizeof(BlockRecord);
   }
   return 0;
 }
 
-template <typename T> struct RecordTypeOf;
-template <> struct RecordTypeOf<KernelRecord> { static constexpr RecordType value = RecordType::kKernel; };
-template <> struct RecordTypeOf<MemcpyRecord> { static constexpr RecordType value = RecordType::kMemcpy; };
-template <> struct RecordTypeOf<MemsetRecord> { static constexpr RecordType value = RecordType::kMemset; };
-template <> struct RecordTypeOf<ApiRecord> { static constexpr RecordType value = RecordType::kApi; };
-template <> struct RecordTypeOf<NvtxRecord> { static constexpr RecordType value = RecordType::kNvtx; };
-template <> struct RecordTypeOf<LaunchRecord> { static constexpr RecordType value = RecordType::kLaunch; };
-template <> struct RecordTypeOf<BlockRecord> { static constexpr RecordType value = RecordType::kBlock; };
+template <typename T>
+struct RecordTypeOf;
+template <>
+struct RecordTypeOf<KernelRecord> {
+  static constexpr RecordType value = RecordType::kKernel;
+};
+template <>
+struct RecordTypeOf<MemcpyRecord> {
+  static constexpr RecordType value = RecordType::kMemcpy;
+};
+template <>
+struct RecordTypeOf<MemsetRecord> {
+  static constexpr RecordType value = RecordType::kMemset;
+};
+template <>
+struct RecordTypeOf<ApiRecord> {
+  static constexpr RecordType value = RecordType::kApi;
+};
+template <>
+struct RecordTypeOf<NvtxRecord> {
+  static constexpr RecordType value = RecordType::kNvtx;
+};
+template <>
+struct RecordTypeOf<LaunchRecord> {
+  static constexpr RecordType value = RecordType::kLaunch;
+};
+template <>
+struct RecordTypeOf<BlockRecord> {
+  static constexpr RecordType value = RecordType::kBlock;
+};
 
 }  // namespace twinscope

@@ -5,11 +5,10 @@
 // library, print.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 namespace twinscope::cli {
 

@@ -21,8 +21,8 @@ static_assert(sizeof(FilePreamble) == 24);
 // Each chunk: ChunkHeader, then `stored_size` bytes (one zstd frame that
 // decompresses to `raw_size` bytes).
 struct ChunkHeader {
-  uint32_t magic;  // kChunkMagic
-  uint32_t kind;   // ChunkKind
+  uint32_t magic;        // kChunkMagic
+  uint32_t kind;         // ChunkKind
   uint32_t record_type;  // RecordType for kRecords chunks, else 0
   uint32_t record_count;
   uint32_t raw_size;

@@ -1,13 +1,13 @@
 #include "twinscope/trace_reader.h"
 
+#include <zstd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
-
-#include <zstd.h>
 
 #include "base/crc32c.h"
 #include "format/chunk.h"
@@ -47,10 +47,14 @@ void ResetTraceReadPasses() {
 
 const char* ReadEndName(ReadEnd end) {
   switch (end) {
-    case ReadEnd::kComplete: return "complete";
-    case ReadEnd::kNoSummary: return "no-summary";
-    case ReadEnd::kTruncated: return "truncated";
-    case ReadEnd::kCorrupt: return "corrupt";
+    case ReadEnd::kComplete:
+      return "complete";
+    case ReadEnd::kNoSummary:
+      return "no-summary";
+    case ReadEnd::kTruncated:
+      return "truncated";
+    case ReadEnd::kCorrupt:
+      return "corrupt";
   }
   return "?";
 }
@@ -73,8 +77,9 @@ std::unique_ptr<TraceReader> TraceReader::Open(const std::string& path, std::str
     return fail("not a twinscope trace (bad magic: the file does not start with 'TWSCOPE1')");
   if (got < sizeof pre) return fail("file ends inside the header (" + std::to_string(got) + " bytes): nothing to read");
   if (pre.version != kFormatVersion)
-    return fail("trace format version " + std::to_string(pre.version) + " is not supported (this twinscope reads version " +
-                std::to_string(kFormatVersion) + "); use the twinscope release that wrote it");
+    return fail("trace format version " + std::to_string(pre.version) +
+                " is not supported (this twinscope reads version " + std::to_string(kFormatVersion) +
+                "); use the twinscope release that wrote it");
   if (pre.header_size > format::kMaxHeaderSize)
     return fail("header claims " + std::to_string(pre.header_size) + " bytes (over the 16 MiB limit): damaged file");
   std::string json(pre.header_size, '\0');
@@ -133,7 +138,8 @@ ReadReport TraceReader::Read(RecordSink& sink) {
     format::ChunkHeader h{};
     size_t got = std::fread(&h, 1, sizeof h, im.file);
     if (got == 0) break;
-    if (got < sizeof h) return end_with(ReadEnd::kTruncated, where("is cut inside its header (the file was truncated)"));
+    if (got < sizeof h)
+      return end_with(ReadEnd::kTruncated, where("is cut inside its header (the file was truncated)"));
     if (h.magic != kChunkMagic || Crc32c(&h, offsetof(format::ChunkHeader, header_crc)) != h.header_crc)
       return end_with(ReadEnd::kCorrupt, where("has a bad header checksum"));
     if (h.raw_size > format::kMaxChunkRawSize || h.stored_size > ZSTD_compressBound(h.raw_size) + 64)
@@ -156,13 +162,27 @@ ReadReport TraceReader::Read(RecordSink& sink) {
           return end_with(ReadEnd::kCorrupt, where("has a record count that does not match its size"));
         const uint8_t* p = raw.data();
         switch (type) {
-          case RecordType::kKernel: Deliver(p, h.record_count, &RecordSink::OnKernel, sink); break;
-          case RecordType::kMemcpy: Deliver(p, h.record_count, &RecordSink::OnMemcpy, sink); break;
-          case RecordType::kMemset: Deliver(p, h.record_count, &RecordSink::OnMemset, sink); break;
-          case RecordType::kApi: Deliver(p, h.record_count, &RecordSink::OnApi, sink); break;
-          case RecordType::kNvtx: Deliver(p, h.record_count, &RecordSink::OnNvtx, sink); break;
-          case RecordType::kLaunch: Deliver(p, h.record_count, &RecordSink::OnLaunch, sink); break;
-          case RecordType::kBlock: Deliver(p, h.record_count, &RecordSink::OnBlock, sink); break;
+          case RecordType::kKernel:
+            Deliver(p, h.record_count, &RecordSink::OnKernel, sink);
+            break;
+          case RecordType::kMemcpy:
+            Deliver(p, h.record_count, &RecordSink::OnMemcpy, sink);
+            break;
+          case RecordType::kMemset:
+            Deliver(p, h.record_count, &RecordSink::OnMemset, sink);
+            break;
+          case RecordType::kApi:
+            Deliver(p, h.record_count, &RecordSink::OnApi, sink);
+            break;
+          case RecordType::kNvtx:
+            Deliver(p, h.record_count, &RecordSink::OnNvtx, sink);
+            break;
+          case RecordType::kLaunch:
+            Deliver(p, h.record_count, &RecordSink::OnLaunch, sink);
+            break;
+          case RecordType::kBlock:
+            Deliver(p, h.record_count, &RecordSink::OnBlock, sink);
+            break;
         }
         rep.records += h.record_count;
         break;

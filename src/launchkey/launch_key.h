@@ -82,7 +82,7 @@ class RangeStack {
     std::string domain;
     std::string name;
     std::string path;
-    std::unordered_map<std::string, uint32_t> child_counts;   // range name -> times opened here
+    std::unordered_map<std::string, uint32_t> child_counts;  // range name -> times opened here
     std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> kernel_counts;  // kernel -> launches here
   };
   static uint64_t NextSerial();

@@ -161,7 +161,8 @@ void FlushOpenNvtxRanges() {
   if (!frames) return;
   for (size_t j = frames->size(); j-- > 0;) {
     const PushFrame& f = (*frames)[j];
-    Emit(NvtxEvent{NvtxKind::kPushPop, f.domain, f.name, f.start_ns, 0, CurrentThreadId(), 0, static_cast<uint32_t>(j)});
+    Emit(
+        NvtxEvent{NvtxKind::kPushPop, f.domain, f.name, f.start_ns, 0, CurrentThreadId(), 0, static_cast<uint32_t>(j)});
   }
   frames->clear();
 }

@@ -31,18 +31,27 @@ std::string_view DomainName(nvtxDomainHandle_t d) {
 std::string Message(const nvtxEventAttributes_t* a) {
   if (!a) return {};
   switch (a->messageType) {
-    case NVTX_MESSAGE_TYPE_ASCII: return a->message.ascii ? a->message.ascii : "";
-    case NVTX_MESSAGE_TYPE_UNICODE: return Narrow(a->message.unicode);
+    case NVTX_MESSAGE_TYPE_ASCII:
+      return a->message.ascii ? a->message.ascii : "";
+    case NVTX_MESSAGE_TYPE_UNICODE:
+      return Narrow(a->message.unicode);
     case NVTX_MESSAGE_TYPE_REGISTERED:
       return a->message.registered ? *reinterpret_cast<const std::string*>(a->message.registered) : "";
-    default: return {};
+    default:
+      return {};
   }
 }
 
 // Core module.
-void MarkEx(const nvtxEventAttributes_t* a) { Firewall("nvtxMarkEx", [&] { nvtx_capture::Mark("", Message(a)); }); }
-void MarkA(const char* m) { Firewall("nvtxMarkA", [&] { nvtx_capture::Mark("", m ? m : ""); }); }
-void MarkW(const wchar_t* m) { Firewall("nvtxMarkW", [&] { nvtx_capture::Mark("", Narrow(m)); }); }
+void MarkEx(const nvtxEventAttributes_t* a) {
+  Firewall("nvtxMarkEx", [&] { nvtx_capture::Mark("", Message(a)); });
+}
+void MarkA(const char* m) {
+  Firewall("nvtxMarkA", [&] { nvtx_capture::Mark("", m ? m : ""); });
+}
+void MarkW(const wchar_t* m) {
+  Firewall("nvtxMarkW", [&] { nvtx_capture::Mark("", Narrow(m)); });
+}
 nvtxRangeId_t RangeStartEx(const nvtxEventAttributes_t* a) {
   nvtxRangeId_t id = 0;
   Firewall("nvtxRangeStartEx", [&] { id = nvtx_capture::Start("", Message(a)); });
@@ -58,7 +67,9 @@ nvtxRangeId_t RangeStartW(const wchar_t* m) {
   Firewall("nvtxRangeStartW", [&] { id = nvtx_capture::Start("", Narrow(m)); });
   return id;
 }
-void RangeEnd(nvtxRangeId_t id) { Firewall("nvtxRangeEnd", [&] { nvtx_capture::End(id); }); }
+void RangeEnd(nvtxRangeId_t id) {
+  Firewall("nvtxRangeEnd", [&] { nvtx_capture::End(id); });
+}
 int RangePushEx(const nvtxEventAttributes_t* a) {
   Firewall("nvtxRangePushEx", [&] { nvtx_capture::Push("", Message(a)); });
   return 0;

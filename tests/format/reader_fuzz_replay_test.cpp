@@ -22,8 +22,12 @@ TEST(ReaderFuzzReplay, MutatedTracesNeverCrash) {
     int edits = 1 + rng() % 8;
     for (int e = 0; e < edits; ++e) {
       switch (rng() % 4) {
-        case 0: d[rng() % d.size()] = static_cast<char>(rng()); break;
-        case 1: d.resize(rng() % d.size() + 1); break;
+        case 0:
+          d[rng() % d.size()] = static_cast<char>(rng());
+          break;
+        case 1:
+          d.resize(rng() % d.size() + 1);
+          break;
         case 2: {
           size_t a = rng() % d.size(), b = rng() % d.size();
           d.insert(a, d.substr(b, std::min<size_t>(64, d.size() - b)));

@@ -1,7 +1,7 @@
 // Writes a small real trace to argv[1] (seed input for the reader fuzzer).
-#include "test_util.h"
-
 #include <filesystem>
+
+#include "test_util.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) return 2;

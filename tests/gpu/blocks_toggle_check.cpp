@@ -100,10 +100,10 @@ int main(int argc, char** argv) {
       if (i % every == 0 && !traced_index.count(i)) ++missed_eager;
   if (missed_eager)
     failures.push_back(std::to_string(missed_eager) + " multiples of N not traced in the eager/two-stream phases");
-  for (const char* c : {counters::kBlocksOverflow, counters::kBlocksMissing, counters::kBlocksIncomplete,
-                        counters::kBlocksLost, counters::kLaunchesNoBuffer, counters::kSanitizerErrors,
-                        counters::kLaunchesSelectedUnpatched, counters::kWriterDropped, counters::kModulesPatchFailed,
-                        counters::kModulesPinnedUnpatched})
+  for (const char* c :
+       {counters::kBlocksOverflow, counters::kBlocksMissing, counters::kBlocksIncomplete, counters::kBlocksLost,
+        counters::kLaunchesNoBuffer, counters::kSanitizerErrors, counters::kLaunchesSelectedUnpatched,
+        counters::kWriterDropped, counters::kModulesPatchFailed, counters::kModulesPinnedUnpatched})
     if (counter(c) != 0) failures.push_back(std::string(c) + " = " + std::to_string(counter(c)));
   if (status.value("tool_state", std::string()) != "ok")
     failures.push_back("tool_state = " + status.value("tool_state", std::string("?")));

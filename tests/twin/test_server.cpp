@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
     // Read a body of Content-Length bytes, if any.
     size_t head = req.find("\r\n\r\n");
     size_t want = 0;
-    if (auto cl = req.find("Content-Length: "); cl != std::string::npos) want = std::strtoul(req.c_str() + cl + 16, nullptr, 10);
+    if (auto cl = req.find("Content-Length: "); cl != std::string::npos)
+      want = std::strtoul(req.c_str() + cl + 16, nullptr, 10);
     while (head != std::string::npos && req.size() < head + 4 + want) {
       ssize_t n = recv(c, buf, sizeof buf, 0);
       if (n <= 0) break;
