@@ -19,12 +19,8 @@ set(TWINSCOPE_UNITY_ALONE
 set(TWINSCOPE_UNITY_OFF_TARGETS twinscope_guard)
 
 function(_twinscope_apply_unity)
-  twinscope_targets_below("${PROJECT_SOURCE_DIR}" targets)
+  twinscope_compiled_targets_below("${PROJECT_SOURCE_DIR}" targets)
   foreach(t IN LISTS targets)
-    get_target_property(type ${t} TYPE)
-    if(NOT type MATCHES "^(STATIC_LIBRARY|SHARED_LIBRARY|MODULE_LIBRARY|OBJECT_LIBRARY|EXECUTABLE)$")
-      continue()
-    endif()
     get_target_property(source_dir ${t} SOURCE_DIR)
     file(RELATIVE_PATH target_dir "${PROJECT_SOURCE_DIR}" "${source_dir}")
     if(t IN_LIST TWINSCOPE_UNITY_OFF_TARGETS OR NOT target_dir MATCHES "^(src|demo)(/|$)")

@@ -361,6 +361,16 @@ class ChromeSink : public RecordSink {
   CorrelationCounts flows_done_;     // activities that ended a flow
 };
 
+// Ends a Chrome file: the events' array, then `other` as its otherData; closes `f`.
+Status EndChromeFile(JsonOut& json, FILE* f, const nlohmann::json& other, const std::string& out) {
+  std::string other_text = other.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  json.Raw("\n],\"otherData\":").Raw(other_text).Raw("}\n");
+  bool ok = json.Flush();
+  if (std::fclose(f) != 0) ok = false;
+  if (!ok) return Status::Error("error writing " + out + ": " + std::strerror(errno) + " (disk full?)");
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<ExportResult> ExportChrome(const std::string& trace, const std::string& out) {
@@ -409,11 +419,8 @@ StatusOr<ExportResult> ExportChromeWith(const std::string& trace, const std::str
                           {"skipped_invalid_timestamps", sink.skipped_invalid},
                           {"status", sink.last_status}};
   if (extra) extra->Finish(&other, &result.warnings);
-  std::string other_text = other.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  json.Raw("\n],\"otherData\":").Raw(other_text).Raw("}\n");
-  bool ok = json.Flush();
-  if (std::fclose(f) != 0) ok = false;
-  if (!ok) return Status::Error("error writing " + out + ": " + std::strerror(errno) + " (disk full?)");
+  const Status ended = EndChromeFile(json, f, other, out);
+  if (!ended.ok()) return ended;
   return result;
 }
 
@@ -507,11 +514,8 @@ StatusOr<ExportResult> ExportChromeRun(const std::vector<RunProcess>& processes,
                           {"base_ns", base},
                           {"records", result.records},
                           {"skipped_invalid_timestamps", result.skipped_invalid}};
-  std::string other_text = other.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  json.Raw("\n],\"otherData\":").Raw(other_text).Raw("}\n");
-  bool ok = json.Flush();
-  if (std::fclose(f) != 0) ok = false;
-  if (!ok) return Status::Error("error writing " + out + ": " + std::strerror(errno) + " (disk full?)");
+  const Status ended = EndChromeFile(json, f, other, out);
+  if (!ended.ok()) return ended;
   return result;
 }
 
