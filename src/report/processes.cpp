@@ -121,6 +121,9 @@ void Renderer::Processes(std::string& h) {
   const procs::RankComparison* c = rp->ranks;
   if (c && c->ranks.size() >= 2) {
     const size_t n = c->ranks.size();
+    std::vector<size_t> order(n);  // ranks shown by rank number
+    for (size_t r = 0; r < n; ++r) order[r] = r;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return c->ranks[a] < c->ranks[b]; });
     auto rank_cell = [&](size_t r) {
       const std::string text = "rank " + std::to_string(c->ranks[r]);
       const size_t pi = r < rp->rank_pair.size() ? rp->rank_pair[r] : rp->pairs.size();
@@ -137,7 +140,7 @@ void Renderer::Processes(std::string& h) {
          "is counted, never a finding.</p>\n"
          "<table class=\"ranks\"><thead><tr><th>rank</th><th class=\"num\">most kernel time in</th>"
          "<th class=\"num\">stood out in</th><th class=\"num\">longer span only in</th></tr></thead><tbody>\n";
-    for (size_t r = 0; r < n; ++r) {
+    for (size_t r : order) {
       auto at = [&](const std::vector<uint64_t>& v) {
         return Count(static_cast<int64_t>(r < v.size() ? v[r] : 0)) + " steps";
       };
@@ -166,7 +169,7 @@ void Renderer::Processes(std::string& h) {
       if (shown == max_rows) break;
       ++shown;
       rows += "<tr><td><code>" + Esc(StepName(s.range)) + "</code></td>";
-      for (size_t r = 0; r < n; ++r) {
+      for (size_t r : order) {
         const bool present = r < s.kernels.size() ? s.kernels[r] > 0 : (r < s.kernel_ns.size() && s.kernel_ns[r]);
         const std::string v = present && r < s.kernel_ns.size() ? Duration(static_cast<double>(s.kernel_ns[r])) : "-";
         rows += "<td class=\"num" + std::string(r == s.slowest ? " bad" : "") + "\">" + v + "</td>";
@@ -176,7 +179,7 @@ void Renderer::Processes(std::string& h) {
     }
     if (shown) {
       h += "<div class=\"table-wrap short\"><table class=\"rank-steps\"><thead><tr><th>step</th>";
-      for (size_t r = 0; r < n; ++r) h += "<th class=\"num\">rank " + std::to_string(c->ranks[r]) + "</th>";
+      for (size_t r : order) h += "<th class=\"num\">rank " + std::to_string(c->ranks[r]) + "</th>";
       h += "<th>slowest</th><th class=\"num\">ratio</th></tr></thead><tbody>\n" + rows + "</tbody></table></div>\n";
       h += "<p class=\"note\">Kernel time per rank in the steps where one rank stood out";
       if (c->steps_standing_out > shown)
