@@ -59,6 +59,7 @@ std::string Renderer::Render() {
   Header(h);
   h += "<main>\n";
   Summary(h);
+  Processes(h);
   Requests(h);
   WhySlow(h);
   Blocks(h);
@@ -122,7 +123,9 @@ void Renderer::Header(std::string& h) {
   if (!sampling.empty()) sc += "; " + sampling;
   side("shadow", s, sc);
   h += "</table>\n";
-  h += std::string("<nav><a href=\"#summary\">Summary</a>") + (requests_ ? "<a href=\"#requests\">Requests</a>" : "") +
+  h += std::string("<nav><a href=\"#summary\">Summary</a>") +
+       (o_.processes ? "<a href=\"#processes\">Processes</a>" : "") +
+       (requests_ ? "<a href=\"#requests\">Requests</a>" : "") +
        "<a href=\"#why-slow\">Why slow</a><a href=\"#blocks\">Blocks</a>"
        "<a href=\"#launches\">Launches</a><a href=\"#steps\">Steps</a><a href=\"#drift\">Drift</a>"
        "<a href=\"#loss\">Loss</a></nav>\n</header>\n";
