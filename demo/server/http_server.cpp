@@ -21,6 +21,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "base/ascii.h"
 #include "net/beast.h"
 #include "server/protocol.h"
 #include "server/text.h"
@@ -297,7 +298,7 @@ awaitable<void> HttpServer::Impl::Session(tcp::socket socket) {
       co_await http::async_read_header(stream, buf, parser, asio::redirect_error(use_awaitable, ec));
       idle_.erase(&stream);
       if (!ec && !parser.is_done()) {
-        if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
+        if (AsciiIEquals(parser.get()[http::field::expect], "100-continue")) {
           static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
           stream.expires_after(opt_.client_timeout);
           co_await asio::async_write(stream, asio::buffer(kContinue.data(), kContinue.size()),

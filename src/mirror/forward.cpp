@@ -3,10 +3,12 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "base/ascii.h"
+
 namespace twinscope::mirror {
 namespace {
 
-bool IEquals(std::string_view a, std::string_view b) { return beast::iequals(a, b); }
+bool IEquals(std::string_view a, std::string_view b) { return AsciiIEquals(a, b); }
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "base/ascii.h"
 #include "mirror/forward.h"
 #include "mirror/mirror_impl.h"
 
@@ -101,7 +102,7 @@ awaitable<void> Mirror::Impl::Session(Worker& w, tcp::socket socket) {
       auto arrival = Clock::now();
 
       if (!parser.is_done()) {
-        if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
+        if (AsciiIEquals(parser.get()[http::field::expect], "100-continue")) {
           static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
           client.expires_after(opt_.client_timeout);
           co_await asio::async_write(client, asio::buffer(kContinue.data(), kContinue.size()),

@@ -121,6 +121,9 @@ TEST(Forward, UpstreamRequestRewriting) {
   plain.host = "h";
   EXPECT_EQ(ForwardTarget(plain, "http://other:1/x?y=1"), "/x?y=1");
   EXPECT_EQ(ForwardTarget(plain, "http://other:1"), "/");
+  EXPECT_EQ(ForwardTarget(plain, "hTtP://other:1/x"), "/x");  // schemes are case-insensitive
+  EXPECT_EQ(ForwardTarget(plain, "hTtp://"), "/");            // the fuzzer's input: no host, no path
+  EXPECT_EQ(ForwardTarget(plain, "HTTPS://other/y"), "/y");
   EXPECT_EQ(ForwardTarget(plain, "*"), "*");
   EXPECT_EQ(ForwardTarget(up, "/x"), "/base/x");
 }
