@@ -1,6 +1,6 @@
 # The test command's cold build (TWINSCOPE_FAST_BUILD, off by default; scripts/test.sh turns it on): unity
 # builds of the product's and the demo's targets, line tables only for debug info, the tests' helpers at -O1, and
-# with GCC the test executables' own files at -O0 with one precompiled header shared by all of them (GoogleTest,
+# with GCC the test executables' own files at -O0 -g0 with one precompiled header shared by all of them (GoogleTest,
 # nlohmann/json and the standard headers they pull in: parsed once instead of in each of ~100 test files; the
 # files stay one unit each, since test files share helper names freely). Product code stays at the build type's
 # optimization, so the launch-path budget and the benchmarks measure what ships. Measured in bench/RESULTS.md
@@ -49,7 +49,8 @@ endfunction()
 # Every test executable that links GoogleTest reuses the precompiled header of twinscope_test_pch
 # (tests/CMakeLists.txt) and compiles its own files at -O0 like that header: GCC takes a precompiled header only
 # when the optimization level (and -fPIE) is the one it was made with, and otherwise parses the headers as usual
-# (slower, never wrong). The test fakes and the launch-path driver are not GoogleTest executables: they keep -O1.
+# (slower, never wrong). No debug info there either (-g0: a failed expectation names its file and line itself;
+# about 10% of a test file's compile time). The test fakes and the launch-path driver are not GoogleTest executables: they keep -O1.
 function(_twinscope_apply_test_pch)
   if(NOT TARGET twinscope_test_pch)
     return()
@@ -62,7 +63,7 @@ function(_twinscope_apply_test_pch)
     if(NOT type STREQUAL "EXECUTABLE" OR t STREQUAL "twinscope_test_pch" OR NOT "${libs}" MATCHES "GTest::")
       continue()
     endif()
-    target_compile_options(${t} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-O0>)
+    target_compile_options(${t} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:-O0;-g0>")
     target_precompile_headers(${t} REUSE_FROM twinscope_test_pch)
     math(EXPR n "${n} + 1")
   endforeach()

@@ -120,7 +120,9 @@ if [[ -n $fuzz_pid ]]; then
     if [[ $t == reader_fuzzer ]]; then
       "$BUILD-fuzz/bin/write_sample_trace" "$BUILD-fuzz/corpus-$t/seed.tsc"
     fi
-    "$BUILD-fuzz/bin/$t" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 "$BUILD-fuzz/corpus-$t" \
+    # A crashing input goes to $BUILD-fuzz/ (crash-*), not into the checkout; add it to the target's seed corpus.
+    "$BUILD-fuzz/bin/$t" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -artifact_prefix="$BUILD-fuzz/" \
+      "$BUILD-fuzz/corpus-$t" \
       >"$BUILD-fuzz/$t.log" 2>&1
   }
   pids=() names=()
