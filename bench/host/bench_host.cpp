@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "export/export.h"
+#include "views/export/export.h"
 #include "format/trace_writer.h"
 #include "sample_trace.h"
 #include "twinscope/trace_reader.h"

@@ -15,8 +15,8 @@
 #include <filesystem>
 #include <string>
 
-#include "export/join/block_detail.h"
-#include "export/join/join_export.h"
+#include "views/export/join/block_detail.h"
+#include "views/export/join/join_export.h"
 #include "join/joined_run.h"
 #include "join_fixture.h"
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "chromium.h"
-#include "report/report.h"
+#include "views/report/report.h"
 #include "sample_join.h"
 
 namespace {

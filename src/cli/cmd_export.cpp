@@ -8,9 +8,9 @@
 #include "cli/command.h"
 #include "cli/join_outputs.h"
 #include "cli/perfetto_run.h"
-#include "export/export.h"
-#include "export/join/block_detail.h"
-#include "export/join/join_export.h"
+#include "views/export/export.h"
+#include "views/export/join/block_detail.h"
+#include "views/export/join/join_export.h"
 
 namespace twinscope::cli {
 namespace {

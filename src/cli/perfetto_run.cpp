@@ -7,10 +7,10 @@
 #include <cstdio>
 #include <cstring>
 
-#include "export/timeline_scan.h"
+#include "views/export/timeline_scan.h"
 
-#if __has_include("export/join/perfetto_trace.pb.h")
-#include "export/join/perfetto_trace.pb.h"
+#if __has_include("views/export/join/perfetto_trace.pb.h")
+#include "views/export/join/perfetto_trace.pb.h"
 #define TWINSCOPE_PERFETTO_RUN 1
 #endif
 
@@ -192,7 +192,7 @@ StatusOr<exporters::TimelineExportResult> ExportPerfettoRun(const std::vector<ex
   if (exporters::PerfettoAvailable())  // the exporter is built but its trace proto was not found here
     return Status::Error(
         "this twinscope was built without the merge of Perfetto traces (src/cli/perfetto_run.cpp did not find "
-        "export/join/perfetto_trace.pb.h): a build problem; --format chrome writes every process in one file");
+        "views/export/join/perfetto_trace.pb.h): a build problem; --format chrome writes every process in one file");
   return Status::Error(
       "this twinscope was built without the Perfetto exporter (TWINSCOPE_WITH_PERFETTO=OFF); --format chrome "
       "writes every process in one file (ui.perfetto.dev opens it)");

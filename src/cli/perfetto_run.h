@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "export/export.h"
-#include "export/join/join_export.h"
+#include "views/export/export.h"
+#include "views/export/join/join_export.h"
 
 namespace twinscope::cli {
 

@@ -9,11 +9,11 @@
 #include <fstream>
 
 #include "cli/join_outputs.h"
-#include "export/export.h"
-#include "export/sqlite_ranks.h"
+#include "views/export/export.h"
+#include "views/export/sqlite_ranks.h"
 #include "procs/rank_inputs.h"
 #include "procs/ranks.h"
-#include "report/processes.h"
+#include "views/report/processes.h"
 #include "views/join_writer.h"
 
 namespace twinscope::cli {

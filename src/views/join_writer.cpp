@@ -4,11 +4,11 @@
 #include <fstream>
 #include <memory>
 
-#include "export/join/block_detail.h"
-#include "export/join/join_export.h"
+#include "views/export/join/block_detail.h"
+#include "views/export/join/join_export.h"
 #include "join/join_views.h"
 #include "join/model_file.h"
-#include "report/report.h"
+#include "views/report/report.h"
 
 namespace twinscope::views {
 namespace {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "join/joined_run.h"
-#include "report/report.h"
+#include "views/report/report.h"
 
 namespace twinscope::views {
 

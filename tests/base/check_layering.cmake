@@ -2,13 +2,17 @@
 # Run by ctest (tests/base): cmake -DROOT=<source dir> -P check_layering.cmake
 # Each rule: a folder of src/ and the include prefixes its files must not use.
 set(_rules
-  "base|abi/ format/ launchkey/ nvtx/ cuptilib/ cupti/ guard/ blocks/ probe/ stats/ export/ join/ twin/ report/ mirror/ cli/"
-  "abi|format/ launchkey/ nvtx/ cuptilib/ cupti/ guard/ blocks/ probe/ stats/ export/ join/ twin/ report/ mirror/ cli/"
+  "base|abi/ format/ launchkey/ nvtx/ cuptilib/ cupti/ guard/ blocks/ probe/ stats/ join/ procs/ views/ twin/ mirror/ cli/"
+  "abi|format/ launchkey/ nvtx/ cuptilib/ cupti/ guard/ blocks/ probe/ stats/ join/ procs/ views/ twin/ mirror/ cli/"
+  "format|launchkey/ nvtx/ cuptilib/ cupti/ guard/ blocks/ probe/ stats/ join/ procs/ views/ twin/ mirror/ cli/"
   "cuptilib|cupti/ guard/ blocks/ probe/ cli/"
   "guard|cupti/ cuptilib/ blocks/ probe/ cli/"
   "cupti|guard/ blocks/ probe/ cli/"
   "blocks|cupti/ guard/ probe/ cli/"
-  "join|export/ report/ cli/"
+  "stats|join/ procs/ views/ twin/ mirror/ cli/"
+  "join|procs/ views/ twin/ mirror/ cli/"
+  "procs|views/ twin/ mirror/ cli/"
+  "views|twin/ mirror/ cli/ cupti/ guard/ blocks/ probe/"
   "cli|client/ server/ net/ common/ gpu/")
 set(_bad "")
 foreach(rule ${_rules})

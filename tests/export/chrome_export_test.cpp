@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "export/export.h"
+#include "views/export/export.h"
 #include "format/trace_writer.h"
 #include "sample_trace.h"
 

@@ -3,7 +3,7 @@
 // the long kernel name left out) and compared with tests/export/golden/.
 // TWINSCOPE_UPDATE_GOLDEN=1 rewrites the golden files; each one was checked by
 // hand against the values the scene sets (see the asserts next to each).
-#include "export/join/join_export.h"
+#include "views/export/join/join_export.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include <sstream>
 #include <tuple>
 
-#include "export/chrome_json.h"
+#include "views/export/chrome_json.h"
 #include "golden.h"
 #include "join/join_views.h"
 #include "join_scene.h"

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "export/join/join_export.h"
+#include "views/export/join/join_export.h"
 #include "format/read_passes.h"
 #include "join/joined_run.h"
 #include "join_scene.h"

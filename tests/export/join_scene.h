@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "export/join/block_detail.h"
+#include "views/export/join/block_detail.h"
 #include "join/join_model.h"
 #include "join/joined_run.h"
 #include "join_fixture.h"

@@ -12,8 +12,8 @@
 #include <set>
 #include <sstream>
 
-#include "export/join/join_export.h"
-#include "export/join/perfetto_trace.pb.h"
+#include "views/export/join/join_export.h"
+#include "views/export/join/perfetto_trace.pb.h"
 #include "golden.h"
 #include "join_scene.h"
 #include "sample_trace.h"

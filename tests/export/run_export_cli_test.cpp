@@ -21,7 +21,7 @@
 #ifdef TWINSCOPE_TEST_PERFETTO  // a build with the Perfetto exporter (tests/export/CMakeLists.txt)
 #include <map>
 
-#include "export/join/perfetto_trace.pb.h"
+#include "views/export/join/perfetto_trace.pb.h"
 #endif
 
 namespace twinscope::testing {

@@ -16,7 +16,7 @@
 #include <sstream>
 #include <string>
 
-#include "export/export.h"
+#include "views/export/export.h"
 #include "process_traces.h"
 #include "sample_trace.h"
 

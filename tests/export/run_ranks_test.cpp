@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "export/export.h"
+#include "views/export/export.h"
 #include "process_traces.h"
 #include "sample_trace.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "export/export.h"
+#include "views/export/export.h"
 #include "sample_trace.h"
 
 namespace twinscope::exporters {

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../testutil/spawn.h"
-#include "export/join/join_export.h"
+#include "views/export/join/join_export.h"
 #include "join_scene.h"
 
 namespace twinscope {

@@ -1,6 +1,6 @@
 // The report's block codec against a decoder written here from block_codec.h's description (the page's
 // decoder, in report.js, is checked in the browser test), on random blocks.
-#include "report/block_codec.h"
+#include "views/report/block_codec.h"
 
 #include <gtest/gtest.h>
 

@@ -15,9 +15,9 @@
 #include "join/join_model.h"
 #include "join/join_views.h"
 #include "join_fixture.h"
-#include "report/fields.h"
-#include "report/processes.h"
-#include "report/report.h"
+#include "views/report/fields.h"
+#include "views/report/processes.h"
+#include "views/report/report.h"
 #include "sample_join.h"
 
 namespace twinscope {

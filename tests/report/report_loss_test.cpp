@@ -11,7 +11,7 @@
 #include "join/join_model.h"
 #include "join/join_views.h"
 #include "join_fixture.h"
-#include "report/report.h"
+#include "views/report/report.h"
 #include "stats/trace_stats.h"
 #include "twinscope/counters.h"
 

@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "join/join_views.h"
-#include "report/report.h"
+#include "views/report/report.h"
 #include "sample_join.h"
 #include "served_scene.h"
 

@@ -1,7 +1,7 @@
 // The HTML report as text: sections present, trace strings escaped in the markup and in the embedded
 // JSON, the embedded copy of the join faithful and bounded, bad input refused with a clear message.
 // How it behaves in a browser: report_browser_test.cpp.
-#include "report/report.h"
+#include "views/report/report.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <regex>
 #include <sstream>
 
-#include "report/fields.h"
-#include "report/html.h"
+#include "views/report/fields.h"
+#include "views/report/html.h"
 #include "sample_join.h"
 
 namespace twinscope {

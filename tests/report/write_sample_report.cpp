@@ -9,7 +9,7 @@
 #include <iostream>
 #include <string>
 
-#include "report/report.h"
+#include "views/report/report.h"
 #include "sample_join.h"
 
 int main(int argc, char** argv) {
