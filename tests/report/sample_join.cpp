@@ -410,7 +410,7 @@ json MakeSampleJoin(const SampleJoinOptions& o) {
         {"time_only", time_only},
         {"unmatched_shadow", unmatched},
         {"primary_target_launches", 2 * static_cast<int64_t>(n)},
-        {"primary_target_unmatched", static_cast<int64_t>(n) - unmatched},
+        {"primary_target_unmatched", std::max<int64_t>(0, static_cast<int64_t>(n) - unmatched)},
         {"time_only_accuracy", {{"evaluated", exact}, {"agree", exact - exact / 40}}},
         {"overlapped_primary_kernels", overlapped},
         {"primary_target_without_kernel", 0},
