@@ -9,6 +9,7 @@
 #include "join/join_views.h"
 #include "join/model_file.h"
 #include "report/report.h"
+#include "views/join_doc.h"
 
 namespace twinscope::views {
 namespace {
@@ -106,7 +107,7 @@ bool WriteJoinViews(join::JoinedRun* run, const std::string& dir, FILE* out, con
   // The report embeds a bounded copy of the model (its own bounds: docs/report.md).
   const std::string report_path = dir + "/report.html";
   ReportInfo info;
-  Status rs = WriteReport(join::JoinToJson(m, ReportJsonBounds(), json_detail), report_path, {}, &info);
+  Status rs = WriteReport(MakeJoinDoc(m, ReportJsonBounds(), json_detail), report_path, {}, &info);
   if (rs.ok()) {
     std::fprintf(out, "report (one self-contained file, open it in a browser): %s (%.1f MB%s)\n", report_path.c_str(),
                  static_cast<double>(info.bytes) / 1e6, info.charts ? "" : "; step chart drawn without Chart.js");
