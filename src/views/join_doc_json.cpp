@@ -16,23 +16,6 @@ using nlohmann::json;
 template <class D, class T>
 concept Is = std::same_as<std::remove_const_t<D>, T>;
 
-template <class T>
-struct IsOptional : std::false_type {};
-template <class T>
-struct IsOptional<std::optional<T>> : std::true_type {};
-template <class T>
-struct IsVector : std::false_type {};
-template <class T>
-struct IsVector<std::vector<T>> : std::true_type {};
-template <class T>
-struct IsArray : std::false_type {};
-template <class T, size_t N>
-struct IsArray<std::array<T, N>> : std::true_type {};
-template <class T>
-struct IsMap : std::false_type {};
-template <class V>
-struct IsMap<std::map<std::string, V>> : std::true_type {};
-
 // ---- the field lists ----------------------------------------------------------------------------------
 // v(key, field): always written (an empty optional as null); v.Omit(key, field): written only when set;
 // v.Nest(key, fn): fields of a nested object that has no struct of its own; v.Rows(key, rows, malformed):
