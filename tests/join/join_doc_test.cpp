@@ -1,4 +1,5 @@
-// The join's typed document (src/views/join_doc.h): join.json is ToJson of MakeJoinDoc, a document read
+// The join's typed document (src/views/join_doc.h): join.json is ToJson of MakeJoinDoc and byte for byte
+// what the join wrote before the document (SHA-256 of main's join.json for the same twins), a document read
 // back from its JSON is the same document (joins of the synthetic twins: block detail, divergence, a
 // sampling shadow, a serving run with requests, bounds), and JoinDocFromJson is tolerant where the report
 // is (missing parts absent, mistyped values default, bad block rows counted) and refuses only what is
@@ -9,6 +10,7 @@
 
 #include <filesystem>
 
+#include "../report/sha256.h"
 #include "join/join_model.h"
 #include "join/join_views.h"
 #include "join_fixture.h"
@@ -82,6 +84,52 @@ TEST(JoinDoc, JoinToJsonIsTheDocumentWritten) {
   for (const auto& l : *doc.launches) untimed += !l.primary.have_kernel && !l.primary.dur_ns && !l.primary.start_ns;
   EXPECT_EQ(untimed, 1u);
   ExpectRoundTrip(doc);
+}
+
+// join.json byte for byte as the join wrote it before the typed document: SHA-256 of the JSON (its folder
+// written "DIR") that `twinscope join -o` of main at 56a28ed wrote for the same twins (block detail with a
+// straggler, fewer SMs, reordered and an untimed launch, losses on both sides; a serving run with a request
+// trace, arrivals, an error and a schedule, and without the schedule).
+TEST(JoinDoc, JoinJsonIsWhatTheJoinWroteBefore) {
+  const std::string dir = Dir();
+  auto portable = [&](std::string text, const std::string& folder) {
+    for (size_t at = text.find(folder); at != std::string::npos; at = text.find(folder, at + 3))
+      text.replace(at, folder.size(), "DIR");
+    return text;
+  };
+  {
+    std::vector<FakeLaunch> v = Slow();
+    testing::WriteOptions o;
+    o.other_kernels = {"rms_norm_kernel"};
+    o.primary_counters = {{"launches_seen", 24}, {"cupti_dropped_records", 2}};
+    o.shadow_counters = {{"launches_seen", 24}, {"blocks_overflow", 1}, {"launches_matching", 12}};
+    const std::string slow = dir + "/slow";
+    join::JoinedModel m = Join(testing::WriteTwin(slow, v, o));
+    auto blocks = join::ReadShadowBlocks(m.shadow_path, join::DetailSeqs(m, 32));
+    ASSERT_TRUE(blocks.ok());
+    EXPECT_EQ(testing_report::Sha256Hex(portable(join::JoinToJson(m, {}, *blocks).dump(), slow)),
+              "769cd912878c2f42a3d509c5ee5b9bd7639605cba71d52f62ee578482db903ad");
+  }
+  const std::string served = dir + "/served";
+  testing::WriteOptions wo;
+  wo.other_kernels = {"rms_norm_kernel"};
+  wo.primary_clock_realtime_ns = 1'796'113'162'000'000ull * 1000;
+  const testing::TwinFiles files = testing::WriteTwin(served, testing::Served(), wo);
+  join::JoinOptions o;
+  o.requests.trace = testing::ArrivalRequestTrace(served, 1'796'113'162'000'000);
+  o.requests.schedule = testing::Schedule(served);
+  join::JoinedModel m = Join(files, o);
+  auto blocks = join::ReadShadowBlocks(m.shadow_path, join::DetailSeqs(m, 32));
+  ASSERT_TRUE(blocks.ok());
+  EXPECT_EQ(testing_report::Sha256Hex(portable(join::JoinToJson(m, {}, *blocks).dump(), served)),
+            "be49c753b4c0840d29269c28e297f5b4a705f9a6c101232941170ee0c6d3804f");
+  join::JoinOptions plain;
+  plain.requests.trace = testing::RequestTrace(served);
+  m = Join(files, plain);
+  blocks = join::ReadShadowBlocks(m.shadow_path, join::DetailSeqs(m, 32));
+  ASSERT_TRUE(blocks.ok());
+  EXPECT_EQ(testing_report::Sha256Hex(portable(join::JoinToJson(m, {}, *blocks).dump(), served)),
+            "eaeef46ba7e489b048920a3822ba423448b91c8c516a1fea009f5c2a99619626");
 }
 
 TEST(JoinDoc, RoundTripOfADivergedJoin) {
