@@ -97,7 +97,7 @@ StatusOr<std::string> MainTraceOf(const std::string& path, const std::string& si
   return main->path;
 }
 
-int JoinAndReport(const JoinOutputRequest& r, join::JoinedModel* model_out) {
+int JoinAndReport(const JoinOutputRequest& r, join::JoinedModel* model_out, views::DeferredReport* defer_report) {
   // One pass over each trace for the model (and the primary's records the
   // timeline views draw), one more over the shadow for block detail.
   auto run = join::JoinForViews(r.primary, r.shadow, r.options);
@@ -107,7 +107,7 @@ int JoinAndReport(const JoinOutputRequest& r, join::JoinedModel* model_out) {
   }
   join::PrintJoin(stdout, run->model, r.top);
   bool ok = true;
-  if (!r.out_dir.empty()) ok = views::WriteJoinViews(&*run, r.out_dir, stdout);
+  if (!r.out_dir.empty()) ok = views::WriteJoinViews(&*run, r.out_dir, stdout, "twinscope join", defer_report);
   std::fflush(stdout);
   if (model_out) *model_out = std::move(run->model);
   return ok ? 0 : 1;

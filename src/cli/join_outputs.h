@@ -10,6 +10,10 @@
 #include "join/join_model.h"
 #include "join/record_log.h"
 
+namespace twinscope::views {
+struct DeferredReport;  // views/join_writer.h
+}
+
 namespace twinscope::cli {
 
 struct JoinOutputRequest {
@@ -20,8 +24,11 @@ struct JoinOutputRequest {
 };
 
 // Joins, writes, prints. Returns 0, or 1 if the traces cannot be joined.
-// `model` (may be null) receives the joined model.
-int JoinAndReport(const JoinOutputRequest& request, join::JoinedModel* model = nullptr);
+// `model` (may be null) receives the joined model. `defer_report` (may be
+// null): the report is kept there, to be written once every pair of a run
+// is joined (run_pairs.cpp), instead of written now.
+int JoinAndReport(const JoinOutputRequest& request, join::JoinedModel* model = nullptr,
+                  views::DeferredReport* defer_report = nullptr);
 
 // `twinscope stats` on a join: `path` is a twin folder (primary/ and shadow/,
 // or primary.tsc and shadow.tsc); `shadow` non-empty means `path` is the

@@ -9,8 +9,12 @@
 #include <fstream>
 
 #include "cli/join_outputs.h"
+#include "export/export.h"
+#include "export/sqlite_ranks.h"
 #include "procs/rank_inputs.h"
 #include "procs/ranks.h"
+#include "report/processes.h"
+#include "views/join_writer.h"
 
 namespace twinscope::cli {
 namespace {
@@ -178,6 +182,13 @@ int JoinRunPairs(const RunSide& primary, const RunSide& shadow, const RunJoinReq
 
   nlohmann::json pairs_json = nlohmann::json::array();
   std::vector<procs::RankInput> ranks;
+  // Every pair's report is written last, once the whole run's processes and ranks are known (the report's
+  // "Processes" section): each pair keeps its report's bounded input until then. A run of one process
+  // writes its report at once, as a lone join does.
+  report::RunProcesses run_processes;
+  std::vector<views::DeferredReport> reports;
+  std::vector<size_t> rank_pair;  // per ranks entry: its row in run_processes.pairs
+  std::vector<exporters::RankOwner> rank_owners;
   bool all_ranked = true;
   int rc = 1;
   // The main pair first, so its summary is the one printed at the top.
@@ -204,7 +215,20 @@ int JoinRunPairs(const RunSide& primary, const RunSide& shadow, const RunJoinReq
       continue;
     }
     join::JoinedModel m;
-    const int one = JoinAndReport(jr, &m);
+    views::DeferredReport deferred;
+    const int one = JoinAndReport(jr, &m, several ? &deferred : nullptr);
+    report::ProcessPairRow row;
+    row.label = pr.label;
+    row.rule = procs::PairRuleName(pr.rule);
+    row.folder = folder;
+    row.main = i == main;
+    row.joined = one == 0;
+    row.has_report = !deferred.path.empty();
+    row.primary_pid = p[pr.primary].pid;
+    row.shadow_pid = s[pr.shadow].pid;
+    row.primary_command = Short(p[pr.primary]);
+    row.shadow_command = Short(s[pr.shadow]);
+    if (p[pr.primary].rank && s[pr.shadow].rank) row.rank = p[pr.primary].rank;
     nlohmann::json pj = {
         {"label", pr.label}, {"rule", procs::PairRuleName(pr.rule)},  {"folder", folder},
         {"main", i == main}, {"primary", ProcessJson(p[pr.primary])}, {"shadow", ProcessJson(s[pr.shadow])},
@@ -213,8 +237,18 @@ int JoinRunPairs(const RunSide& primary, const RunSide& shadow, const RunJoinReq
       pj["shadow_launches"] = m.summary.shadow_launches;
       pj["exact"] = m.summary.exact;
       pj["primary_target_launches"] = m.summary.primary_target_launches;
-      if (p[pr.primary].rank && s[pr.shadow].rank) ranks.push_back(procs::RankInputFromJoin(*p[pr.primary].rank, m));
+      row.counted = true;
+      row.shadow_launches = m.summary.shadow_launches;
+      row.exact = m.summary.exact;
+      row.primary_target_launches = m.summary.primary_target_launches;
+      if (p[pr.primary].rank && s[pr.shadow].rank) {
+        ranks.push_back(procs::RankInputFromJoin(*p[pr.primary].rank, m));
+        rank_pair.push_back(run_processes.pairs.size());
+        rank_owners.push_back(exporters::RankOwner{p[pr.primary].pid, 0, pr.label});
+      }
     }
+    run_processes.pairs.push_back(std::move(row));
+    reports.push_back(std::move(deferred));
     if (!(p[pr.primary].rank && s[pr.shadow].rank)) all_ranked = false;
     if (one == 0) rc = 0;
     pairs_json.push_back(pj);
@@ -234,13 +268,44 @@ int JoinRunPairs(const RunSide& primary, const RunSide& shadow, const RunJoinReq
   for (size_t i : pairing.shadow_unpaired) add_unpaired(s[i], "shadow");
   out["unpaired"] = unpaired;
   procs::RankComparison cmp;
-  if (ranks.size() >= 2 && all_ranked) {
+  const bool compared = ranks.size() >= 2 && all_ranked;
+  if (compared) {
     cmp = procs::CompareRanks(ranks);
     out["ranks"] = RanksJson(cmp);
   }
   if (!r.out_dir.empty()) {
     std::ofstream f(r.out_dir + "/processes.json");
     f << out.dump(2) << "\n";
+  }
+  // The comparison in the main pair's database (docs/sqlite-schema.md, "Ranks").
+  const std::string main_db = r.out_dir + "/join.sqlite";
+  struct stat db_st {};
+  if (compared && !r.out_dir.empty() && exporters::SqliteAvailable() && stat(main_db.c_str(), &db_st) == 0) {
+    Status added = exporters::AddRankTables(main_db, cmp, rank_owners, "the join of each rank's process pair");
+    if (!added.ok()) std::fprintf(stderr, "twinscope join: sqlite: %s\n", added.message().c_str());
+  }
+  // Every pair's report, each with the whole run's processes (docs/report.md, "Processes").
+  if (several && !r.out_dir.empty()) {
+    for (size_t i : pairing.primary_unpaired)
+      run_processes.unpaired.push_back({"primary", p[i].pid, Short(p[i]), p[i].rank, p[i].gpu_work});
+    for (size_t i : pairing.shadow_unpaired)
+      run_processes.unpaired.push_back({"shadow", s[i].pid, Short(s[i]), s[i].rank, s[i].gpu_work});
+    run_processes.primary_without_gpu_work = pairing.primary_without_work;
+    run_processes.shadow_without_gpu_work = pairing.shadow_without_work;
+    run_processes.notes = pairing.notes;
+    if (compared) {
+      run_processes.ranks = &cmp;
+      run_processes.rank_pair = rank_pair;
+    }
+    std::printf("\n");
+    for (size_t k = 0; k < reports.size(); ++k) {
+      if (reports[k].path.empty()) continue;
+      run_processes.current = k;
+      ReportOptions options;
+      options.processes = &run_processes;
+      views::WriteDeferredReport(reports[k], options, stdout);  // a failure is said on stderr
+      reports[k] = {};                                          // its memory back before the next
+    }
   }
   if (several) {
     std::printf("\n");

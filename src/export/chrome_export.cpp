@@ -377,21 +377,35 @@ StatusOr<ExportResult> ExportChrome(const std::string& trace, const std::string&
   return ExportChromeWith(trace, out, nullptr);
 }
 
-StatusOr<ExportResult> ExportChromeWith(const std::string& trace, const std::string& out, ChromeExtra* extra) {
+StatusOr<ExportResult> ExportChromeWith(const std::string& trace, const std::string& out, ChromeExtra* extra,
+                                        const ChromeRecords* records) {
+  // Pass 1, the scan (tracks, flows, the time base); pass 2, the events. From `records` both come from memory.
   std::string error;
-  auto scan_reader = TraceReader::Open(trace, &error);
-  if (!scan_reader) return Status::Error(error);
-  const nlohmann::json header = scan_reader->header();
+  std::unique_ptr<TraceReader> scan_reader;
+  if (!records) {
+    scan_reader = TraceReader::Open(trace, &error);
+    if (!scan_reader) return Status::Error(error);
+  }
+  const nlohmann::json header = records ? records->Header() : scan_reader->header();
   TimelineScan scan(header.value("role", std::string()) == "shadow");
-  scan_reader->Read(scan);
+  if (records) {
+    ReadReport ignored;
+    const Status replayed = records->Replay(scan, &ignored);
+    if (!replayed.ok()) return Status::Error(trace + ": " + replayed.message());
+  } else {
+    scan_reader->Read(scan);
+  }
 
-  auto reader = TraceReader::Open(trace, &error);
-  if (!reader) return Status::Error(error);
+  std::unique_ptr<TraceReader> reader;
+  if (!records) {
+    reader = TraceReader::Open(trace, &error);
+    if (!reader) return Status::Error(error);
+  }
   FILE* f = std::fopen(out.c_str(), "wb");
   if (!f) return Status::Error("cannot write " + out + ": " + std::strerror(errno));
   // The full string table from pass 1: records of pass 2 may come before the
   // string chunk that names them.
-  const auto strings = scan_reader->strings();
+  const auto strings = records ? records->Strings() : scan_reader->strings();
   scan_reader.reset();
 
   JsonOut json(f);
@@ -400,7 +414,15 @@ StatusOr<ExportResult> ExportChromeWith(const std::string& trace, const std::str
   json.Raw("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
   sink.WriteMetadata(header);
   ExportResult result;
-  result.report = reader->Read(sink);
+  if (records) {
+    const Status replayed = records->Replay(sink, &result.report);
+    if (!replayed.ok()) {  // read once a moment ago, gone now: the file is left half written, said
+      std::fclose(f);
+      return Status::Error(trace + ": " + replayed.message() + "; " + out + " is incomplete");
+    }
+  } else {
+    result.report = reader->Read(sink);
+  }
   result.records = result.report.records;
   result.written = sink.written;
   if (extra) result.written += extra->WriteEvents(json, scan);

@@ -11,9 +11,11 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <unordered_map>
 
 #include "base/status.h"
 #include "export/export.h"
+#include "twinscope/trace_reader.h"
 
 namespace twinscope::exporters {
 
@@ -151,7 +153,20 @@ class ChromeExtra {
   virtual void Finish(nlohmann::json* other_data, std::vector<std::string>* warnings) {}
 };
 
-// ExportChrome (export.h) with a view's extra events.
-StatusOr<ExportResult> ExportChromeWith(const std::string& trace, const std::string& out, ChromeExtra* extra);
+// Records read already (a join's primary, kept from the join's one pass: join/record_log.h). The export replays
+// them for both of its passes (the scan, then the events) instead of reading the trace twice.
+class ChromeRecords {
+ public:
+  virtual ~ChromeRecords() = default;
+  virtual const nlohmann::json& Header() const = 0;
+  virtual const std::unordered_map<StringId, std::string>& Strings() const = 0;
+  // Every record to `sink` in file order; how the read that brought them ended in *report. Fails only where
+  // the records must be read again and cannot be.
+  virtual Status Replay(RecordSink& sink, ReadReport* report) const = 0;
+};
+
+// ExportChrome (export.h) with a view's extra events, from `records` where given (else `trace` is read twice).
+StatusOr<ExportResult> ExportChromeWith(const std::string& trace, const std::string& out, ChromeExtra* extra,
+                                        const ChromeRecords* records = nullptr);
 
 }  // namespace twinscope::exporters

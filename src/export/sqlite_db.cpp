@@ -51,6 +51,22 @@ Db::Db(const std::string& path, const char* schema) {
   }
 }
 
+Db::Db(const std::string& path, ExistingTag, const char* sql) {
+  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+    std::string m = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw std::runtime_error("cannot open " + path + ": " + m);
+  }
+  try {
+    Exec("BEGIN");
+    Exec(sql);
+  } catch (...) {
+    sqlite3_close(db_);
+    throw;
+  }
+}
+
 // A Statement left unfinalized keeps the connection open until it is (close_v2).
 Db::~Db() { sqlite3_close_v2(db_); }
 

@@ -49,6 +49,10 @@ class Db {
   // and begins the one transaction all rows go into. Throws "cannot replace
   // PATH: ...", "cannot create PATH: ..." or "SQLite: ...".
   Db(const std::string& path, const char* schema);
+  // Opens the EXISTING database `path` to add to it (its settings kept), runs `sql` (tables made IF NOT
+  // EXISTS) and begins one transaction. Throws "cannot open PATH: ..." or "SQLite: ...".
+  enum ExistingTag { kExisting };
+  Db(const std::string& path, ExistingTag, const char* sql);
   ~Db();
   Db(const Db&) = delete;
   Db& operator=(const Db&) = delete;

@@ -19,7 +19,9 @@ Status SqliteMissing(const std::string& instead) {
 #include <stdexcept>
 
 #include "export/sqlite_db.h"
+#include "export/sqlite_ranks.h"
 #include "export/timeline_scan.h"
+#include "procs/rank_inputs.h"
 
 namespace twinscope::exporters {
 namespace {
@@ -145,7 +147,7 @@ std::string RunSchema() {
   for (const char* t : {"kernels", "memcpys", "memsets", "api_calls", "nvtx_ranges", "launches", "blocks"})
     replace(std::string("CREATE TABLE ") + t + " (",
             std::string("CREATE TABLE ") + t + " (process_id INTEGER NOT NULL, ");
-  return s + kRunTables;
+  return s + kRunTables + TWINSCOPE_SQLITE_RANK_TABLES;
 }
 
 // The counters of the last STATUS/SUMMARY object, with process_id first when > 0.
@@ -168,6 +170,24 @@ template <class R>
 Row& BindPlace(Row& row, const R& r) {
   return row.I(r.device).I(r.context).I(r.stream).I(r.correlation_id).I(r.graph_id).I(r.graph_node_id).I(r.flags);
 }
+
+// Forwards every record to two sinks (the database's, and the rank comparison's steps).
+class TeeSink : public RecordSink {
+ public:
+  TeeSink(RecordSink& a, RecordSink& b) : a_(a), b_(b) {}
+  void OnKernel(const KernelRecord& r) override { a_.OnKernel(r), b_.OnKernel(r); }
+  void OnMemcpy(const MemcpyRecord& r) override { a_.OnMemcpy(r), b_.OnMemcpy(r); }
+  void OnMemset(const MemsetRecord& r) override { a_.OnMemset(r), b_.OnMemset(r); }
+  void OnApi(const ApiRecord& r) override { a_.OnApi(r), b_.OnApi(r); }
+  void OnNvtx(const NvtxRecord& r) override { a_.OnNvtx(r), b_.OnNvtx(r); }
+  void OnLaunch(const LaunchRecord& r) override { a_.OnLaunch(r), b_.OnLaunch(r); }
+  void OnBlock(const BlockRecord& r) override { a_.OnBlock(r), b_.OnBlock(r); }
+  void OnStatus(const nlohmann::json& s, bool summary) override { a_.OnStatus(s, summary), b_.OnStatus(s, summary); }
+
+ private:
+  RecordSink& a_;
+  RecordSink& b_;
+};
 
 class SqliteSink : public RecordSink {
  public:
@@ -323,6 +343,10 @@ StatusOr<ExportResult> ExportSqliteRun(const std::vector<RunProcess>& processes,
     Statement process = db.Insert("process", 28);
     uint64_t invalid = 0;
     bool corrupt = false;
+    // Launcher ranks: each ranked process's steps, read in the same pass, compared as `twinscope stats RUN`
+    // compares them (docs/processes.md, "Ranks").
+    std::vector<procs::RankInput> ranks;
+    std::vector<RankOwner> owners;
     for (size_t i = 0; i < processes.size(); ++i) {
       const RunProcess& p = processes[i];
       const uint64_t id = i + 1;
@@ -330,7 +354,13 @@ StatusOr<ExportResult> ExportSqliteRun(const std::vector<RunProcess>& processes,
       auto reader = TraceReader::Open(p.trace, &error);
       if (!reader) return Status::Error(error);
       SqliteSink sink(db, id);
-      const ReadReport report = reader->Read(sink);
+      procs::StepSink steps(*reader);
+      TeeSink tee(sink, steps);
+      const ReadReport report = p.rank ? reader->Read(tee) : reader->Read(sink);
+      if (p.rank) {
+        ranks.push_back(procs::RankInput{*p.rank, std::move(steps.steps), {}});
+        owners.push_back(RankOwner{p.pid, id, ""});
+      }
       result.records += report.records;
       invalid += sink.invalid;
       db.WriteStrings(*reader, id);
@@ -354,6 +384,8 @@ StatusOr<ExportResult> ExportSqliteRun(const std::vector<RunProcess>& processes,
       row.Text(MetaJson(reader->header())).Text(MetaJson(sink.last_status)).Insert();
     }
     if (corrupt) result.report.end = ReadEnd::kCorrupt;
+    if (ranks.size() >= 2)
+      WriteRankTables(db, procs::CompareRanks(ranks), owners, "the kernel records of each rank's trace (no join)");
     Statement meta = db.Insert("meta", 2);
     auto put = [&](const std::string& key, const std::string& value) { meta.Bind().Text(key).Text(value).Insert(); };
     std::set<std::string> hosts;

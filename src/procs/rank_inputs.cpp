@@ -15,37 +15,27 @@ std::string KeyOf(const std::string& path, const std::string& kernel, uint32_t o
   return path + "|" + kernel + "|" + std::to_string(ordinal);
 }
 
-class StepSink : public RecordSink {
- public:
-  explicit StepSink(const TraceReader& reader) : reader_(reader) {}
-  void OnKernel(const KernelRecord& r) override {
-    if ((r.flags & kFlagInvalidTimestamp) || !r.start_ns || !r.end_ns || r.end_ns < r.start_ns) return;
-    auto it = index_.find(r.key.path);
-    if (it == index_.end()) {
-      it = index_.emplace(r.key.path, 0).first;
-      const std::string top = TopLevel(std::string(reader_.String(r.key.path)));
-      auto t = by_top_.find(top);
-      if (t == by_top_.end()) {
-        t = by_top_.emplace(top, steps.size()).first;
-        steps.push_back(RankStep{top});
-      }
-      it->second = t->second;
-    }
-    RankStep& s = steps[it->second];
-    ++s.kernels;
-    s.kernel_ns += r.end_ns - r.start_ns;
-    if (!s.first_start_ns || r.start_ns < s.first_start_ns) s.first_start_ns = r.start_ns;
-    s.last_end_ns = std::max(s.last_end_ns, r.end_ns);
-  }
-  std::vector<RankStep> steps;
-
- private:
-  const TraceReader& reader_;
-  std::unordered_map<StringId, size_t> index_;
-  std::unordered_map<std::string, size_t> by_top_;
-};
-
 }  // namespace
+
+void StepSink::OnKernel(const KernelRecord& r) {
+  if ((r.flags & kFlagInvalidTimestamp) || !r.start_ns || !r.end_ns || r.end_ns < r.start_ns) return;
+  auto it = index_.find(r.key.path);
+  if (it == index_.end()) {
+    it = index_.emplace(r.key.path, 0).first;
+    const std::string top = TopLevel(std::string(reader_.String(r.key.path)));
+    auto t = by_top_.find(top);
+    if (t == by_top_.end()) {
+      t = by_top_.emplace(top, steps.size()).first;
+      steps.push_back(RankStep{top});
+    }
+    it->second = t->second;
+  }
+  RankStep& s = steps[it->second];
+  ++s.kernels;
+  s.kernel_ns += r.end_ns - r.start_ns;
+  if (!s.first_start_ns || r.start_ns < s.first_start_ns) s.first_start_ns = r.start_ns;
+  s.last_end_ns = std::max(s.last_end_ns, r.end_ns);
+}
 
 RankInput RankInputFromJoin(int64_t rank, const join::JoinedModel& m) {
   RankInput in;

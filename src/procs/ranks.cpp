@@ -106,6 +106,7 @@ std::string Cause(const std::vector<RankInput>& in, size_t r, const std::string&
 
 RankComparison CompareRanks(const std::vector<RankInput>& in, const RankOptions& options) {
   RankComparison out;
+  out.min_ratio = options.min_ratio;
   for (const auto& r : in) out.ranks.push_back(r.rank);
   out.slowest_in.assign(in.size(), 0);
   out.stands_out_in.assign(in.size(), 0);
@@ -131,9 +132,13 @@ RankComparison CompareRanks(const std::vector<RankInput>& in, const RankOptions&
     row.range = range;
     row.span_ns.assign(in.size(), 0);
     row.kernel_ns.assign(in.size(), 0);
+    row.kernels.assign(in.size(), 0);
     for (size_t i = 0; i < in.size(); ++i)
-      if (steps[i])
-        row.span_ns[i] = steps[i]->last_end_ns - steps[i]->first_start_ns, row.kernel_ns[i] = steps[i]->kernel_ns;
+      if (steps[i]) {
+        row.span_ns[i] = steps[i]->last_end_ns - steps[i]->first_start_ns;
+        row.kernel_ns[i] = steps[i]->kernel_ns;
+        row.kernels[i] = steps[i]->kernels;
+      }
     // The slowest by kernel time, and by span, each against the median of the other ranks there.
     auto slowest_of = [&](const std::vector<uint64_t>& v, size_t* at, double* ratio) {
       *at = static_cast<size_t>(std::max_element(v.begin(), v.end()) - v.begin());

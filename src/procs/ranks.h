@@ -44,6 +44,7 @@ struct RankStepRow {
   std::string range;
   std::vector<uint64_t> span_ns;    // per rank, in RankComparison::ranks order (0: rank had no kernel there)
   std::vector<uint64_t> kernel_ns;  // per rank: its kernels' time in the step
+  std::vector<uint64_t> kernels;    // per rank: its kernels in the step (0: the rank was not in it)
   size_t slowest = 0;               // index into ranks: the most kernel time
   double ratio = 0;                 // slowest kernel time / median kernel time of the other ranks
   bool stands_out = false;          // ratio >= options.min_ratio
@@ -61,6 +62,7 @@ struct RankComparison {
   std::vector<uint64_t> waited_in;      // per rank: steps where only its span stood out (waits, time-slicing)
   std::vector<std::string> findings;    // the texts of the steps that stand out, at most max_findings
   uint64_t steps_standing_out = 0;
+  double min_ratio = 1.2;  // the RankOptions::min_ratio it was made with
 };
 
 struct RankOptions {

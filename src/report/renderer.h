@@ -75,6 +75,9 @@ class Renderer {
   std::string LaunchRef(int64_t id) const;
   void Blocks(std::string& h);
 
+  // processes.cpp
+  void Processes(std::string& h);
+
   // tables.cpp
   void Launches(std::string& h);
   void Steps(std::string& h);

@@ -56,6 +56,7 @@ std::string Renderer::Render() {
   Header(h);
   h += "<main>\n";
   Summary(h);
+  Processes(h);
   Requests(h);
   WhySlow(h);
   Blocks(h);
@@ -127,7 +128,9 @@ void Renderer::Header(std::string& h) {
   else
     side("shadow", nullptr, std::nullopt, unread, sc);
   h += "</table>\n";
-  h += std::string("<nav><a href=\"#summary\">Summary</a>") + (requests_ ? "<a href=\"#requests\">Requests</a>" : "") +
+  h += std::string("<nav><a href=\"#summary\">Summary</a>") +
+       (o_.processes ? "<a href=\"#processes\">Processes</a>" : "") +
+       (requests_ ? "<a href=\"#requests\">Requests</a>" : "") +
        "<a href=\"#why-slow\">Why slow</a><a href=\"#blocks\">Blocks</a>"
        "<a href=\"#launches\">Launches</a><a href=\"#steps\">Steps</a><a href=\"#drift\">Drift</a>"
        "<a href=\"#loss\">Loss</a></nav>\n</header>\n";

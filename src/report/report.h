@@ -13,6 +13,10 @@
 
 namespace twinscope {
 
+namespace report {
+struct RunProcesses;  // report/processes.h
+}
+
 // Bounds that keep a report of any run small and quick to open. What is left out is counted and said
 // on the page; launches that "why slow" or the block detail refer to are always kept.
 struct ReportOptions {
@@ -27,6 +31,8 @@ struct ReportOptions {
   std::string title = "twinscope report";
   bool deflate_blocks = true;  // block detail deflated where this build has zlib (else raw, ~1.7x larger)
   bool inline_chartjs = true;  // false: as if built without Chart.js (the step chart drawn by the page's own code)
+  // A twin run of several processes: the "Processes" section (pairs, unpaired, ranks); null: no section.
+  const report::RunProcesses* processes = nullptr;
 };
 
 // What the report holds, for callers that print where it is and for tests.

@@ -39,7 +39,8 @@ join::JsonBounds ReportJsonBounds() {
 
 }  // namespace
 
-bool WriteJoinViews(join::JoinedRun* run, const std::string& dir, FILE* out, const char* command) {
+bool WriteJoinViews(join::JoinedRun* run, const std::string& dir, FILE* out, const char* command,
+                    DeferredReport* defer) {
   const join::JoinedModel& m = run->model;
   // The one detail pass: the launches join.json and the report picture, those
   // the timeline draws, and (streamed) every block for SQLite.
@@ -106,6 +107,12 @@ bool WriteJoinViews(join::JoinedRun* run, const std::string& dir, FILE* out, con
   }
   // The report embeds a bounded copy of the model (its own bounds: docs/report.md).
   const std::string report_path = dir + "/report.html";
+  if (defer) {  // written later, with the run's processes (WriteDeferredReport)
+    defer->path = report_path;
+    defer->join_cbor = nlohmann::json::to_cbor(join::JoinToJson(m, ReportJsonBounds(), json_detail));
+    std::fflush(out);
+    return ok;
+  }
   ReportInfo info;
   Status rs = WriteReport(MakeJoinDoc(m, ReportJsonBounds(), json_detail), report_path, {}, &info);
   if (rs.ok()) {
@@ -117,6 +124,22 @@ bool WriteJoinViews(join::JoinedRun* run, const std::string& dir, FILE* out, con
   }
   std::fflush(out);
   return ok;
+}
+
+bool WriteDeferredReport(const DeferredReport& report, const ReportOptions& options, FILE* out, const char* command) {
+  if (report.path.empty()) return false;
+  ReportInfo info;
+  const nlohmann::json j = nlohmann::json::from_cbor(report.join_cbor, true, false);
+  Status rs = j.is_discarded() ? Status::Error("the kept copy of the join cannot be read back")
+                               : WriteReport(j, report.path, options, &info);
+  if (!rs.ok()) {
+    std::fprintf(stderr, "%s: report: %s\n", command, rs.message().c_str());
+    return false;
+  }
+  std::fprintf(out, "report (one self-contained file, open it in a browser): %s (%.1f MB%s)\n", report.path.c_str(),
+               static_cast<double>(info.bytes) / 1e6, info.charts ? "" : "; step chart drawn without Chart.js");
+  std::fflush(out);
+  return true;
 }
 
 }  // namespace twinscope::views

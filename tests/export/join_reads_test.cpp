@@ -52,12 +52,18 @@ TEST_F(JoinReads, EveryViewFromOnePassOverThePrimaryAndTwoOverTheShadow) {
   EXPECT_EQ(run->detail.size(), 5u);
   EXPECT_TRUE(run->detail_error.empty());
 
-  // The Chrome view takes the same run's block detail: no read of the shadow.
-  // (Its writer, export/chrome_json.h, still reads the primary itself, twice.)
+  // The Chrome view takes the same run: the primary's records from the join's pass, the block detail from the
+  // detail pass. It reads neither trace, and writes what a Chrome export that reads the trace itself writes.
   auto chrome = ExportJoinChrome(*run, dir_ + "/join.chrome.json");
   ASSERT_TRUE(chrome.ok()) << chrome.status().message();
   EXPECT_EQ(chrome->blocks.launches_drawn, 5u);
+  EXPECT_EQ(chrome->records, run->primary.report.records);
+  EXPECT_EQ(TraceReadPasses(files_.primary), 1u);
   EXPECT_EQ(TraceReadPasses(files_.shadow), 2u);
+  auto alone = ExportChrome(files_.primary, dir_ + "/primary.chrome.json");
+  ASSERT_TRUE(alone.ok()) << alone.status().message();
+  EXPECT_EQ(TraceReadPasses(files_.primary), 3u);  // a trace alone: the scan, then the events
+  EXPECT_EQ(alone->records, chrome->records);
 }
 
 // A primary over the bound the join keeps in memory is not cut: the log lets

@@ -5,15 +5,18 @@
 // build folder. Without Chromium every test fails with how to install it: it never skips.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "chromium.h"
 #include "join/join_model.h"
 #include "join/join_views.h"
 #include "join_fixture.h"
 #include "report/fields.h"
+#include "report/processes.h"
 #include "report/report.h"
 #include "sample_join.h"
 
@@ -442,6 +445,88 @@ TEST_F(ReportBrowser, RequestsShowTheirStepsAndLinkToBlockPictures) {
   EXPECT_NE(r["third"]["text"].get<std::string>().find(kHostileRequest), std::string::npos);
   EXPECT_TRUE(r["pwned"].is_null()) << "a request id ran as script";
   ASSERT_TRUE(browser_.Screenshot(dir + "/report.png")) << browser_.error();
+}
+
+// Evaluates `expression` (which waits for the page it expects) on the page a navigation just started:
+// again while the old page is being replaced (DevTools: "Inspected target navigated or closed").
+json AfterNavigation(Browser& browser, const std::string& expression) {
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    json r = browser.Evaluate(expression);
+    if (!r.is_null()) return r;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return nullptr;
+}
+
+// The "Processes" section of a twin run of several processes (docs/report.md): its select and its links go
+// to another pair's report from file://, and the page loads without errors.
+TEST_F(ReportBrowser, ProcessPickerGoesToAnotherPairsReport) {
+  const std::string dir = BuildDir() + "/report-processes";
+  std::filesystem::create_directories(dir + "/pairs/rank-1");
+  SampleJoinOptions o;
+  o.launches = 40;
+  o.detail_launches = 6;
+  o.hostile_names = false;
+  const json join = MakeSampleJoin(o);
+  report::RunProcesses rp;
+  for (int r = 0; r < 2; ++r) {
+    report::ProcessPairRow row;
+    row.label = "rank " + std::to_string(r);
+    row.rule = "rank";
+    row.folder = r == 0 ? "." : "pairs/rank-1";
+    row.main = r == 0;
+    row.joined = row.has_report = true;
+    row.primary_pid = 100 + r;
+    row.shadow_pid = 200 + r;
+    rp.pairs.push_back(row);
+  }
+  for (size_t k = 0; k < 2; ++k) {
+    rp.current = k;
+    ReportOptions options;
+    options.processes = &rp;
+    ASSERT_TRUE(WriteReport(join, dir + "/" + (k == 0 ? "" : "pairs/rank-1/") + "report.html", options).ok());
+  }
+  json r = Load(dir + "/report.html");
+  ExpectNoConsoleErrors();
+  EXPECT_EQ(r["errors"], 0) << r["error_text"];
+  // Pick rank 1 in the select: the page goes to its report.
+  ASSERT_TRUE(browser_.Navigate(FileUrl(dir + "/report.html"))) << browser_.error();
+  json picked = browser_.Evaluate(R"JS((() => {
+    const s = document.getElementById("ts-process-picker");
+    const o = Array.from(s.options).find((x) => x.textContent.startsWith("rank 1"));
+    s.value = o.value;
+    s.dispatchEvent(new Event("change"));
+    return o.value;
+  })())JS");
+  EXPECT_EQ(picked, "pairs/rank-1/report.html");
+  json where = AfterNavigation(browser_, R"JS(new Promise((resolve) => {
+    const t0 = Date.now();
+    const poll = () => location.href.endsWith("/pairs/rank-1/report.html") && document.readyState === "complete"
+        ? resolve(location.href + " " + document.querySelector("tr.current").dataset.pair)
+        : Date.now() - t0 > 10000 ? resolve(location.href) : setTimeout(poll, 50);
+    poll();
+  }))JS");
+  EXPECT_TRUE(where.is_string() &&
+              where.get<std::string>().find("/pairs/rank-1/report.html rank 1") != std::string::npos)
+      << where.dump() << " " << browser_.error();
+  // And back through the table's link.
+  json back = browser_.Evaluate(R"JS((() => {
+    const a = document.querySelector("a.ts-pair");
+    const href = a.getAttribute("href");
+    a.click();
+    return href;
+  })())JS");
+  EXPECT_EQ(back, "../../report.html");
+  json home = AfterNavigation(browser_, R"JS(new Promise((resolve) => {
+    const t0 = Date.now();
+    const poll = () => !location.href.includes("/pairs/") && document.readyState === "complete" &&
+        document.querySelector("tr.current")
+        ? resolve(document.querySelector("tr.current").dataset.pair)
+        : Date.now() - t0 > 10000 ? resolve(location.href) : setTimeout(poll, 50);
+    poll();
+  }))JS");
+  EXPECT_EQ(home, "rank 0") << browser_.error();
+  ExpectNoConsoleErrors();
 }
 
 }  // namespace

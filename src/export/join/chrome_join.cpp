@@ -12,6 +12,7 @@
 #include "export/join/join_export.h"
 #include "export/join/lanes.h"
 #include "export/timeline_scan.h"
+#include "join/record_log.h"
 
 namespace twinscope::exporters {
 namespace {
@@ -145,6 +146,18 @@ class JoinChromeExtra : public ChromeExtra {
   std::unordered_map<uint64_t, const join::LaunchBlocks*> blocks_;
 };
 
+// The primary's records as the join's one pass kept them (or, over its bound, read again by the log).
+class LoggedRecords final : public ChromeRecords {
+ public:
+  explicit LoggedRecords(const join::RecordLog& log) : log_(log) {}
+  const nlohmann::json& Header() const override { return log_.header; }
+  const std::unordered_map<StringId, std::string>& Strings() const override { return log_.strings; }
+  Status Replay(RecordSink& sink, ReadReport* report) const override { return log_.Replay(sink, report); }
+
+ private:
+  const join::RecordLog& log_;
+};
+
 }  // namespace
 
 StatusOr<TimelineExportResult> ExportJoinChrome(const join::JoinedRun& run, const std::string& out,
@@ -154,7 +167,8 @@ StatusOr<TimelineExportResult> ExportJoinChrome(const join::JoinedRun& run, cons
   BlockPlan plan = PlanWithDetail(run, bounds, &warnings);
   const std::vector<join::LaunchBlocks>& blocks = run.detail;
   JoinChromeExtra extra(m, plan, blocks, bounds);
-  auto r = ExportChromeWith(m.primary_path, out, &extra);
+  LoggedRecords records(run.primary);
+  auto r = ExportChromeWith(m.primary_path, out, &extra, &records);
   if (!r.ok()) return r.status();
   TimelineExportResult result;
   static_cast<ExportResult&>(result) = std::move(*r);

@@ -13,6 +13,7 @@
 
 #include "export/join/block_detail.h"
 #include "export/sqlite_db.h"
+#include "export/sqlite_ranks.h"
 #include "export/timeline_scan.h"
 #include "join/join_views.h"
 
@@ -72,7 +73,7 @@ CREATE TABLE served_steps (
 CREATE TABLE request_steps (request_id INTEGER NOT NULL, position INTEGER NOT NULL, step INTEGER NOT NULL);
 CREATE TABLE step_launches (step INTEGER NOT NULL, position INTEGER NOT NULL, launch_id INTEGER NOT NULL,
   match_id INTEGER);
-)sql";
+)sql" TWINSCOPE_SQLITE_RANK_TABLES;
 
 constexpr const char* kIndexesAndViews = R"sql(
 CREATE INDEX kernels_start ON kernels(start_ns);
