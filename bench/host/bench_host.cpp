@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "views/export/export.h"
 #include "format/trace_writer.h"
 #include "sample_trace.h"
 #include "twinscope/trace_reader.h"
+#include "views/export/export.h"
 
 namespace twinscope {
 namespace {

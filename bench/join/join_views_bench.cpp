@@ -15,10 +15,10 @@
 #include <filesystem>
 #include <string>
 
-#include "views/export/join/block_detail.h"
-#include "views/export/join/join_export.h"
 #include "join/joined_run.h"
 #include "join_fixture.h"
+#include "views/export/join/block_detail.h"
+#include "views/export/join/join_export.h"
 
 namespace twinscope {
 namespace {

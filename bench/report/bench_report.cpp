@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "chromium.h"
-#include "views/report/report.h"
 #include "sample_join.h"
+#include "views/report/report.h"
 
 namespace {
 

@@ -9,6 +9,7 @@
 #include "join/join_views.h"
 #include "join/joined_run.h"
 #include "join/model_file.h"
+#include "views/join_doc.h"
 #include "views/join_writer.h"
 
 namespace twinscope::cli {
@@ -166,7 +167,7 @@ int StatsOnJoin(const std::string& path, const std::string& shadow, bool json, s
     return 1;
   }
   if (json) {
-    nlohmann::json j = join::JoinToJson(*model, {}, {});
+    nlohmann::json j = views::JoinJson(*model, {}, {});
     if (processes.is_object()) j["processes"] = processes;
     std::printf("%s\n", j.dump(2).c_str());
   } else {

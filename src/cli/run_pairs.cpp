@@ -9,12 +9,12 @@
 #include <fstream>
 
 #include "cli/join_outputs.h"
-#include "views/export/export.h"
-#include "views/export/sqlite_ranks.h"
 #include "procs/rank_inputs.h"
 #include "procs/ranks.h"
-#include "views/report/processes.h"
+#include "views/export/export.h"
+#include "views/export/sqlite_ranks.h"
 #include "views/join_writer.h"
+#include "views/report/processes.h"
 
 namespace twinscope::cli {
 namespace {

@@ -1,4 +1,4 @@
-// JSON and text views of the joined model.
+// The text view of the joined model (its JSON: src/views/join_doc*).
 #include "join/join_views.h"
 
 #include <algorithm>
@@ -11,17 +11,6 @@
 
 namespace twinscope::join {
 namespace {
-
-using nlohmann::json;
-
-json Dims(Dim3 d) { return json::array({d.x, d.y, d.z}); }
-json Num(double v) { return std::isnan(v) ? json(nullptr) : json(v); }
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
-  return buf;
-}
 
 std::string DimsText(Dim3 d) {
   return "[" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + "]";
@@ -39,82 +28,12 @@ std::vector<size_t> SlowestFirst(const JoinedModel& m) {
   return order;
 }
 
-json LossJson(const stats::TraceStats& s) { return stats::StatsToJson(s, 1)["loss"]; }
-
-json ReadJson(const stats::TraceStats& s) {
-  return {{"end", ReadEndName(s.report.end)}, {"ok", s.report.ok()}, {"message", s.report.message}};
-}
-
-std::string Name(const PrimaryLaunch& p) { return p.demangled.empty() ? p.kernel : p.demangled; }
-
-json LaunchJson(const JoinedModel& m, size_t id) {
-  const Match& mt = m.matches[id];
-  const PrimaryLaunch& p = m.primary[mt.primary];
-  const ShadowLaunch& s = m.shadow[mt.shadow];
-  const auto& b = s.blocks;
-  json pj = {{"stream", p.stream},          {"device", p.device}, {"grid", Dims(p.grid)},
-             {"block", Dims(p.block)},      {"graph", p.graph},   {"overlapped", p.overlapped},
-             {"have_kernel", p.have_kernel}};
-  if (p.have_kernel) {
-    pj["start_ns"] = p.start_ns - m.primary_t0_ns;
-    pj["end_ns"] = p.end_ns - m.primary_t0_ns;
-    pj["dur_ns"] = p.end_ns - p.start_ns;
-  }
-  json sj = {{"seq", s.seq},
-             {"grid", Dims(s.grid)},
-             {"blocks_expected", b.blocks_expected},
-             {"blocks_seen", b.blocks_seen},
-             {"blocks_working", s.blocks_working},
-             {"sms_used", b.sms_used},
-             {"blocks_per_sm", json::array({b.blocks_per_sm_min, b.blocks_per_sm_median, b.blocks_per_sm_max})},
-             {"inversions", b.inversions},
-             {"kendall_tau", Num(b.kendall_tau)},
-             {"straggler",
-              {{"block", b.straggler.block_linear},
-               {"sm", b.straggler.sm},
-               {"exit_ns", b.straggler.exit_ns ? b.straggler.exit_ns - b.first_enter_ns : 0}}},
-             {"tail_ns", b.tail_ns},
-             {"span_ns", b.span_ns},
-             {"block_p50_ns", b.block_duration_p50_ns}};
-  return {{"id", id},
-          {"kernel", Name(p)},
-          {"match", MatchKindName(mt.kind)},
-          {"key", {{"path", s.path}, {"ordinal", s.ordinal}, {"hash", Hex(s.hash)}}},
-          {"shape_differs", mt.shape_differs},
-          {"ambiguous", mt.ambiguous},
-          {"region", mt.region >= 0 ? json(mt.region) : json(nullptr)},
-          {"primary", pj},
-          {"shadow", sj}};
-}
-
 std::string RangeText(const std::string& from, const std::string& to) {
   const std::string a = from.empty() ? "(no range)" : from, b = to.empty() ? "(no range)" : to;
   return a == b ? a : a + " .. " + b;
 }
 
 }  // namespace
-
-json DivergenceJson(const JoinedModel& m, const DivergenceRegion& d) {
-  json j = {{"shadow_launches", d.shadow_launches},
-            {"primary_launches", d.primary_launches},
-            {"diverged", d.diverged},
-            {"other_shape", d.other_shape},
-            {"inserted", d.inserted},
-            {"deleted", d.deleted},
-            {"other_kernels", d.other_kernels},
-            {"positions", d.positions}};
-  if (d.shadow_launches)
-    j["shadow"] = {{"first_seq", d.first_seq}, {"last_seq", d.last_seq}, {"from", d.shadow_from}, {"to", d.shadow_to}};
-  else
-    j["shadow"] = nullptr;
-  if (d.primary_launches)
-    j["primary"] = {
-        {"first", d.first_primary}, {"last", d.last_primary}, {"from", d.primary_from}, {"to", d.primary_to}};
-  else
-    j["primary"] = nullptr;
-  (void)m;
-  return j;
-}
 
 std::string DivergenceText(const DivergenceRegion& d) {
   std::string t;
@@ -156,166 +75,6 @@ std::vector<uint64_t> DetailSeqs(const JoinedModel& m, size_t max) {
     if (out.size() < max && seen.insert(seq).second) out.push_back(seq);
   for (size_t i : SlowestFirst(m)) add(i);
   return out;
-}
-
-json JoinToJson(const JoinedModel& m, const JsonBounds& bounds, const std::vector<LaunchBlocks>& blocks) {
-  const Summary& s = m.summary;
-  json j;
-  j["format"] = "twinscope-join";
-  j["version"] = 1;
-  const auto& ph = m.primary_side.stats.header;
-  const auto& sh = m.shadow_side.stats.header;
-  j["primary"] = {
-      {"path", m.primary_path},
-      {"pid", ph.value("pid", 0)},
-      {"command_line", ph.value("command_line", json::array())},
-      {"read", ReadJson(m.primary_side.stats)},
-      {"kernels", m.primary_side.stats.counts.count("kernel") ? m.primary_side.stats.counts.at("kernel") : 0},
-      {"launches", m.primary_side.launches},
-      {"loss", LossJson(m.primary_side.stats)}};
-  json sampling = json::object();
-  if (sh.contains("config") && sh["config"].is_object()) {
-    for (const char* k : {"every", "max_launches", "per_second", "budget_pct", "patch_mode"})
-      if (sh["config"].contains(k)) sampling[k] = sh["config"][k];
-  }
-  j["shadow"] = {{"path", m.shadow_path},
-                 {"pid", sh.value("pid", 0)},
-                 {"read", ReadJson(m.shadow_side.stats)},
-                 {"launches_traced", m.shadow.size()},
-                 {"blocks", m.shadow_side.stats.counts.count("block") ? m.shadow_side.stats.counts.at("block") : 0},
-                 {"patterns", sh.value("patterns", json::array())},
-                 {"sampling", sampling},
-                 {"probe_counters", m.shadow_side.stats.probe_counters},
-                 {"loss", LossJson(m.shadow_side.stats)}};
-  j["options"] = {{"concurrent", m.options.concurrent}};
-  j["warnings"] = m.warnings;
-  j["summary"] = {{"shadow_launches", s.shadow_launches},
-                  {"exact", s.exact},
-                  {"diverged", s.diverged},
-                  {"diverged_shape", s.diverged_shape},
-                  {"time_only", s.time_only},
-                  {"unmatched_shadow", s.unmatched_shadow},
-                  {"primary_target_launches", s.primary_target_launches},
-                  {"primary_target_unmatched", s.primary_target_unmatched},
-                  {"primary_target_without_kernel", s.primary_target_without_kernel},
-                  {"shadow_without_blocks", s.shadow_without_blocks},
-                  {"time_only_accuracy", {{"evaluated", s.time_only_evaluated}, {"agree", s.time_only_agree}}},
-                  {"overlapped_primary_kernels", s.overlapped_primary_kernels},
-                  {"divergence_regions", m.divergences.size()},
-                  {"in_divergence", s.in_divergence},
-                  {"primary_in_divergence", s.primary_in_divergence},
-                  {"ambiguous", s.ambiguous},
-                  {"ambiguous_regions", s.ambiguous_regions},
-                  {"alignment",
-                   {{"identical", s.alignment.identical},
-                    {"anchors", s.alignment.anchors},
-                    {"segments", s.alignment.segments},
-                    {"capped_segments", s.alignment.capped_segments},
-                    {"capped_launches", s.alignment.capped_launches},
-                    {"max_d", s.alignment.max_d},
-                    {"shadow_sampled", s.alignment.sampled}}},
-                  {"target_kernels", s.target_kernels}};
-  json dv = json::array();
-  for (const auto& d : m.divergences) dv.push_back(DivergenceJson(m, d));
-  j["divergences"] = dv;
-  json rj = json::array();
-  for (const auto& r : m.reasons) rj.push_back({{"code", r.code}, {"text", r.text}, {"remedy", r.remedy}});
-  j["reasons"] = rj;
-  if (s.overlap.computed)
-    j["summary"]["overlap"] = {
-        {"shadow_window_realtime_ns", {s.overlap.window_start, s.overlap.window_end}},
-        {"primary_kernels_realtime_ns", {s.overlap.primary_first_kernel, s.overlap.primary_last_kernel}},
-        {"primary_to_realtime_ns", s.overlap.primary_to_realtime},
-        {"clock", s.overlap.clock}};
-
-  std::vector<const DriftRow*> drift;
-  for (const auto& d : m.drift) drift.push_back(&d);
-  std::stable_sort(drift.begin(), drift.end(), [](const DriftRow* a, const DriftRow* b) {
-    return (a->diverged + a->time_only + a->unmatched + a->shape_differs) >
-           (b->diverged + b->time_only + b->unmatched + b->shape_differs);
-  });
-  json dj = json::array();
-  for (size_t i = 0; i < drift.size() && (!bounds.max_drift_rows || i < bounds.max_drift_rows); ++i) {
-    const DriftRow& d = *drift[i];
-    dj.push_back({{"range", d.range},
-                  {"exact", d.exact},
-                  {"diverged", d.diverged},
-                  {"time_only", d.time_only},
-                  {"unmatched", d.unmatched},
-                  {"shape_differs", d.shape_differs}});
-  }
-  j["drift"] = dj;
-  j["drift_total"] = m.drift.size();
-  json st = json::array();
-  for (size_t i = 0; i < m.steps.size() && (!bounds.max_step_rows || i < bounds.max_step_rows); ++i) {
-    const StepRow& r = m.steps[i];
-    st.push_back({{"range", r.range},
-                  {"kernels", r.kernels},
-                  {"kernel_ns", r.kernel_ns},
-                  {"targets", r.targets},
-                  {"target_ns", r.target_ns}});
-  }
-  j["steps"] = st;
-  j["steps_total"] = m.steps.size();
-
-  // Launches: the slowest first, bounded, keeping every launch why_slow names.
-  std::set<size_t> named;
-  for (const auto& g : m.groups) {
-    named.insert(g.reference);
-    for (const auto& sl : g.slow) named.insert(sl.match);
-  }
-  json lj = json::array();
-  size_t taken = 0;
-  for (size_t id : SlowestFirst(m)) {
-    const bool keep = !bounds.max_launches || taken < bounds.max_launches;
-    if (!keep && !named.count(id)) continue;
-    lj.push_back(LaunchJson(m, id));
-    ++taken;
-  }
-  j["launches"] = lj;
-  j["launches_total"] = m.matches.size();
-
-  json wj = json::array();
-  for (const auto& g : m.groups) {
-    json slow = json::array();
-    for (const auto& sl : g.slow) {
-      slow.push_back({{"launch", sl.match},
-                      {"dur_ns", sl.dur_ns},
-                      {"ratio", sl.ratio},
-                      {"verdicts", VerdictNames(sl.verdicts)},
-                      {"text", sl.text}});
-    }
-    wj.push_back({{"kernel", g.kernel},
-                  {"grid", Dims(g.grid)},
-                  {"block", Dims(g.block)},
-                  {"launches", g.launches},
-                  {"median_dur_ns", g.median_dur_ns},
-                  {"reference", g.reference},
-                  {"mad_ns", g.mad_ns},
-                  {"note", g.note},
-                  {"slow", slow}});
-  }
-  j["why_slow"] = wj;
-
-  std::unordered_map<uint64_t, size_t> match_of_seq;
-  for (size_t i = 0; i < m.matches.size(); ++i) match_of_seq[m.shadow[m.matches[i].shadow].seq] = i;
-  json bj = json::array();
-  for (const auto& lb : blocks) {
-    auto it = match_of_seq.find(lb.seq);
-    if (it == match_of_seq.end()) continue;
-    uint64_t t0 = 0;
-    for (const auto& b : lb.blocks)
-      if (b.enter_ns && (!t0 || b.enter_ns < t0)) t0 = b.enter_ns;
-    json rows = json::array();
-    for (const auto& b : lb.blocks) {
-      rows.push_back(json::array({b.block_linear, b.sm, b.enter_ns ? b.enter_ns - t0 : 0,
-                                  b.exit_ns >= t0 && b.exit_ns ? b.exit_ns - t0 : 0, b.order}));
-    }
-    bj.push_back({{"launch", it->second}, {"blocks", rows}});
-  }
-  j["block_detail"] = bj;
-  if (m.requests.present) j["requests"] = RequestsToJson(m, bounds.requests);
-  return j;
 }
 
 void PrintJoin(std::FILE* out, const JoinedModel& m, size_t top) {

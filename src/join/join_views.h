@@ -1,6 +1,6 @@
-// Views of the joined model that every front end shares: its JSON form
-// (docs/join.md; `stats --json` on a join, DIR/join.json, the report's
-// data) and the text `twinscope join`, `twin` and `stats` print.
+// Views of the joined model that every front end shares: the text `twinscope
+// join`, `twin` and `stats` print, and the bounds of its JSON form (docs/join.md;
+// `stats --json` on a join, DIR/join.json, the report's data: src/views/join_doc.h).
 #pragma once
 
 #include <cstdio>
@@ -28,11 +28,7 @@ inline constexpr size_t kRequestDetailLaunches = 16;
 // slowest other launches, at most `max`.
 std::vector<uint64_t> DetailSeqs(const JoinedModel& m, size_t max);
 
-// The model as JSON. `blocks` (from ReadShadowBlocks) fills "block_detail".
-nlohmann::json JoinToJson(const JoinedModel& m, const JsonBounds& bounds, const std::vector<LaunchBlocks>& blocks);
-
-// One divergence region as JSON (join.json "divergences") and as one line of text.
-nlohmann::json DivergenceJson(const JoinedModel& m, const DivergenceRegion& d);
+// One divergence region as one line of text.
 std::string DivergenceText(const DivergenceRegion& d);
 
 // The text summary: sides, matches, drift, why slow, then the `top` slowest

@@ -99,13 +99,11 @@ void BuildRequestTable(JoinedModel* m, const RequestInputs& inputs);
 // target launch.
 std::vector<uint64_t> RequestDetailSeqs(const JoinedModel& m, size_t max_requests);
 
+// Bounds of the "requests" part of the join's JSON (written by views::MakeJoinDoc, src/views/join_doc.h).
 struct RequestJsonBounds {
   size_t max_rows = 0;   // requests; 0 = all
   size_t max_steps = 0;  // steps, those of the kept requests first; 0 = all
 };
-
-// The "requests" object of the join's JSON (docs/join.md); null if there is no table.
-nlohmann::json RequestsToJson(const JoinedModel& m, const RequestJsonBounds& bounds);
 
 // A few lines for `stats` on a join: totals and the first `rows` requests.
 void PrintRequests(std::FILE* out, const JoinedModel& m, size_t rows);

@@ -4,10 +4,11 @@
 #include <fstream>
 #include <memory>
 
-#include "views/export/join/block_detail.h"
-#include "views/export/join/join_export.h"
 #include "join/join_views.h"
 #include "join/model_file.h"
+#include "views/export/join/block_detail.h"
+#include "views/export/join/join_export.h"
+#include "views/join_doc.h"
 #include "views/report/report.h"
 
 namespace twinscope::views {
@@ -66,7 +67,7 @@ bool WriteJoinViews(join::JoinedRun* run, const std::string& dir, FILE* out, con
 
   std::string error;
   const std::string json_path = dir + "/join.json";
-  if (!WriteText(json_path, join::JoinToJson(m, {}, json_detail).dump(), &error)) {
+  if (!WriteText(json_path, views::JoinJson(m, {}, json_detail).dump(), &error)) {
     std::fprintf(stderr, "%s: %s\n", command, error.c_str());
     return false;
   }
@@ -108,12 +109,12 @@ bool WriteJoinViews(join::JoinedRun* run, const std::string& dir, FILE* out, con
   const std::string report_path = dir + "/report.html";
   if (defer) {  // written later, with the run's processes (WriteDeferredReport)
     defer->path = report_path;
-    defer->join_cbor = nlohmann::json::to_cbor(join::JoinToJson(m, ReportJsonBounds(), json_detail));
+    defer->join_cbor = nlohmann::json::to_cbor(views::JoinJson(m, ReportJsonBounds(), json_detail));
     std::fflush(out);
     return ok;
   }
   ReportInfo info;
-  Status rs = WriteReport(join::JoinToJson(m, ReportJsonBounds(), json_detail), report_path, {}, &info);
+  Status rs = WriteReport(MakeJoinDoc(m, ReportJsonBounds(), json_detail), report_path, {}, &info);
   if (rs.ok()) {
     std::fprintf(out, "report (one self-contained file, open it in a browser): %s (%.1f MB%s)\n", report_path.c_str(),
                  static_cast<double>(info.bytes) / 1e6, info.charts ? "" : "; step chart drawn without Chart.js");

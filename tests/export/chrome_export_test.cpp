@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "views/export/export.h"
 #include "format/trace_writer.h"
 #include "sample_trace.h"
+#include "views/export/export.h"
 
 namespace twinscope::exporters {
 namespace {

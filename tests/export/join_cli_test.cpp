@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "../testutil/spawn.h"
-#include "views/export/join/join_export.h"
 #include "join_scene.h"
+#include "views/export/join/join_export.h"
 
 namespace twinscope {
 namespace {

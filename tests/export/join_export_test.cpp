@@ -14,11 +14,12 @@
 #include <sstream>
 #include <tuple>
 
-#include "views/export/chrome_json.h"
 #include "golden.h"
 #include "join/join_views.h"
 #include "join_scene.h"
 #include "served_scene.h"
+#include "views/export/chrome_json.h"
+#include "views/join_doc.h"
 
 #ifndef TWINSCOPE_NO_SQLITE
 #include <sqlite3.h>
@@ -484,7 +485,7 @@ TEST(JoinSceneFacts, TauTailBlocksPerSmAndWhySlowAsWorkedOutByHand) {
   const auto files = testing::WriteTwin(dir, v);
   auto m = join::JoinTraces(files.primary, files.shadow);
   ASSERT_TRUE(m.ok()) << m.status().message();
-  const json j = join::JoinToJson(*m, {}, {});
+  const json j = views::JoinJson(*m, {}, {});
   std::map<std::string, json> by_step;
   for (const auto& l : j["launches"]) by_step[l["key"]["path"].get<std::string>()] = l["shadow"];
   ASSERT_EQ(by_step.size(), 5u) << j["launches"].dump();

@@ -7,11 +7,11 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "views/export/join/join_export.h"
 #include "format/read_passes.h"
 #include "join/joined_run.h"
 #include "join_scene.h"
 #include "stats/trace_stats.h"
+#include "views/export/join/join_export.h"
 #include "views/join_writer.h"
 
 namespace twinscope::exporters {

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "views/export/join/block_detail.h"
 #include "join/join_model.h"
 #include "join/joined_run.h"
 #include "join_fixture.h"
+#include "views/export/join/block_detail.h"
 
 namespace twinscope::testing {
 

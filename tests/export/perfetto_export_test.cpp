@@ -12,12 +12,12 @@
 #include <set>
 #include <sstream>
 
-#include "views/export/join/join_export.h"
-#include "views/export/join/perfetto_trace.pb.h"
 #include "golden.h"
 #include "join_scene.h"
 #include "sample_trace.h"
 #include "served_scene.h"
+#include "views/export/join/join_export.h"
+#include "views/export/join/perfetto_trace.pb.h"
 
 namespace twinscope::exporters {
 namespace {

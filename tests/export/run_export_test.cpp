@@ -16,9 +16,9 @@
 #include <sstream>
 #include <string>
 
-#include "views/export/export.h"
 #include "process_traces.h"
 #include "sample_trace.h"
+#include "views/export/export.h"
 
 #ifndef TWINSCOPE_NO_SQLITE
 #include <sqlite3.h>

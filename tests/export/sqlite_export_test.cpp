@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "views/export/export.h"
 #include "sample_trace.h"
+#include "views/export/export.h"
 
 namespace twinscope::exporters {
 namespace {

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "../testutil/spawn.h"
-#include "views/export/join/join_export.h"
 #include "join_scene.h"
+#include "views/export/join/join_export.h"
 
 namespace twinscope {
 namespace {

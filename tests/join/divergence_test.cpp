@@ -11,6 +11,7 @@
 #include "join/join_model.h"
 #include "join/join_views.h"
 #include "join_fixture.h"
+#include "views/join_doc.h"
 
 namespace twinscope {
 namespace {
@@ -170,7 +171,7 @@ TEST(Divergence, RepackedStepIsDivergedNeverExact) {
   std::free(buf);
   EXPECT_NE(text.find("exact 12 (80.0%), diverged 3 (other shape 3)"), std::string::npos) << text;
   EXPECT_NE(text.find("why they diverged:"), std::string::npos) << text;
-  auto j = join::JoinToJson(m, {}, {});
+  auto j = views::JoinJson(m, {}, {});
   EXPECT_EQ(j["summary"]["diverged"], 3);
   EXPECT_EQ(j["divergences"].size(), 1u);
   EXPECT_EQ(j["divergences"][0]["shadow"]["from"], Decode(2));

@@ -12,6 +12,7 @@
 #include "join/join_model.h"
 #include "join/join_views.h"
 #include "join_fixture.h"
+#include "views/join_doc.h"
 
 namespace twinscope {
 namespace {
@@ -307,7 +308,7 @@ TEST(JoinViews, JsonIsBoundedButKeepsEveryLaunchWhySlowNames) {
   bounds.max_launches = 1;
   auto blocks = join::ReadShadowBlocks(m.shadow_path, join::DetailSeqs(m, 4));
   ASSERT_TRUE(blocks.ok());
-  auto j = join::JoinToJson(m, bounds, *blocks);
+  auto j = views::JoinJson(m, bounds, *blocks);
   EXPECT_EQ(j["format"], "twinscope-join");
   EXPECT_EQ(j["launches_total"], 7);
   // The slowest, plus what why_slow names: the reference (the two others slower than the median are

@@ -15,6 +15,7 @@
 #include "join/join_views.h"
 #include "join_fixture.h"
 #include "served_scene.h"
+#include "views/join_doc.h"
 
 namespace twinscope {
 namespace {
@@ -104,7 +105,7 @@ TEST(ModelFile, ARichModelReadsBackWithTheSameViews) {
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(why, join::ModelUnusable::kNone);
   // Every view of the model is the same: the JSON (whole, with requests), the text.
-  EXPECT_EQ(join::JoinToJson(*back, {}, {}).dump(1), join::JoinToJson(m, {}, {}).dump(1));
+  EXPECT_EQ(views::JoinJson(*back, {}, {}).dump(1), views::JoinJson(m, {}, {}).dump(1));
   EXPECT_EQ(Printed(*back), Printed(m));
   // And the parts no view prints whole.
   ASSERT_EQ(back->primary.size(), m.primary.size());

@@ -15,6 +15,7 @@
 #include "join/join_views.h"
 #include "join_fixture.h"
 #include "served_scene.h"
+#include "views/join_doc.h"
 
 namespace twinscope {
 namespace {
@@ -142,7 +143,7 @@ TEST(Requests, JsonHoldsEachRequestsArrival) {
   const std::string dir = Dir();
   join::JoinedModel m = testing::JoinServedWithArrivals(dir + "/pair", base_us);
   ASSERT_EQ(m.primary_t0_ns, 1'002'000u);
-  const json rows = join::JoinToJson(m, {}, {})["requests"]["rows"];
+  const json rows = views::JoinJson(m, {}, {})["requests"]["rows"];
   ASSERT_EQ(rows.size(), m.requests.requests.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     const join::ServedRequest& r = m.requests.requests[i];
@@ -160,7 +161,7 @@ TEST(Requests, JsonHoldsEachRequestsArrival) {
   EXPECT_EQ(got, want);
 
   join::JoinedModel plain = JoinServed(dir + "/none", true);
-  for (const auto& r : join::JoinToJson(plain, {}, {})["requests"]["rows"]) {
+  for (const auto& r : views::JoinJson(plain, {}, {})["requests"]["rows"]) {
     EXPECT_TRUE(r.at("arrival_unix_us").is_null()) << r["id"];
     EXPECT_TRUE(r.at("arrival_ns").is_null()) << r["id"];
   }
@@ -197,7 +198,7 @@ TEST(Requests, BlockPicturesIncludeEachRequestsSlowestMatchedLaunch) {
 
 TEST(Requests, JsonNamesEveryTargetLaunchByItsLaunchIdAndIsBounded) {
   join::JoinedModel m = JoinServed(Dir(), true);
-  json j = join::JoinToJson(m, {}, {});
+  json j = views::JoinJson(m, {}, {});
   ASSERT_TRUE(j.contains("requests"));
   const json& rq = j["requests"];
   EXPECT_EQ(rq["total"], 3);
@@ -232,7 +233,7 @@ TEST(Requests, JsonNamesEveryTargetLaunchByItsLaunchIdAndIsBounded) {
   join::JsonBounds b;
   b.requests.max_rows = 1;
   b.requests.max_steps = 5;
-  json small = join::JoinToJson(m, b, {})["requests"];
+  json small = views::JoinJson(m, b, {})["requests"];
   EXPECT_EQ(small["total"], 3);
   ASSERT_EQ(small["rows"].size(), 1u);
   ASSERT_EQ(small["steps"].size(), 5u);  // r0's four first, then the lowest other
@@ -280,7 +281,7 @@ TEST(Requests, MissingTraceAndStepsWithoutKernelsAreSaid) {
   m = join::JoinTraces(files.primary, files.shadow, {});
   ASSERT_TRUE(m.ok());
   EXPECT_FALSE(m->requests.present);
-  EXPECT_FALSE(join::JoinToJson(*m, {}, {}).contains("requests"));
+  EXPECT_FALSE(views::JoinJson(*m, {}, {}).contains("requests"));
 }
 
 // Mutated request traces and schedules (bytes flipped, cut, duplicated) never crash the join; every line
@@ -334,7 +335,7 @@ TEST(Requests, MutatedInputsAreCountedNeverFatal) {
       for (std::string line; std::getline(f, line);) blank += line.find_first_not_of(" \t\r") == std::string::npos;
     }
     EXPECT_EQ(t.lines, t.requests.size() + t.bad_lines + blank);
-    (void)join::JoinToJson(*m, {}, {});
+    (void)views::JoinJson(*m, {}, {});
   }
 }
 

@@ -15,10 +15,11 @@
 #include "join/join_model.h"
 #include "join/join_views.h"
 #include "join_fixture.h"
+#include "sample_join.h"
+#include "views/join_doc.h"
 #include "views/report/fields.h"
 #include "views/report/processes.h"
 #include "views/report/report.h"
-#include "sample_join.h"
 
 namespace twinscope {
 namespace {
@@ -308,7 +309,7 @@ json RealJoin(const std::string& dir) {
   if (!m.ok()) return json::object();
   auto blocks = join::ReadShadowBlocks(m->shadow_path, join::DetailSeqs(*m, 32));
   EXPECT_TRUE(blocks.ok()) << blocks.status().message();
-  return join::JoinToJson(*m, {}, blocks.ok() ? *blocks : std::vector<join::LaunchBlocks>{});
+  return views::JoinJson(*m, {}, blocks.ok() ? *blocks : std::vector<join::LaunchBlocks>{});
 }
 
 TEST_F(ReportBrowser, ReportOfARealJoin) {
@@ -380,7 +381,7 @@ json ServedJoin(const std::string& dir) {
   if (!m.ok()) return json::object();
   auto blocks = join::ReadShadowBlocks(m->shadow_path, join::DetailSeqs(*m, 4));  // fewer pictures than launches
   EXPECT_TRUE(blocks.ok());
-  return join::JoinToJson(*m, {}, blocks.ok() ? *blocks : std::vector<join::LaunchBlocks>{});
+  return views::JoinJson(*m, {}, blocks.ok() ? *blocks : std::vector<join::LaunchBlocks>{});
 }
 
 constexpr const char* kRequests = R"JS(

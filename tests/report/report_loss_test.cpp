@@ -11,9 +11,10 @@
 #include "join/join_model.h"
 #include "join/join_views.h"
 #include "join_fixture.h"
-#include "views/report/report.h"
 #include "stats/trace_stats.h"
 #include "twinscope/counters.h"
+#include "views/join_doc.h"
+#include "views/report/report.h"
 
 namespace twinscope::counters {
 void PrintTo(const CounterInfo& c, std::ostream* os) { *os << c.name; }
@@ -68,7 +69,7 @@ Joined JoinAndRender(const testing::WriteOptions& o, const std::string& name) {
   EXPECT_TRUE(m.ok()) << m.status().message();
   if (!m.ok()) return {};
   Joined j{std::move(*m), json(), ""};
-  j.doc = join::JoinToJson(j.model, {}, {});
+  j.doc = views::JoinJson(j.model, {}, {});
   auto html = RenderReport(j.doc);
   EXPECT_TRUE(html.ok()) << html.status().message();
   if (html.ok()) j.html = *html;

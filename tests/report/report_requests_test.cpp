@@ -7,9 +7,10 @@
 #include <filesystem>
 
 #include "join/join_views.h"
-#include "views/report/report.h"
 #include "sample_join.h"
 #include "served_scene.h"
+#include "views/join_doc.h"
+#include "views/report/report.h"
 
 namespace twinscope {
 namespace {
@@ -190,7 +191,7 @@ TEST(ReportRequests, ArrivalOfAJoinedServingRunIsTheModels) {
   const join::JoinedModel m = testing::JoinServedWithArrivals(dir.string(), 1'796'113'162'000'000);
   const auto& rq = m.requests.requests;
   ASSERT_EQ(rq.size(), 6u);
-  const std::string html = Render(join::JoinToJson(m, {}, {}));
+  const std::string html = Render(views::JoinJson(m, {}, {}));
   std::filesystem::remove_all(dir);
   int64_t first = -1;
   for (const auto& r : rq)

@@ -10,9 +10,9 @@
 #include <regex>
 #include <sstream>
 
+#include "sample_join.h"
 #include "views/report/fields.h"
 #include "views/report/html.h"
-#include "sample_join.h"
 
 namespace twinscope {
 namespace {

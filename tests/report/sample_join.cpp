@@ -208,7 +208,7 @@ json MakeSampleJoin(const SampleJoinOptions& o) {
 
   std::vector<json> launches(n);
   std::vector<Picture> pictures(o.detail_launches);
-  int64_t time_only = 0, shape_differs = 0, overlapped = 0;
+  int64_t time_only = 0, overlapped = 0;
   for (size_t i = 0; i < n; ++i) {
     const Shape& sh = shapes[shape_of[i]];
     size_t id = id_of[i];
@@ -217,7 +217,6 @@ json MakeSampleJoin(const SampleJoinOptions& o) {
     bool differs = kind_of[i] == "normal" && i % 113 == 17;
     bool over = o.concurrent && i % 7 == 3;
     time_only += time_match;
-    shape_differs += differs;
     overlapped += over;
     size_t step = id * o.steps / n;
     std::string range = "step#" + std::to_string(step);
@@ -250,6 +249,7 @@ json MakeSampleJoin(const SampleJoinOptions& o) {
                     {"key", {{"path", range + "/decode"}, {"ordinal", i % 3}, {"hash", Hex(rng())}}},
                     {"shape_differs", differs},
                     {"ambiguous", false},
+                    {"region", nullptr},
                     {"primary",
                      {{"start_ns", 0},
                       {"end_ns", dur},
@@ -298,6 +298,8 @@ json MakeSampleJoin(const SampleJoinOptions& o) {
                    {"launches", count},
                    {"median_dur_ns", sh.median_ns},
                    {"reference", id_of[ref]},
+                   {"mad_ns", sh.median_ns / 20},
+                   {"note", ""},
                    {"slow", slow}});
   }
 
@@ -312,12 +314,13 @@ json MakeSampleJoin(const SampleJoinOptions& o) {
   // Steps and drift, per top-level range.
   json steps = json::array(), drift = json::array();
   std::vector<int64_t> exact_in(o.steps, 0), time_in(o.steps, 0), differs_in(o.steps, 0), target_ns(o.steps, 0),
-      kernels_in(o.steps, 0);
+      kernels_in(o.steps, 0), targets_in(o.steps, 0);
   for (const auto& l : launches) {
     size_t step = l["id"].get<size_t>() * o.steps / n;
     (l["match"] == "time" ? time_in : exact_in)[step]++;
     differs_in[step] += l["shape_differs"].get<bool>();
     target_ns[step] += l["primary"]["dur_ns"].get<int64_t>();
+    targets_in[step]++;
   }
   int64_t unmatched = 0;
   for (size_t s = 0; s < o.steps; ++s) {
@@ -330,9 +333,11 @@ json MakeSampleJoin(const SampleJoinOptions& o) {
     steps.push_back({{"range", range},
                      {"kernels", kernels_in[s]},
                      {"kernel_ns", other + target_ns[s]},
+                     {"targets", targets_in[s]},
                      {"target_ns", target_ns[s]}});
     drift.push_back({{"range", range},
                      {"exact", exact_in[s]},
+                     {"diverged", 0},
                      {"time_only", time_in[s]},
                      {"unmatched", um},
                      {"shape_differs", differs_in[s]}});
@@ -374,14 +379,14 @@ json MakeSampleJoin(const SampleJoinOptions& o) {
         {"pid", 41211},
         {"command_line", o.hostile_names ? json::array({"python3", "serve.py", "--prompt", "<b>hi</b> & bye"})
                                          : json::array({"python3", "serve.py"})},
-        {"read", {{"end", "complete"}, {"message", ""}}},
+        {"read", {{"end", "complete"}, {"ok", true}, {"message", ""}}},
         {"kernels", 48210},
         {"launches", 48210},
         {"loss", loss_primary}}},
       {"shadow",
        {{"path", "run/shadow.tsc"},
         {"pid", 41240},
-        {"read", {{"end", "complete"}, {"message", ""}}},
+        {"read", {{"end", "complete"}, {"ok", true}, {"message", ""}}},
         {"launches_traced", n + unmatched},
         {"blocks", static_cast<uint64_t>(n) * o.blocks},
         {"patterns", {"reshape_and_cache"}},
@@ -400,17 +405,32 @@ json MakeSampleJoin(const SampleJoinOptions& o) {
       {"summary",
        {{"shadow_launches", static_cast<int64_t>(n) + unmatched},
         {"exact", exact},
-        {"exact_shape_differs", shape_differs},
-        {"exact_ambiguous", 0},
+        {"diverged", 0},
+        {"diverged_shape", 0},
         {"time_only", time_only},
         {"unmatched_shadow", unmatched},
         {"primary_target_launches", 2 * static_cast<int64_t>(n)},
-        {"primary_target_unmatched", static_cast<int64_t>(n) - unmatched},
+        {"primary_target_unmatched", std::max<int64_t>(0, static_cast<int64_t>(n) - unmatched)},
         {"time_only_accuracy", {{"evaluated", exact}, {"agree", exact - exact / 40}}},
         {"overlapped_primary_kernels", overlapped},
         {"primary_target_without_kernel", 0},
         {"shadow_without_blocks", 0},
+        {"divergence_regions", 0},
+        {"in_divergence", 0},
+        {"primary_in_divergence", 0},
+        {"ambiguous", 0},
+        {"ambiguous_regions", 0},
+        {"alignment",
+         {{"identical", true},
+          {"anchors", 0},
+          {"segments", 0},
+          {"capped_segments", 0},
+          {"capped_launches", 0},
+          {"max_d", 0},
+          {"shadow_sampled", true}}},
         {"target_kernels", names}}},
+      {"divergences", json::array()},
+      {"reasons", json::array()},
       {"warnings", json::array()},
       {"drift", drift},
       {"drift_total", drift.size()},

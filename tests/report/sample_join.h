@@ -1,6 +1,6 @@
-// Synthetic joined models (docs/join.md's JSON) for the report's tests, its benchmark and the sample
-// report tool: launches of target kernels, steps, drift, loss, "why slow" groups and block detail
-// whose blocks come from a small scheduler simulation with a known answer per slow launch.
+// Synthetic joined models (docs/join.md's JSON, with every key join.json has) for the report's tests, its
+// benchmark and the sample report tool: launches of target kernels, steps, drift, loss, "why slow" groups
+// and block detail whose blocks come from a small scheduler simulation with a known answer per slow launch.
 #pragma once
 
 #include <cstddef>

@@ -9,8 +9,8 @@
 #include <iostream>
 #include <string>
 
-#include "views/report/report.h"
 #include "sample_join.h"
+#include "views/report/report.h"
 
 int main(int argc, char** argv) {
   using namespace twinscope;

@@ -14,8 +14,8 @@
 #include <unordered_map>
 
 #include "base/status.h"
-#include "views/export/export.h"
 #include "twinscope/trace_reader.h"
+#include "views/export/export.h"
 
 namespace twinscope::exporters {
 

@@ -18,10 +18,10 @@ Status SqliteMissing(const std::string& instead) {
 #include <set>
 #include <stdexcept>
 
+#include "procs/rank_inputs.h"
 #include "views/export/sqlite_db.h"
 #include "views/export/sqlite_ranks.h"
 #include "views/export/timeline_scan.h"
-#include "procs/rank_inputs.h"
 
 namespace twinscope::exporters {
 namespace {

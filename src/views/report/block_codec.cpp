@@ -76,18 +76,34 @@ std::string Base64(const std::string& in) {
 }
 
 EncodedBlocks EncodeBlocks(const nlohmann::json& blocks, bool deflate) {
-  EncodedBlocks e;
-  if (!blocks.is_array()) return e;
-  std::vector<Row> rows;
+  if (!blocks.is_array()) return {};
+  std::vector<BlockRow> rows;
   rows.reserve(blocks.size());
+  uint64_t malformed = 0;
   for (const auto& b : blocks) {
-    Row r{};
-    if (!b.is_array() || b.size() != 5 || !ToInt(b[0], &r.block) || !ToInt(b[1], &r.sm) || !ToInt(b[2], &r.enter) ||
-        !ToInt(b[3], &r.exit) || !ToInt(b[4], &r.order) || r.sm < 0) {
-      ++e.malformed;
+    BlockRow r{};
+    if (!b.is_array() || b.size() != 5 || !ToInt(b[0], &r[0]) || !ToInt(b[1], &r[1]) || !ToInt(b[2], &r[2]) ||
+        !ToInt(b[3], &r[3]) || !ToInt(b[4], &r[4])) {
+      ++malformed;
       continue;
     }
     rows.push_back(r);
+  }
+  EncodedBlocks e = EncodeBlocks(rows, deflate);
+  e.malformed += malformed;
+  return e;
+}
+
+EncodedBlocks EncodeBlocks(const std::vector<BlockRow>& blocks, bool deflate) {
+  EncodedBlocks e;
+  std::vector<Row> rows;
+  rows.reserve(blocks.size());
+  for (const BlockRow& b : blocks) {
+    if (b[1] < 0) {
+      ++e.malformed;
+      continue;
+    }
+    rows.push_back({b[0], b[1], b[2], b[3], b[4]});
   }
   e.count = rows.size();
   if (rows.empty()) return e;

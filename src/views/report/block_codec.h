@@ -15,9 +15,11 @@
 // build has zlib, else left as they are ("raw"), and then written as base64.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace twinscope::report {
 
@@ -34,8 +36,14 @@ struct EncodedBlocks {
   std::string base64;
 };
 
-// `blocks`: the join's block_detail[].blocks, [[block_linear, sm, enter_ns, exit_ns, order], ...].
-// deflate: compress where this build can (false: always "raw").
+// One block: block_linear, sm, enter_ns, exit_ns, order (views::BlockRowDoc).
+using BlockRow = std::array<int64_t, 5>;
+
+// `blocks`: one launch's block rows (the join's block_detail[].blocks). Rows with a negative SM are
+// counted as malformed. deflate: compress where this build can (false: always "raw").
+EncodedBlocks EncodeBlocks(const std::vector<BlockRow>& blocks, bool deflate = true);
+// The same from JSON rows, [[block_linear, sm, enter_ns, exit_ns, order], ...]; rows that are not five
+// integers are counted as malformed.
 EncodedBlocks EncodeBlocks(const nlohmann::json& blocks, bool deflate = true);
 
 std::string Base64(const std::string& bytes);

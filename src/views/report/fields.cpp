@@ -1,4 +1,4 @@
-// Tolerant JSON reads, table cells, labels and key sets shared by the report's sections (fields.h).
+// Table cells, labels and verdicts shared by the report's sections (fields.h).
 #include "views/report/fields.h"
 
 #include <algorithm>
@@ -10,32 +10,11 @@
 
 namespace twinscope::report {
 
-const json& At(const json& j, std::string_view key) {
-  static const json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
-bool Has(const json& j, std::string_view key) { return !At(j, key).is_null(); }
-double Num(const json& j, std::string_view key, double def) {
-  const json& v = At(j, key);
-  return v.is_number() ? v.get<double>() : def;
-}
-int64_t Int(const json& j, std::string_view key, int64_t def) {
-  const json& v = At(j, key);
-  if (v.is_number_unsigned()) return static_cast<int64_t>(std::min<uint64_t>(v.get<uint64_t>(), INT64_MAX));
-  if (v.is_number_integer()) return v.get<int64_t>();
-  if (v.is_number_float() && std::isfinite(v.get<double>())) return static_cast<int64_t>(v.get<double>());
-  return def;
-}
-std::string Str(const json& j, std::string_view key, std::string def) {
-  const json& v = At(j, key);
-  return v.is_string() ? v.get<std::string>() : def;
-}
-bool Bool(const json& j, std::string_view key) {
-  const json& v = At(j, key);
-  return v.is_boolean() && v.get<bool>();
-}
+int64_t Signed(uint64_t v) { return static_cast<int64_t>(std::min<uint64_t>(v, INT64_MAX)); }
+
+std::string Cell(uint64_t v) { return Count(Signed(v)); }
+std::string Cell(int64_t v) { return Count(v); }
+std::string Cell(const std::optional<int64_t>& v) { return v ? Count(*v) : "&ndash;"; }
 
 std::string Cell(const json& v) {
   if (v.is_null()) return "&ndash;";
@@ -52,17 +31,11 @@ std::string Cell(const json& v) {
   return Esc(v.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
-std::string Dims(const json& v) {
-  if (!v.is_array() || v.empty()) return "&ndash;";
-  std::string s = "(";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + (v[i].is_number_integer() ? v[i].dump() : Cell(v[i]));
-  return s + ")";
+std::string Dims(const views::DimsDoc& v) {
+  return "(" + std::to_string(v[0]) + "," + std::to_string(v[1]) + "," + std::to_string(v[2]) + ")";
 }
 
-std::string DurCell(const json& j, std::string_view key) {
-  const json& v = At(j, key);
-  return v.is_number() ? Duration(v.get<double>()) : "&ndash;";
-}
+std::string DurCell(uint64_t ns) { return Duration(static_cast<double>(ns)); }
 
 std::string VerdictLabel(const std::string& v) {
   if (v == "fewer_blocks") return "fewer blocks";
@@ -121,11 +94,10 @@ std::string ShortKernelName(const std::string& s, size_t max) {
 
 std::string Shorten(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n) + "..."; }
 
-bool IsLossFinding(const json& f) {
-  const std::string sev = Str(f, "severity");
-  return sev == "data_loss" || sev == "error";
-}
+bool IsLossFinding(const views::LossFindingDoc& f) { return f.severity == "data_loss" || f.severity == "error"; }
 
-int64_t DriftOf(const json& d) { return Int(d, "time_only") + Int(d, "unmatched") + Int(d, "shape_differs"); }
+int64_t DriftOf(const views::DriftDoc& d) {
+  return Signed(d.time_only) + Signed(d.unmatched) + Signed(d.shape_differs);
+}
 
 }  // namespace twinscope::report

@@ -1,30 +1,31 @@
-// Shared by the report's sections: tolerant reads of the join's JSON, table cells, labels and key sets.
+// Shared by the report's sections: table cells, labels and verdicts of the join's typed document.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
-#include <string_view>
+
+#include "views/join_doc.h"
 
 namespace twinscope::report {
 
 using json = nlohmann::json;
 
-// A missing key, or a key of a value that is not an object, reads as null / the default.
-const json& At(const json& j, std::string_view key);
-bool Has(const json& j, std::string_view key);
-double Num(const json& j, std::string_view key, double def = 0);
-int64_t Int(const json& j, std::string_view key, int64_t def = 0);
-std::string Str(const json& j, std::string_view key, std::string def = "");
-bool Bool(const json& j, std::string_view key);
-
-// A value for a table cell: numbers with separators, strings escaped, anything else as JSON.
+// Cells of a table: numbers with separators, strings escaped, "&ndash;" for a value the join does not have.
+std::string Cell(uint64_t v);
+std::string Cell(int64_t v);
+std::string Cell(const std::optional<int64_t>& v);
+// A value the join passes on as its writer recorded it (loss values, sampling settings): as Cell, anything
+// that is not a number, a string or a bool as JSON.
 std::string Cell(const json& v);
 // Grid and block shapes as CUDA writes them, "(4096,1,1)": no thousands separators.
-std::string Dims(const json& v);
-// A duration in nanoseconds for a table cell ("&ndash;" when it is not a number).
-std::string DurCell(const json& j, std::string_view key);
+std::string Dims(const views::DimsDoc& v);
+// A duration in nanoseconds for a table cell.
+std::string DurCell(uint64_t ns);
+// A count of the join as the page's figures take it (beyond INT64_MAX: INT64_MAX).
+int64_t Signed(uint64_t v);
 
 // `s` cut to `n` characters, "..." added where it was cut.
 std::string Shorten(const std::string& s, size_t n);
@@ -43,9 +44,9 @@ inline constexpr const char* kStretchNote =
 
 // One of a trace's loss findings (the join's side.loss.findings, from stats::LossFindings) that is a loss:
 // severity data_loss or error; info findings (counters a newer writer added) are shown, never counted.
-bool IsLossFinding(const json& finding);
+bool IsLossFinding(const views::LossFindingDoc& finding);
 // How far one range of the join's "drift" drifted: its launches matched by time only, unmatched, or
 // with another shape.
-int64_t DriftOf(const json& d);
+int64_t DriftOf(const views::DriftDoc& d);
 
 }  // namespace twinscope::report

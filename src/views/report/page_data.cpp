@@ -9,63 +9,53 @@
 namespace twinscope::report {
 
 void Renderer::Prepare() {
-  summary_ = At(join_, "summary");
-  const json& launches = At(join_, "launches");
-  if (launches.is_array()) {
-    for (size_t i = 0; i < launches.size(); ++i) {
-      const json& l = launches[i];
-      if (!l.is_object()) continue;
-      int64_t id = Int(l, "id", static_cast<int64_t>(i));
+  summary_ = join_.summary ? &*join_.summary : nullptr;
+  if (join_.launches) {
+    for (const views::LaunchDoc& l : *join_.launches) {
+      const int64_t id = Signed(l.id);
       all_.push_back({id, &l});
       by_id_.emplace(id, &l);
     }
   }
-  std::stable_sort(all_.begin(), all_.end(), [](const Launch& a, const Launch& b) {
-    return Num(At(*a.j, "primary"), "dur_ns") > Num(At(*b.j, "primary"), "dur_ns");
-  });
+  auto dur = [](const Launch& l) { return static_cast<double>(l.l->primary.dur_ns.value_or(0)); };
+  std::stable_sort(all_.begin(), all_.end(), [&](const Launch& a, const Launch& b) { return dur(a) > dur(b); });
   rows_ = std::min(all_.size(), o_.max_launch_rows);
-  launches_total_ = std::max<int64_t>(Int(join_, "launches_total", static_cast<int64_t>(all_.size())),
-                                      static_cast<int64_t>(all_.size()));
+  launches_total_ =
+      std::max<int64_t>(join_.launches_total ? Signed(*join_.launches_total) : static_cast<int64_t>(all_.size()),
+                        static_cast<int64_t>(all_.size()));
 
   // Why slow: groups and the roles of their launches.
-  const json& ws = At(join_, "why_slow");
-  if (ws.is_array()) {
+  if (join_.why_slow) {
+    const std::vector<views::WhySlowDoc>& ws = *join_.why_slow;
     for (size_t g = 0; g < ws.size() && g < o_.max_why_slow_groups; ++g) {
-      const json& grp = ws[g];
-      if (!grp.is_object()) continue;
+      const views::WhySlowDoc& grp = ws[g];
       groups_.push_back(&grp);
-      if (Has(grp, "reference")) role_.emplace(Int(grp, "reference"), "reference");
-      for (const auto& s : At(grp, "slow")) {
-        if (!Has(s, "launch")) continue;
-        std::string r = "slow";
-        if (Has(s, "ratio")) {
-          char buf[32];
-          std::snprintf(buf, sizeof buf, " %.2f\xC3\x97", Num(s, "ratio"));
-          r += buf;
-        }
-        role_.emplace(Int(s, "launch"), r);
-        verdicts_.emplace(Int(s, "launch"), &At(s, "verdicts"));
+      role_.emplace(Signed(grp.reference), "reference");
+      for (const views::SlowDoc& s : grp.slow) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, " %.2f\xC3\x97", s.ratio);
+        role_.emplace(Signed(s.launch), "slow" + std::string(buf));
+        verdicts_.emplace(Signed(s.launch), &s.verdicts);
       }
     }
     groups_left_out_ = ws.size() - groups_.size();
   }
 
   // Block detail: in the join's order (reference and slow launches first), within both bounds.
-  const json& bd = At(join_, "block_detail");
   uint64_t blocks = 0;
-  if (bd.is_array()) {
-    for (const auto& d : bd) {
-      const json& rows = At(d, "blocks");
-      uint64_t n = rows.is_array() ? rows.size() : 0;
-      if (!Has(d, "launch") || detail_.size() >= o_.max_detail_launches || blocks + n > o_.max_detail_blocks) {
+  if (join_.block_detail) {
+    for (const views::BlockDetailDoc& d : *join_.block_detail) {
+      const uint64_t n = d.blocks.size() + d.malformed_rows;
+      if (detail_.size() >= o_.max_detail_launches || blocks + n > o_.max_detail_blocks) {
         ++detail_left_out_;
         continue;
       }
-      EncodedBlocks e = EncodeBlocks(rows, o_.deflate_blocks);
+      EncodedBlocks e = EncodeBlocks(d.blocks, o_.deflate_blocks);
+      e.malformed += d.malformed_rows;
       malformed_ += e.malformed;
       blocks += e.count;
-      detail_.push_back({Int(d, "launch"), &d});
-      detail_ids_.insert(Int(d, "launch"));
+      detail_.push_back({Signed(d.launch), &d});
+      detail_ids_.insert(Signed(d.launch));
       encoded_.push_back(std::move(e));
     }
   }
@@ -82,19 +72,25 @@ void Renderer::Prepare() {
   }
 }
 
+// The join as the page's script reads it: its parts as in join.json, the lists bounded as the page shows
+// them, and the page's own "report" part.
 json Renderer::Data() const {
-  json d = json::object();
-  for (auto it = join_.begin(); it != join_.end(); ++it) {
-    const std::string& k = it.key();
-    if (k == "launches" || k == "block_detail" || k == "steps" || k == "drift" || k == "why_slow" || k == "requests")
-      continue;
-    d[k] = it.value();
-  }
+  views::JoinDoc page;
+  page.primary = join_.primary;
+  page.shadow = join_.shadow;
+  page.options = join_.options;
+  page.warnings = join_.warnings;
+  page.summary = join_.summary;
+  page.divergences = join_.divergences;
+  page.reasons = join_.reasons;
+  page.drift_total = join_.drift_total;
+  page.steps_total = join_.steps_total;
+  page.launches_total = join_.launches_total;
   // Launches: the table's rows, then any other launch the block detail or why-slow refers to.
-  json launches = json::array();
+  auto& launches = page.launches.emplace();
   std::set<int64_t> in;
   for (size_t r = 0; r < rows_; ++r) {
-    launches.push_back(*all_[r].j);
+    launches.push_back(*all_[r].l);
     in.insert(all_[r].id);
   }
   auto add = [&](int64_t id) {
@@ -103,15 +99,21 @@ json Renderer::Data() const {
   };
   for (const auto& dl : detail_) add(dl.id);
   for (const auto& [id, role] : role_) add(id);
-  d["launches"] = std::move(launches);
-  json ws = json::array();
-  for (const json* g : groups_) ws.push_back(*g);
-  d["why_slow"] = std::move(ws);
-  json rest;
-  json drift = json::array();
-  for (const json* r : DriftRows(&rest)) drift.push_back(*r);
-  if (rest.is_object()) drift.push_back(rest);
-  d["drift"] = std::move(drift);
+  auto& ws = page.why_slow.emplace();
+  for (const views::WhySlowDoc* g : groups_) ws.push_back(*g);
+  const DriftTable drift = DriftRows();
+  auto& dr = page.drift.emplace();
+  for (const views::DriftDoc* r : drift.rows) dr.push_back(*r);
+  json d = views::ToJson(page);
+  // The page's own rows, beside the join's: the drift past the bound summed, the steps as bars.
+  if (drift.rest) {
+    const views::DriftDoc& r = *drift.rest;
+    d["drift"].push_back({{"range", r.range},
+                          {"exact", Signed(r.exact)},
+                          {"time_only", Signed(r.time_only)},
+                          {"unmatched", Signed(r.unmatched)},
+                          {"shape_differs", Signed(r.shape_differs)}});
+  }
   d["steps"] = StepsData();
   if (requests_) d["requests"] = RequestsData();
   json detail = json::array();
@@ -138,23 +140,22 @@ json Renderer::Data() const {
 
 // The steps as bars: at most max_steps, consecutive ranges merged (summed) beyond that.
 json Renderer::StepsData() const {
-  const json& steps = At(join_, "steps");
   json out = json::array();
-  if (!steps.is_array()) return out;
+  if (!join_.steps) return out;
+  const std::vector<views::StepDoc>& steps = *join_.steps;
   size_t n = steps.size(), bars = std::min(n, std::max<size_t>(o_.max_steps, 1));
   for (size_t b = 0; b < bars; ++b) {
     size_t lo = b * n / bars, hi = (b + 1) * n / bars;
     if (hi - lo == 1) {
-      out.push_back(steps[lo]);
+      out.push_back(views::ToJson(steps[lo]));
       continue;
     }
-    json bar = {{"range", Str(steps[lo], "range") + " \xE2\x80\xA6 " + Str(steps[hi - 1], "range")},
-                {"steps", hi - lo}};
+    json bar = {{"range", steps[lo].range + " \xE2\x80\xA6 " + steps[hi - 1].range}, {"steps", hi - lo}};
     double kernels = 0, kernel_ns = 0, target_ns = 0;
     for (size_t i = lo; i < hi; ++i) {
-      kernels += Num(steps[i], "kernels");
-      kernel_ns += Num(steps[i], "kernel_ns");
-      target_ns += Num(steps[i], "target_ns");
+      kernels += static_cast<double>(steps[i].kernels);
+      kernel_ns += static_cast<double>(steps[i].kernel_ns);
+      target_ns += static_cast<double>(steps[i].target_ns);
     }
     bar["kernels"] = kernels;
     bar["kernel_ns"] = kernel_ns;

@@ -28,16 +28,15 @@ void Renderer::Blocks(std::string& h) {
     std::string label = "#" + std::to_string(id);
     auto rit = role_.find(id);
     if (rit != role_.end()) label += " \xC2\xB7 " + rit->second;
-    if (lit != by_id_.end()) label += " \xC2\xB7 " + Duration(Num(At(*lit->second, "primary"), "dur_ns"));
+    if (lit != by_id_.end()) label += " \xC2\xB7 " + DurCell(lit->second->primary.dur_ns.value_or(0));
     auto vit = verdicts_.find(id);
-    if (vit != verdicts_.end() && vit->second->is_array()) {
+    if (vit != verdicts_.end()) {
       std::string vs;
-      for (const auto& v : *vit->second)
-        if (v.is_string()) vs += (vs.empty() ? "" : ", ") + VerdictLabel(v.get<std::string>());
+      for (const auto& v : *vit->second) vs += (vs.empty() ? "" : ", ") + VerdictLabel(v);
       if (!vs.empty()) label += " \xC2\xB7 " + vs;
     }
     label += " \xC2\xB7 " + Count(static_cast<int64_t>(encoded_[i].count)) + " blocks";
-    if (lit != by_id_.end()) label += " \xC2\xB7 " + ShortKernelName(Str(*lit->second, "kernel"), 60);
+    if (lit != by_id_.end()) label += " \xC2\xB7 " + ShortKernelName(lit->second->kernel, 60);
     h += "<option value=\"" + std::to_string(i) + "\">" + Esc(label) + "</option>\n";
   }
   h += "</select><button type=\"button\" id=\"ts-next\" title=\"next launch\">&rarr;</button></div>\n";

@@ -1,4 +1,4 @@
-// Renders the joined model's JSON (docs/join.md) as one self-contained HTML report (docs/report.md).
+// Renders the join's typed document (src/views/join_doc.h) as one self-contained HTML report (docs/report.md).
 // Text and tables are written by the Renderer (renderer.h), escaped; the charts are drawn by
 // assets/report.js from a bounded copy of the model embedded as JSON, and the block detail from
 // report::EncodeBlocks' compact form. This file: the entry points and the page skeleton (head, inlined
@@ -20,13 +20,10 @@ namespace report {
 namespace {
 
 // The primary's command: a string, or its arguments (quoted where a shell would need it).
-std::string CommandLine(const json& c) {
-  if (c.is_string()) return c.get<std::string>();
+std::string CommandLine(const views::CommandLineDoc& c) {
+  if (c.text) return *c.text;
   std::string out;
-  if (!c.is_array()) return out;
-  for (const auto& a : c) {
-    if (!a.is_string()) continue;
-    std::string arg = a.get<std::string>();
+  for (std::string arg : c.args) {
     bool plain = !arg.empty() && arg.find_first_of(" \t\n'\"\\$`<>&|;()*?[]{}!#~") == std::string::npos;
     if (!plain) {
       std::string q = "'";
@@ -45,8 +42,8 @@ std::string Renderer::Render() {
   std::string h;
   h.reserve(1 << 20);
   std::string targets;
-  for (const auto& t : At(summary_, "target_kernels"))
-    if (t.is_string()) targets += (targets.empty() ? "" : ", ") + t.get<std::string>();
+  if (summary_)
+    for (const auto& t : summary_->target_kernels) targets += (targets.empty() ? "" : ", ") + t;
   h += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
        "<meta name=\"generator\" content=\"twinscope\">\n<title>" +
@@ -99,29 +96,37 @@ std::string Renderer::Render() {
 }
 
 void Renderer::Header(std::string& h) {
-  const json& p = At(join_, "primary");
-  const json& s = At(join_, "shadow");
+  const std::optional<views::PrimarySideDoc>& p = join_.primary;
+  const std::optional<views::ShadowSideDoc>& s = join_.shadow;
   h += "<header>\n<h1>" + Esc(o_.title) + "</h1>\n";
-  std::string cmd = CommandLine(At(p, "command_line"));
+  std::string cmd = p ? CommandLine(p->command_line) : "";
   if (!cmd.empty()) h += "<p class=\"cmd\"><code>" + Esc(cmd) + "</code></p>\n";
   h += "<table class=\"sources\"><tr><th></th><th>trace</th><th>pid</th><th>read</th><th>contents</th></tr>\n";
-  auto side = [&](const char* name, const json& t, std::string contents) {
-    const json& r = At(t, "read");
-    std::string end = Str(r, "end", "unknown");
-    bool complete = end == "complete";
-    h += std::string("<tr><th>") + name + "</th><td><code>" + Esc(Str(t, "path", "-")) + "</code></td><td>" +
-         Cell(At(t, "pid")) + "</td><td class=\"" + (complete ? "ok" : "warn") + "\">" + Esc(end) +
-         (Str(r, "message").empty() ? "" : ": " + Esc(Str(r, "message"))) + "</td><td>" + contents + "</td></tr>\n";
+  // A side the join does not have: no path, pid or read.
+  auto side = [&](const char* name, const std::string* path, const std::optional<int64_t>& pid, const views::ReadDoc& r,
+                  std::string contents) {
+    bool complete = r.end == "complete";
+    h += std::string("<tr><th>") + name + "</th><td><code>" + Esc(path ? *path : "-") + "</code></td><td>" + Cell(pid) +
+         "</td><td class=\"" + (complete ? "ok" : "warn") + "\">" + Esc(r.end) +
+         (r.message.empty() ? "" : ": " + Esc(r.message)) + "</td><td>" + contents + "</td></tr>\n";
   };
-  side("primary", p, Cell(At(p, "kernels")) + " kernels, " + Cell(At(p, "launches")) + " launches");
-  std::string sc = Cell(At(s, "launches_traced")) + " launches traced, " + Cell(At(s, "blocks")) + " blocks";
-  if (At(s, "patterns").is_array() && !At(s, "patterns").empty()) {
+  const views::ReadDoc unread;
+  if (p)
+    side("primary", &p->path, p->pid, p->read, Cell(p->kernels) + " kernels, " + Cell(p->launches) + " launches");
+  else
+    side("primary", nullptr, std::nullopt, unread, "&ndash; kernels, &ndash; launches");
+  std::string sc = s ? Cell(s->launches_traced) + " launches traced, " + Cell(s->blocks) + " blocks"
+                     : "&ndash; launches traced, &ndash; blocks";
+  if (s && !s->patterns.empty()) {
     sc += "; patterns";
-    for (const auto& pt : At(s, "patterns")) sc += " <code>" + Cell(pt) + "</code>";
+    for (const auto& pt : s->patterns) sc += " <code>" + Esc(pt) + "</code>";
   }
   std::string sampling = SamplingText();
   if (!sampling.empty()) sc += "; " + sampling;
-  side("shadow", s, sc);
+  if (s)
+    side("shadow", &s->path, s->pid, s->read, sc);
+  else
+    side("shadow", nullptr, std::nullopt, unread, sc);
   h += "</table>\n";
   h += std::string("<nav><a href=\"#summary\">Summary</a>") +
        (o_.processes ? "<a href=\"#processes\">Processes</a>" : "") +
@@ -132,8 +137,8 @@ void Renderer::Header(std::string& h) {
 }
 
 void Renderer::Footer(std::string& h) {
-  h += "<footer><p>Written by twinscope from a join (format " + Esc(Str(join_, "format")) + " version " +
-       Cell(At(join_, "version")) + "). ";
+  h += "<footer><p>Written by twinscope from a join (format " + Esc(views::kJoinFormat) + " version " +
+       Cell(views::kJoinVersion) + "). ";
   if (Charts())
     h += "Charts by Chart.js " + Esc(report_assets::kChartJsVersion) + " (MIT licence), inlined.";
   else
@@ -143,27 +148,22 @@ void Renderer::Footer(std::string& h) {
 
 }  // namespace report
 
-using report::At;
-using report::Int;
-using report::Str;
-
 bool ReportHasCharts() { return report_assets::kChartJsSize > 0; }
 
-StatusOr<std::string> RenderReport(const nlohmann::json& join, const ReportOptions& options, ReportInfo* info) {
-  if (!join.is_object() || Str(join, "format") != "twinscope-join")
-    return Status::Error(
-        "not a joined model: the report needs the JSON of `twinscope join` (format "
-        "\"twinscope-join\", docs/join.md)");
-  if (Int(join, "version", -1) != 1)
-    return Status::Error("joined model version " + At(join, "version").dump() +
-                         " is not one this report knows (1): use the twinscope that wrote the join");
+StatusOr<std::string> RenderReport(const views::JoinDoc& join, const ReportOptions& options, ReportInfo* info) {
   report::Renderer r(join, options, info);
   return r.Render();
 }
 
-Status WriteReport(const nlohmann::json& join, const std::string& path, const ReportOptions& options,
-                   ReportInfo* info) {
-  StatusOr<std::string> html = RenderReport(join, options, info);
+StatusOr<std::string> RenderReport(const nlohmann::json& join, const ReportOptions& options, ReportInfo* info) {
+  StatusOr<views::JoinDoc> doc = views::JoinDocFromJson(join);
+  if (!doc.ok()) return doc.status();
+  return RenderReport(*doc, options, info);
+}
+
+namespace {
+
+Status WriteHtml(StatusOr<std::string> html, const std::string& path) {
   if (!html.ok()) return html.status();
   std::string tmp = path + ".tmp";
   {
@@ -182,6 +182,18 @@ Status WriteReport(const nlohmann::json& join, const std::string& path, const Re
     return Status::Error(path + ": cannot replace the report (" + err + ")");
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status WriteReport(const views::JoinDoc& join, const std::string& path, const ReportOptions& options,
+                   ReportInfo* info) {
+  return WriteHtml(RenderReport(join, options, info), path);
+}
+
+Status WriteReport(const nlohmann::json& join, const std::string& path, const ReportOptions& options,
+                   ReportInfo* info) {
+  return WriteHtml(RenderReport(join, options, info), path);
 }
 
 }  // namespace twinscope

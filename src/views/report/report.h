@@ -1,5 +1,6 @@
-// The HTML report: one self-contained file (works offline) rendered from the joined model's JSON
-// (docs/join.md); a view only, it matches nothing itself. Layout and bounds: docs/report.md.
+// The HTML report: one self-contained file (works offline) rendered from the join's typed document
+// (src/views/join_doc.h; docs/join.md); a view only, it matches nothing itself. Layout and bounds:
+// docs/report.md.
 #pragma once
 
 #include <cstddef>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "views/join_doc.h"
 
 namespace twinscope {
 
@@ -50,12 +52,19 @@ struct ReportInfo {
   size_t block_bytes = 0;               // the embedded block detail (base64)
 };
 
-// Renders the report. Fails (with a message that says what to do) only if `join` is not a joined
-// model of a known version; missing or malformed parts are shown as missing on the page.
+// Renders the report of the join's document (views::MakeJoinDoc); parts it does not have are shown as
+// missing on the page.
+StatusOr<std::string> RenderReport(const views::JoinDoc& join, const ReportOptions& options = {},
+                                   ReportInfo* info = nullptr);
+// The same from join.json (a saved join, a test's): read with views::JoinDocFromJson, which fails (with a
+// message that says what to do) only if `join` is not a joined model of a known version; missing or
+// malformed parts are shown as missing.
 StatusOr<std::string> RenderReport(const nlohmann::json& join, const ReportOptions& options = {},
                                    ReportInfo* info = nullptr);
 
 // RenderReport, written to `path` (replaced if it exists).
+Status WriteReport(const views::JoinDoc& join, const std::string& path, const ReportOptions& options = {},
+                   ReportInfo* info = nullptr);
 Status WriteReport(const nlohmann::json& join, const std::string& path, const ReportOptions& options = {},
                    ReportInfo* info = nullptr);
 

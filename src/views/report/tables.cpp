@@ -1,11 +1,12 @@
 // The report's tables: launches (slowest first), kernel time per step, drift per range, loss and probe counters.
 #include <algorithm>
+#include <map>
 #include <set>
 #include <vector>
 
+#include "twinscope/counters.h"
 #include "views/report/html.h"
 #include "views/report/renderer.h"
-#include "twinscope/counters.h"
 
 namespace twinscope::report {
 
@@ -29,18 +30,18 @@ void Renderer::Launches(std::string& h) {
 }
 
 void Renderer::Steps(std::string& h) {
-  const json& steps = At(join_, "steps");
   h += "<section id=\"steps\">\n<h2>Kernel time per step</h2>\n";
-  if (!steps.is_array() || steps.empty()) {
+  if (!join_.steps || join_.steps->empty()) {
     h += "<p>The join holds no per-step kernel time (the primary has no top-level NVTX ranges).</p>\n</section>\n";
     return;
   }
+  const std::vector<views::StepDoc>& steps = *join_.steps;
   double total = 0, target = 0;
   for (const auto& s : steps) {
-    total += Num(s, "kernel_ns");
-    target += Num(s, "target_ns");
+    total += static_cast<double>(s.kernel_ns);
+    target += static_cast<double>(s.target_ns);
   }
-  int64_t steps_total = Int(join_, "steps_total", static_cast<int64_t>(steps.size()));
+  int64_t steps_total = join_.steps_total ? Signed(*join_.steps_total) : static_cast<int64_t>(steps.size());
   h += "<p class=\"note\">The primary's GPU kernel time in each top-level NVTX range instance (CUPTI): the target "
        "kernels and all others. " +
        Count(static_cast<int64_t>(steps.size())) + " ranges" +
@@ -55,34 +56,36 @@ void Renderer::Steps(std::string& h) {
 
 // Drift rows as shown: drifting ranges first (most drift first), then the rest in order; past the bound
 // the remainder is summed into one row.
-std::vector<const json*> Renderer::DriftRows(json* rest) const {
-  std::vector<const json*> rows;
-  for (const auto& d : At(join_, "drift"))
-    if (d.is_object()) rows.push_back(&d);
-  std::stable_sort(rows.begin(), rows.end(), [](const json* a, const json* b) {
+DriftTable Renderer::DriftRows() const {
+  DriftTable t;
+  if (join_.drift)
+    for (const auto& d : *join_.drift) t.rows.push_back(&d);
+  std::stable_sort(t.rows.begin(), t.rows.end(), [](const views::DriftDoc* a, const views::DriftDoc* b) {
     int64_t da = DriftOf(*a), db = DriftOf(*b);
     if ((da > 0) != (db > 0)) return da > 0;
     return da > db;
   });
-  if (rows.size() > o_.max_drift_rows) {
-    json r = {{"range", ""}, {"exact", 0}, {"time_only", 0}, {"unmatched", 0}, {"shape_differs", 0}};
-    for (size_t i = o_.max_drift_rows; i < rows.size(); ++i)
-      for (const char* k : {"exact", "time_only", "unmatched", "shape_differs"})
-        r[k] = r[k].get<int64_t>() + Int(*rows[i], k);
-    r["range"] = std::to_string(rows.size() - o_.max_drift_rows) + " more ranges";
-    *rest = r;
-    rows.resize(o_.max_drift_rows);
+  if (t.rows.size() > o_.max_drift_rows) {
+    views::DriftDoc& r = t.rest.emplace();
+    for (size_t i = o_.max_drift_rows; i < t.rows.size(); ++i) {
+      r.exact += t.rows[i]->exact;
+      r.time_only += t.rows[i]->time_only;
+      r.unmatched += t.rows[i]->unmatched;
+      r.shape_differs += t.rows[i]->shape_differs;
+    }
+    r.range = std::to_string(t.rows.size() - o_.max_drift_rows) + " more ranges";
+    t.rows.resize(o_.max_drift_rows);
   }
-  return rows;
+  return t;
 }
 
 void Renderer::Drift(std::string& h) {
   h += "<section id=\"drift\">\n<h2>Drift</h2>\n<p class=\"note\">Per top-level NVTX range instance: the shadow's "
        "target launches matched exactly by launch key, matched by time only, not matched, and exact matches "
        "whose grid/block shape differs (the two runs diverged there). Drifting ranges first.</p>\n";
-  const json& s = summary_;
-  json rest;
-  std::vector<const json*> rows = DriftRows(&rest);
+  const views::SummaryDoc none;
+  const views::SummaryDoc& s = summary_ ? *summary_ : none;
+  const DriftTable t = DriftRows();
   h += "<div class=\"table-wrap short\"><table class=\"drift\"><thead><tr><th>range</th><th class=\"num\">exact</th>"
        "<th class=\"num\">time only</th><th class=\"num\">unmatched</th><th class=\"num\">shape differs</th>"
        "</tr></thead><tbody>\n";
@@ -91,17 +94,18 @@ void Renderer::Drift(std::string& h) {
          "</td><td class=\"num" + (t ? " warn" : "") + "\">" + Count(t) + "</td><td class=\"num" + (u ? " bad" : "") +
          "\">" + Count(u) + "</td><td class=\"num" + (sd ? " warn" : "") + "\">" + Count(sd) + "</td></tr>\n";
   };
-  row("<strong>all</strong>", Int(s, "exact"), Int(s, "time_only"), Int(s, "unmatched_shadow"),
-      Int(s, "diverged_shape"), "total");
-  for (const json* d : rows)
-    row(Esc(Str(*d, "range")), Int(*d, "exact"), Int(*d, "time_only"), Int(*d, "unmatched"), Int(*d, "shape_differs"),
+  row("<strong>all</strong>", Signed(s.exact), Signed(s.time_only), Signed(s.unmatched_shadow),
+      Signed(s.diverged_shape), "total");
+  for (const views::DriftDoc* d : t.rows)
+    row(Esc(d->range), Signed(d->exact), Signed(d->time_only), Signed(d->unmatched), Signed(d->shape_differs),
         DriftOf(*d) ? "drifting" : "");
-  if (rest.is_object())
-    row(Esc(Str(rest, "range")), Int(rest, "exact"), Int(rest, "time_only"), Int(rest, "unmatched"),
-        Int(rest, "shape_differs"), "rest");
+  if (t.rest)
+    row(Esc(t.rest->range), Signed(t.rest->exact), Signed(t.rest->time_only), Signed(t.rest->unmatched),
+        Signed(t.rest->shape_differs), "rest");
   h += "</tbody></table></div>\n";
-  if (rows.empty()) h += "<p>The join holds no per-range drift (no top-level NVTX ranges).</p>\n";
-  int64_t drift_total = Int(join_, "drift_total", 0), drift_in = static_cast<int64_t>(At(join_, "drift").size());
+  if (t.rows.empty()) h += "<p>The join holds no per-range drift (no top-level NVTX ranges).</p>\n";
+  int64_t drift_total = join_.drift_total ? Signed(*join_.drift_total) : 0;
+  int64_t drift_in = join_.drift ? static_cast<int64_t>(join_.drift->size()) : 0;
   if (drift_total > drift_in)
     h += "<p class=\"note\">" + Count(drift_total - drift_in) +
          " more ranges are in the run but not in the join's bounded copy (all of them are in the total).</p>\n";
@@ -111,15 +115,15 @@ void Renderer::Drift(std::string& h) {
 void Renderer::Loss(std::string& h) {
   h += "<section id=\"loss\">\n<h2>Loss</h2>\n<p class=\"note\">Each trace's own loss accounting (as "
        "<code>twinscope stats</code> shows it). Any non-zero count means data is missing from that side.</p>\n";
-  const json& pl = At(At(join_, "primary"), "loss");
-  const json& sl = At(At(join_, "shadow"), "loss");
+  const views::LossDoc* pl = join_.primary && join_.primary->loss ? &*join_.primary->loss : nullptr;
+  const views::LossDoc* sl = join_.shadow && join_.shadow->loss ? &*join_.shadow->loss : nullptr;
   Findings(h);
   std::vector<std::string> keys;
   std::set<std::string> seen;
-  for (const json* l : {&pl, &sl})
-    if (l->is_object())
-      for (auto it = l->begin(); it != l->end(); ++it)
-        if (it.key() != "findings" && seen.insert(it.key()).second) keys.push_back(it.key());
+  for (const views::LossDoc* l : {pl, sl})
+    if (l)
+      for (const auto& [key, value] : l->values)
+        if (seen.insert(key).second) keys.push_back(key);
   if (keys.empty()) {
     h += "<p class=\"warn\">The join holds no loss counters.</p>\n</section>\n";
     return;
@@ -127,8 +131,11 @@ void Renderer::Loss(std::string& h) {
   h += "<table class=\"loss\"><thead><tr><th>counter</th><th class=\"num\">primary</th><th "
        "class=\"num\">shadow</th></tr></thead><tbody>\n";
   for (const auto& k : keys) {
-    auto cell = [&](const json& l) {
-      return std::string("<td class=\"num\">") + (l.contains(k) ? Cell(At(l, k)) : "") + "</td>";
+    auto cell = [&](const views::LossDoc* l) {
+      std::string v;
+      if (l)
+        if (auto it = l->values.find(k); it != l->values.end()) v = Cell(it->second);
+      return "<td class=\"num\">" + v + "</td>";
     };
     h += "<tr><td><code>" + Esc(k) + "</code></td>" + cell(pl) + cell(sl) + "</tr>\n";
   }
@@ -139,10 +146,13 @@ void Renderer::Loss(std::string& h) {
 
 // Both traces' loss findings (stats::LossFindings: the counter table's severities), losses first.
 void Renderer::Findings(std::string& h) {
-  std::vector<std::pair<const char*, const json*>> rows;
-  for (const char* side : {"primary", "shadow"})
-    for (const auto& f : At(At(At(join_, side), "loss"), "findings"))
-      if (f.is_object()) rows.emplace_back(side, &f);
+  std::vector<std::pair<const char*, const views::LossFindingDoc*>> rows;
+  auto add = [&](const char* side, const std::optional<views::LossDoc>& loss) {
+    if (loss)
+      for (const auto& f : loss->findings) rows.emplace_back(side, &f);
+  };
+  if (join_.primary) add("primary", join_.primary->loss);
+  if (join_.shadow) add("shadow", join_.shadow->loss);
   std::stable_partition(rows.begin(), rows.end(), [](const auto& r) { return IsLossFinding(*r.second); });
   if (rows.empty() || !IsLossFinding(*rows.front().second))
     h += "<p>No losses: every loss counter of both traces is zero.</p>\n";
@@ -151,27 +161,27 @@ void Renderer::Findings(std::string& h) {
        "<th>severity</th><th>what</th></tr></thead><tbody>\n";
   for (const auto& [side, f] : rows) {
     const bool loss = IsLossFinding(*f);
-    h += std::string("<tr") + (loss ? "" : " class=\"ctx\"") + "><td>" + side + "</td><td><code>" +
-         Esc(Str(*f, "name")) + "</code></td><td class=\"num" + (loss ? " bad" : "") + "\">" + Cell(At(*f, "value")) +
-         "</td><td>" + Esc(Str(*f, "severity")) + "</td><td>" + Esc(Str(*f, "text")) + "</td></tr>\n";
+    h += std::string("<tr") + (loss ? "" : " class=\"ctx\"") + "><td>" + side + "</td><td><code>" + Esc(f->name) +
+         "</code></td><td class=\"num" + (loss ? " bad" : "") + "\">" + Cell(f->value) + "</td><td>" +
+         Esc(f->severity) + "</td><td>" + Esc(f->text) + "</td></tr>\n";
   }
   h += "</tbody></table>\n";
 }
 
 void Renderer::ProbeCounters(std::string& h) {
-  const json& pc = At(At(join_, "shadow"), "probe_counters");
-  if (!pc.is_object() || pc.empty()) return;
+  if (!join_.shadow || join_.shadow->probe_counters.empty()) return;
+  const std::map<std::string, uint64_t>& pc = join_.shadow->probe_counters;
   // Severities from the counter table; a counter it does not know (a newer probe's) is info.
   auto loss = [](const std::string& k) { return counters::IsLoss(counters::SeverityOf(k)); };
   std::vector<std::string> keys;
-  for (auto it = pc.begin(); it != pc.end(); ++it) keys.push_back(it.key());
+  for (const auto& [key, value] : pc) keys.push_back(key);
   std::stable_partition(keys.begin(), keys.end(), loss);
   h += "<p class=\"note\">The shadow's block probe counters: launches it saw, traced and skipped, and blocks it "
        "could not record.</p>\n<table class=\"loss\"><thead><tr><th>probe counter</th><th "
        "class=\"num\">shadow</th></tr></thead><tbody>\n";
   for (const auto& k : keys) {
-    const json& v = pc[k];
-    bool bad = loss(k) && v.is_number() && v.get<double>() != 0;
+    const uint64_t v = pc.at(k);
+    bool bad = loss(k) && v != 0;
     std::string title = counters::Find(k) ? std::string(counters::Find(k)->help)
                                           : "not known to this twinscope (a newer probe's counter): shown as info";
     h += "<tr" + std::string(loss(k) ? "" : " class=\"ctx\"") + "><td><code title=\"" + Esc(title) + "\">" + Esc(k) +

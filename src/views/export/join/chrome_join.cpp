@@ -7,12 +7,12 @@
 // BlockBounds (kChromeBlockBounds: ~415 bytes per block event in JSON).
 #include <map>
 
+#include "join/record_log.h"
 #include "views/export/chrome_json.h"
 #include "views/export/join/block_detail.h"
 #include "views/export/join/join_export.h"
 #include "views/export/join/lanes.h"
 #include "views/export/timeline_scan.h"
-#include "join/record_log.h"
 
 namespace twinscope::exporters {
 namespace {

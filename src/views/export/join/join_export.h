@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "base/status.h"
-#include "views/export/export.h"
 #include "join/joined_run.h"
+#include "views/export/export.h"
 
 namespace twinscope::exporters {
 

@@ -11,11 +11,11 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "join/join_views.h"
 #include "views/export/join/block_detail.h"
 #include "views/export/sqlite_db.h"
 #include "views/export/sqlite_ranks.h"
 #include "views/export/timeline_scan.h"
-#include "join/join_views.h"
 
 namespace twinscope::exporters {
 namespace {
