@@ -37,6 +37,17 @@ join::JsonBounds ReportJsonBounds() {
   return b;
 }
 
+// Where the report went (on `out`) or why it did not (on stderr); false if it did not.
+bool SayReport(const Status& written, const std::string& path, const ReportInfo& info, FILE* out, const char* command) {
+  if (!written.ok()) {
+    std::fprintf(stderr, "%s: report: %s\n", command, written.message().c_str());
+    return false;
+  }
+  std::fprintf(out, "report (one self-contained file, open it in a browser): %s (%.1f MB%s)\n", path.c_str(),
+               static_cast<double>(info.bytes) / 1e6, info.charts ? "" : "; step chart drawn without Chart.js");
+  return true;
+}
+
 }  // namespace
 
 bool WriteJoinViews(join::JoinedRun* run, const std::string& dir, FILE* out, const char* command,
@@ -114,14 +125,9 @@ bool WriteJoinViews(join::JoinedRun* run, const std::string& dir, FILE* out, con
     return ok;
   }
   ReportInfo info;
-  Status rs = WriteReport(MakeJoinDoc(m, ReportJsonBounds(), json_detail), report_path, {}, &info);
-  if (rs.ok()) {
-    std::fprintf(out, "report (one self-contained file, open it in a browser): %s (%.1f MB%s)\n", report_path.c_str(),
-                 static_cast<double>(info.bytes) / 1e6, info.charts ? "" : "; step chart drawn without Chart.js");
-  } else {
-    std::fprintf(stderr, "%s: report: %s\n", command, rs.message().c_str());
+  if (!SayReport(WriteReport(MakeJoinDoc(m, ReportJsonBounds(), json_detail), report_path, {}, &info), report_path,
+                 info, out, command))
     ok = false;
-  }
   std::fflush(out);
   return ok;
 }
@@ -130,16 +136,11 @@ bool WriteDeferredReport(const DeferredReport& report, const ReportOptions& opti
   if (report.path.empty()) return false;
   ReportInfo info;
   const nlohmann::json j = nlohmann::json::from_cbor(report.join_cbor, true, false);
-  Status rs = j.is_discarded() ? Status::Error("the kept copy of the join cannot be read back")
-                               : WriteReport(j, report.path, options, &info);
-  if (!rs.ok()) {
-    std::fprintf(stderr, "%s: report: %s\n", command, rs.message().c_str());
-    return false;
-  }
-  std::fprintf(out, "report (one self-contained file, open it in a browser): %s (%.1f MB%s)\n", report.path.c_str(),
-               static_cast<double>(info.bytes) / 1e6, info.charts ? "" : "; step chart drawn without Chart.js");
+  const bool ok = SayReport(j.is_discarded() ? Status::Error("the kept copy of the join cannot be read back")
+                                             : WriteReport(j, report.path, options, &info),
+                            report.path, info, out, command);
   std::fflush(out);
-  return true;
+  return ok;
 }
 
 }  // namespace twinscope::views
