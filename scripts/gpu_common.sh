@@ -91,7 +91,14 @@ gpu_build_cli() {
   local arch targets=("$@")
   arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
   local opts=(-DCMAKE_BUILD_TYPE=Release -DTWINSCOPE_BUILD_TESTS=OFF -DTWINSCOPE_CUDA_ARCHITECTURES="${arch:-90}")
-  [[ -f /usr/include/sqlite3.h ]] || opts+=(-DTWINSCOPE_WITH_SQLITE=OFF)
+  local libsqlite
+  libsqlite=$(ls /usr/lib/x86_64-linux-gnu/libsqlite3.so.0 /usr/lib64/libsqlite3.so.0 2>/dev/null | head -1)
+  if [[ ! -f /usr/include/sqlite3.h && -f .gpu-carry/sqlite/sqlite3.h && -n $libsqlite ]]; then
+    # The carried header on the machine's library (scripts/carry-chartjs.sh).
+    opts+=(-DSQLite3_INCLUDE_DIR="$PWD/.gpu-carry/sqlite" -DSQLite3_LIBRARY="$libsqlite")
+  elif [[ ! -f /usr/include/sqlite3.h ]]; then
+    opts+=(-DTWINSCOPE_WITH_SQLITE=OFF)
+  fi
   [[ -f /usr/include/boost/beast.hpp ]] || opts+=(-DTWINSCOPE_WITH_MIRROR=OFF)
   if ((${#targets[@]} == 0)); then
     targets=(twinscope twinscope_cupti twinscope_guard twinscope_blocks)
