@@ -94,8 +94,13 @@ def main():
             (check_twin_ranks if name == "ranks_twin" else reports_of)(run)
         else:
             print(f"skip {run}: no processes.json")
-    if os.path.isdir(os.path.join(runs, "ranks_record")):
-        check_record_ranks(twinscope, os.path.join(runs, "ranks_record"))
+    # `record -o DIR/ranks_record` writes a trace file with its processes' traces in ranks_record.d/
+    # (a folder where the path ends in /): export and stats take either.
+    record = os.path.join(runs, "ranks_record")
+    if os.path.exists(record):
+        check_record_ranks(twinscope, record)
+    else:
+        print(f"skip {record}: not recorded")
     print(f"{failed} check(s) failed")
     sys.exit(1 if failed else 0)
 
