@@ -94,10 +94,11 @@ def main():
             (check_twin_ranks if name == "ranks_twin" else reports_of)(run)
         else:
             print(f"skip {run}: no processes.json")
-    # `record -o DIR/ranks_record` writes a trace file with its processes' traces in ranks_record.d/
-    # (a folder where the path ends in /): export and stats take either.
+    # `record -o DIR/ranks_record` writes the top process's trace there (none if, like torchrun's launcher, it
+    # launches nothing on the GPU) and the other processes' traces in ranks_record.d/: export and stats take
+    # the path either way.
     record = os.path.join(runs, "ranks_record")
-    if os.path.exists(record):
+    if os.path.exists(record) or os.path.isdir(record + ".d"):
         check_record_ranks(twinscope, record)
     else:
         print(f"skip {record}: not recorded")
