@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../testutil/sqlite_rows.h"
 #include "process_traces.h"
 #include "sample_trace.h"
 
@@ -26,28 +27,7 @@ std::string Slurp(const std::string& path) {
   return s.str();
 }
 
-std::vector<std::string> Query(const std::string& db, const std::string& sql) {
-  sqlite3* h = nullptr;
-  EXPECT_EQ(sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-  sqlite3_stmt* s = nullptr;
-  std::vector<std::string> rows;
-  if (sqlite3_prepare_v2(h, sql.c_str(), -1, &s, nullptr) != SQLITE_OK) {
-    ADD_FAILURE() << sql << ": " << sqlite3_errmsg(h);
-    sqlite3_close(h);
-    return rows;
-  }
-  while (sqlite3_step(s) == SQLITE_ROW) {
-    std::string row;
-    for (int c = 0; c < sqlite3_column_count(s); ++c) {
-      const unsigned char* t = sqlite3_column_text(s, c);
-      row += (c ? "|" : "") + std::string(t ? reinterpret_cast<const char*>(t) : "NULL");
-    }
-    rows.push_back(row);
-  }
-  sqlite3_finalize(s);
-  sqlite3_close(h);
-  return rows;
-}
+std::vector<std::string> Query(const std::string& db, const std::string& sql) { return testing::SqliteRows(db, sql); }
 
 TEST(RankExportCli, SqliteExportOfARecordRunHoldsTheRanksStatsPrints) {
   const std::string tmp = TempPath("");

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "../testutil/sqlite_rows.h"
 #include "cli/join_outputs.h"
 #include "join_fixture.h"
 
@@ -31,29 +32,7 @@ std::string Slurp(const std::string& path) {
   return s.str();
 }
 
-// Rows of `sql` on `db`, columns joined by '|'.
-std::vector<std::string> Query(const std::string& db, const std::string& sql) {
-  sqlite3* h = nullptr;
-  EXPECT_EQ(sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-  sqlite3_stmt* s = nullptr;
-  std::vector<std::string> rows;
-  if (sqlite3_prepare_v2(h, sql.c_str(), -1, &s, nullptr) != SQLITE_OK) {
-    ADD_FAILURE() << sql << ": " << sqlite3_errmsg(h);
-    sqlite3_close(h);
-    return rows;
-  }
-  while (sqlite3_step(s) == SQLITE_ROW) {
-    std::string row;
-    for (int c = 0; c < sqlite3_column_count(s); ++c) {
-      const unsigned char* t = sqlite3_column_text(s, c);
-      row += (c ? "|" : "") + std::string(t ? reinterpret_cast<const char*>(t) : "NULL");
-    }
-    rows.push_back(row);
-  }
-  sqlite3_finalize(s);
-  sqlite3_close(h);
-  return rows;
-}
+std::vector<std::string> Query(const std::string& db, const std::string& sql) { return testing::SqliteRows(db, sql); }
 
 // Four steps, one target launch each, 10 us; `slow_step` (if >= 0) takes 50 us.
 std::vector<FakeLaunch> Launches(int slow_step) {
