@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "cli/join_outputs.h"
 #include "cli/perfetto_run.h"
+#include "cli/run_pairs.h"
 #include "views/export/export.h"
 #include "views/export/join/block_detail.h"
 #include "views/export/join/join_export.h"
@@ -42,7 +43,13 @@ StatusOr<exporters::ExportResult> ExportJoin(const ExportFlags& f, exporters::Bl
     if (Status s = join::ReadRecordLog(*primary, &joined.primary); !s.ok()) return s;
   }
   auto* run = &joined;
-  if (f.format == "sqlite") return exporters::ExportJoinSqlite(run, f.output);
+  if (f.format == "sqlite") {
+    // The main pair's join, with the run's rank comparison where it has one (processes.json), as join.sqlite.
+    auto r = exporters::ExportJoinSqlite(run, f.output);
+    if (!r.ok()) return r;
+    if (Status ranks = AddRunRanksToDatabase(f.path, f.output); !ranks.ok()) r->warnings.push_back(ranks.message());
+    return r;
+  }
   join::ReadDetail(run, exporters::PlanBlocks(run->model, bounds).drawn_seqs);
   auto r = f.format == "perfetto" ? exporters::ExportJoinPerfetto(*run, f.output, bounds)
                                   : exporters::ExportJoinChrome(*run, f.output, bounds);

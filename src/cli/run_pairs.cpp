@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 
 #include "cli/join_outputs.h"
 #include "procs/rank_inputs.h"
@@ -59,27 +60,40 @@ nlohmann::json ProcessJson(const procs::ProcessRef& p) {
   return j;
 }
 
-nlohmann::json RanksJson(const procs::RankComparison& c) {
+// The comparison in processes.json: all of it (RanksFromJson reads it back for `export DIR --format sqlite`),
+// with each rank's process (`owners`, in c.ranks order).
+nlohmann::json RanksJson(const procs::RankComparison& c, const std::vector<exporters::RankOwner>& owners) {
   nlohmann::json steps = nlohmann::json::array();
   for (const auto& s : c.steps) {
     steps.push_back({{"range", s.range},
                      {"kernel_ns", s.kernel_ns},
                      {"span_ns", s.span_ns},
+                     {"kernels", s.kernels},
                      {"slowest_rank", c.ranks[s.slowest]},
                      {"ratio", s.ratio},
                      {"stands_out", s.stands_out},
                      {"span_slowest_rank", c.ranks[s.span_slowest]},
                      {"span_ratio", s.span_ratio},
-                     {"waited", s.waited}});
+                     {"waited", s.waited},
+                     {"text", s.text}});
   }
   nlohmann::json per_rank = nlohmann::json::array();
-  for (size_t i = 0; i < c.ranks.size(); ++i)
-    per_rank.push_back({{"rank", c.ranks[i]},
+  for (size_t i = 0; i < c.ranks.size(); ++i) {
+    nlohmann::json r = {{"rank", c.ranks[i]},
                         {"slowest_in", c.slowest_in[i]},
                         {"stands_out_in", c.stands_out_in[i]},
-                        {"waited_in", c.waited_in[i]}});
-  return {
-      {"ranks", per_rank}, {"steps", steps}, {"steps_standing_out", c.steps_standing_out}, {"findings", c.findings}};
+                        {"waited_in", c.waited_in[i]}};
+    if (i < owners.size()) {
+      r["pid"] = owners[i].pid;
+      r["pair"] = owners[i].pair;
+    }
+    per_rank.push_back(std::move(r));
+  }
+  return {{"ranks", per_rank},
+          {"steps", steps},
+          {"steps_standing_out", c.steps_standing_out},
+          {"findings", c.findings},
+          {"min_ratio", c.min_ratio}};
 }
 
 void PrintRanks(const procs::RankComparison& c, const char* what) {
@@ -271,7 +285,7 @@ int JoinRunPairs(const RunSide& primary, const RunSide& shadow, const RunJoinReq
   const bool compared = ranks.size() >= 2 && all_ranked;
   if (compared) {
     cmp = procs::CompareRanks(ranks);
-    out["ranks"] = RanksJson(cmp);
+    out["ranks"] = RanksJson(cmp, rank_owners);
   }
   if (!r.out_dir.empty()) {
     std::ofstream f(r.out_dir + "/processes.json");
@@ -312,6 +326,57 @@ int JoinRunPairs(const RunSide& primary, const RunSide& shadow, const RunJoinReq
     if (!r.out_dir.empty()) PrintProcessesJson(r.out_dir);
   }
   return rc;
+}
+
+bool RanksFromJson(const nlohmann::json& j, procs::RankComparison* c, std::vector<exporters::RankOwner>* owners) {
+  try {
+    *c = {};
+    owners->clear();
+    std::map<int64_t, size_t> index;
+    for (const auto& r : j.at("ranks")) {
+      index[r.at("rank").get<int64_t>()] = c->ranks.size();
+      c->ranks.push_back(r.at("rank").get<int64_t>());
+      c->slowest_in.push_back(r.at("slowest_in").get<uint64_t>());
+      c->stands_out_in.push_back(r.at("stands_out_in").get<uint64_t>());
+      c->waited_in.push_back(r.at("waited_in").get<uint64_t>());
+      owners->push_back(exporters::RankOwner{r.value("pid", int64_t{0}), 0, r.value("pair", std::string())});
+    }
+    for (const auto& s : j.at("steps")) {
+      procs::RankStepRow row;
+      row.range = s.at("range").get<std::string>();
+      row.kernel_ns = s.at("kernel_ns").get<std::vector<uint64_t>>();
+      row.span_ns = s.at("span_ns").get<std::vector<uint64_t>>();
+      row.kernels = s.at("kernels").get<std::vector<uint64_t>>();  // absent before the comparison was whole
+      row.slowest = index.at(s.at("slowest_rank").get<int64_t>());
+      row.ratio = s.at("ratio").get<double>();
+      row.stands_out = s.at("stands_out").get<bool>();
+      row.span_slowest = index.at(s.at("span_slowest_rank").get<int64_t>());
+      row.span_ratio = s.at("span_ratio").get<double>();
+      row.waited = s.at("waited").get<bool>();
+      row.text = s.at("text").get<std::string>();
+      c->steps.push_back(std::move(row));
+    }
+    c->steps_standing_out = j.at("steps_standing_out").get<uint64_t>();
+    c->findings = j.at("findings").get<std::vector<std::string>>();
+    c->min_ratio = j.at("min_ratio").get<double>();
+    return c->ranks.size() >= 2;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+Status AddRunRanksToDatabase(const std::string& dir, const std::string& db) {
+  std::ifstream f(dir + "/processes.json");
+  if (!f) return Status::Ok();  // a run of one process: nothing to compare
+  const auto j = nlohmann::json::parse(f, nullptr, false);
+  if (!j.is_object() || !j.contains("ranks")) return Status::Ok();
+  procs::RankComparison c;
+  std::vector<exporters::RankOwner> owners;
+  if (!RanksFromJson(j["ranks"], &c, &owners))
+    return Status::Error(dir +
+                         "/processes.json: its rank comparison cannot be read (written by an older twinscope?): "
+                         "the rank tables are left empty; `twinscope join` of the folder writes it again");
+  return exporters::AddRankTables(db, c, owners, "the join of each rank's process pair (processes.json)");
 }
 
 bool PrintProcessesJson(const std::string& dir) {

@@ -5,12 +5,15 @@
 
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "format/run_dir.h"
 #include "join/join_model.h"
 #include "procs/pairing.h"
+#include "procs/ranks.h"
+#include "views/export/sqlite_ranks.h"
 
 namespace twinscope::cli {
 
@@ -33,6 +36,16 @@ void AddPairingFlags(CLI::App* sub, procs::PairingOptions* options);
 
 // The RunSide named `side_name` of `path` (a trace file, a run folder or a twin folder).
 StatusOr<RunSide> SideOf(const std::string& path, const std::string& side_name);
+
+// The rank comparison of processes.json ("ranks"), as RanksJson wrote it, with each rank's process in
+// `owners`. False if it is not there whole (fewer than two ranks, or written by an older twinscope).
+bool RanksFromJson(const nlohmann::json& j, procs::RankComparison* c, std::vector<exporters::RankOwner>* owners);
+
+// Adds the rank comparison of the joined run folder `dir` (its processes.json) to the SQLite database `db`
+// (`twinscope export DIR --format sqlite`, which exports the main pair's join): the tables join.sqlite has.
+// Ok with nothing added where the run has no ranks; an error (the tables stay empty) where processes.json's
+// comparison cannot be read.
+Status AddRunRanksToDatabase(const std::string& dir, const std::string& db);
 
 // The processes.json of a joined run folder, printed as `twinscope stats DIR` shows it (nothing if
 // the folder has none). Returns false if there is none.

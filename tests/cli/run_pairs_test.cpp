@@ -197,6 +197,47 @@ TEST_F(RunPairsTest, MainPairsDatabaseHoldsTheRankComparison) {
             (std::vector<std::string>{"0"}));
 }
 
+// `twinscope export DIR --format sqlite` exports the main pair's join: the run's rank comparison comes from
+// processes.json, whole, so its tables equal those the join wrote into join.sqlite.
+TEST_F(RunPairsTest, RankTablesFromProcessesJsonEqualTheJoins) {
+  ASSERT_EQ(JoinThreeRanks(), 0);
+  const std::string out = dir_ + "/out", db = out + "/join.sqlite", copy = dir_ + "/export.sqlite";
+  fs::copy_file(db, copy);
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(copy.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(h,
+                         "DELETE FROM ranks; DELETE FROM rank_step; DELETE FROM rank_finding; "
+                         "DELETE FROM meta WHERE key = 'ranks';",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(h);
+  ASSERT_EQ(Query(copy, "SELECT count(*) FROM rank_step"), (std::vector<std::string>{"0"}));
+  const Status added = AddRunRanksToDatabase(out, copy);
+  ASSERT_TRUE(added.ok()) << added.message();
+  for (const char* sql : {"SELECT * FROM ranks ORDER BY rank", "SELECT * FROM rank_step ORDER BY step_index, rank",
+                          "SELECT * FROM rank_finding ORDER BY step_index"})
+    EXPECT_EQ(Query(copy, sql), Query(db, sql)) << sql;
+  EXPECT_EQ(Query(copy, "SELECT count(*) FROM rank_step"), (std::vector<std::string>{"12"}));
+  const auto source = Query(copy, "SELECT value FROM meta WHERE key = 'ranks'");
+  ASSERT_EQ(source.size(), 1u);
+  EXPECT_NE(source[0].find("processes.json"), std::string::npos) << source[0];
+
+  // A processes.json whose comparison is not whole (an older twinscope's) is said, the tables left as they are.
+  nlohmann::json j;
+  {
+    std::ifstream f(out + "/processes.json");
+    f >> j;
+  }
+  for (auto& step : j["ranks"]["steps"]) step.erase("kernels");
+  std::ofstream(out + "/processes.json") << j.dump();
+  const Status old = AddRunRanksToDatabase(out, copy);
+  EXPECT_FALSE(old.ok());
+  EXPECT_NE(old.message().find("cannot be read"), std::string::npos) << old.message();
+  // A run without ranks: nothing to add, no error.
+  std::ofstream(out + "/processes.json") << R"({"pairs": []})";
+  EXPECT_TRUE(AddRunRanksToDatabase(out, copy).ok());
+}
+
 TEST_F(RunPairsTest, OneProcessPairGivesTheReportOfALoneJoin) {
   const auto f = testing::WriteTwin(dir_ + "/one", Launches(2));
   RunSide p{"primary", dir_, {Traced(f.primary, 1000, std::nullopt, 1)}};
