@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "format/tee_sink.h"
 #include "join/divergence.h"
 #include "join/match.h"
 #include "join/record_log.h"
@@ -30,24 +31,6 @@ const char* MatchKindName(MatchKind k) {
 }
 
 namespace {
-
-// Forwards every record to two sinks.
-class TeeSink : public RecordSink {
- public:
-  TeeSink(RecordSink& a, RecordSink& b) : a_(a), b_(b) {}
-  void OnKernel(const KernelRecord& r) override { a_.OnKernel(r), b_.OnKernel(r); }
-  void OnMemcpy(const MemcpyRecord& r) override { a_.OnMemcpy(r), b_.OnMemcpy(r); }
-  void OnMemset(const MemsetRecord& r) override { a_.OnMemset(r), b_.OnMemset(r); }
-  void OnApi(const ApiRecord& r) override { a_.OnApi(r), b_.OnApi(r); }
-  void OnNvtx(const NvtxRecord& r) override { a_.OnNvtx(r), b_.OnNvtx(r); }
-  void OnLaunch(const LaunchRecord& r) override { a_.OnLaunch(r), b_.OnLaunch(r); }
-  void OnBlock(const BlockRecord& r) override { a_.OnBlock(r), b_.OnBlock(r); }
-  void OnStatus(const nlohmann::json& s, bool summary) override { a_.OnStatus(s, summary), b_.OnStatus(s, summary); }
-
- private:
-  RecordSink& a_;
-  RecordSink& b_;
-};
 
 // The shadow's launch records and each launch's valid block durations.
 class ShadowSink : public RecordSink {

@@ -16,9 +16,10 @@ std::string DimsText(Dim3 d) {
   return "[" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + "]";
 }
 
+}  // namespace
+
 uint64_t Dur(const PrimaryLaunch& p) { return p.have_kernel ? p.end_ns - p.start_ns : 0; }
 
-// Match indices, slowest primary duration first (launches without timing last).
 std::vector<size_t> SlowestFirst(const JoinedModel& m) {
   std::vector<size_t> order(m.matches.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -27,6 +28,8 @@ std::vector<size_t> SlowestFirst(const JoinedModel& m) {
   });
   return order;
 }
+
+namespace {
 
 std::string RangeText(const std::string& from, const std::string& to) {
   const std::string a = from.empty() ? "(no range)" : from, b = to.empty() ? "(no range)" : to;

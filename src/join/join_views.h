@@ -28,6 +28,11 @@ inline constexpr size_t kRequestDetailLaunches = 16;
 // slowest other launches, at most `max`.
 std::vector<uint64_t> DetailSeqs(const JoinedModel& m, size_t max);
 
+// A primary launch's duration (0 without a kernel record), and the model's match indices by it, slowest
+// first (launches without timing last): the order of the views' launch lists.
+uint64_t Dur(const PrimaryLaunch& p);
+std::vector<size_t> SlowestFirst(const JoinedModel& m);
+
 // One divergence region as one line of text.
 std::string DivergenceText(const DivergenceRegion& d);
 

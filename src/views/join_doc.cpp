@@ -15,7 +15,9 @@
 namespace twinscope::views {
 namespace {
 
+using join::Dur;
 using join::JoinedModel;
+using join::SlowestFirst;
 
 DimsDoc Dims(Dim3 d) { return {d.x, d.y, d.z}; }
 
@@ -23,18 +25,6 @@ std::string Hex(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
   return buf;
-}
-
-uint64_t Dur(const join::PrimaryLaunch& p) { return p.have_kernel ? p.end_ns - p.start_ns : 0; }
-
-// Match indices, slowest primary duration first (launches without timing last).
-std::vector<size_t> SlowestFirst(const JoinedModel& m) {
-  std::vector<size_t> order(m.matches.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return Dur(m.primary[m.matches[a].primary]) > Dur(m.primary[m.matches[b].primary]);
-  });
-  return order;
 }
 
 ReadDoc Read(const stats::TraceStats& s) { return {ReadEndName(s.report.end), s.report.ok(), s.report.message}; }

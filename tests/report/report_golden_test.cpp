@@ -34,6 +34,7 @@ namespace {
 using nlohmann::json;
 using testing_report::MakeSampleJoin;
 using testing_report::SampleJoinOptions;
+using testing_report::SmallSampleJoin;
 
 struct Page {
   std::string name;
@@ -45,16 +46,6 @@ ReportOptions Stable() {
   ReportOptions o;
   o.inline_chartjs = false;
   o.deflate_blocks = false;
-  return o;
-}
-
-SampleJoinOptions Small() {
-  SampleJoinOptions o;
-  o.launches = 60;
-  o.detail_launches = 6;
-  o.blocks = 512;
-  o.sms = 16;
-  o.steps = 12;
   return o;
 }
 
@@ -77,27 +68,12 @@ std::string FreshDir(const std::string& name) {
   return dir;
 }
 
-// Twelve launches of one shape with block records (a straggler, fewer SMs, reordered, fewer blocks), joined
-// with their block detail; `counters` set on both collectors.
+// The fixture's twelve slow launches (testing::SlowLaunches: a straggler, fewer SMs, reordered), joined with
+// their block detail; `counters` set on both collectors.
 json TwinJoin(const std::string& name, const std::map<std::string, uint64_t>& primary_counters,
               const std::map<std::string, uint64_t>& shadow_counters) {
   const std::string dir = FreshDir(name);
-  std::vector<testing::FakeLaunch> v;
-  for (int i = 0; i < 12; ++i) {
-    testing::FakeLaunch l;
-    l.path = "step#" + std::to_string(i);
-    l.grid = {64, 1, 1};
-    l.cpu_ns = 1'000'000 * (i + 1);
-    l.dur_ns = 10'000 + 10 * static_cast<uint64_t>(i);
-    l.blocks = testing::EvenBlocks(64, 8, 2'000);
-    v.push_back(l);
-  }
-  v[3].dur_ns = 40'000;
-  v[3].blocks[50].exit_ns += 200'000;
-  v[5].dur_ns = 35'000;
-  v[5].blocks = testing::EvenBlocks(64, 2, 2'000);
-  v[7].dur_ns = 30'000;
-  for (auto& b : v[7].blocks) b.order = 63 - b.block;
+  const std::vector<testing::FakeLaunch> v = testing::SlowLaunches();
   testing::WriteOptions o;
   o.other_kernels = {"rms_norm_kernel"};
   o.primary_counters = primary_counters;
@@ -128,16 +104,16 @@ std::vector<Page> Pages() {
     p.push_back({std::move(name), std::move(join), o});
   };
   add("sample_default", MakeSampleJoin());
-  add("small", MakeSampleJoin(Small()));
+  add("small", MakeSampleJoin(SmallSampleJoin()));
   {
-    SampleJoinOptions so = Small();
+    SampleJoinOptions so = SmallSampleJoin();
     so.concurrent = true;
     so.hostile_names = false;
     so.seed = 7;
     add("small_concurrent_plain", MakeSampleJoin(so));
   }
   {
-    SampleJoinOptions so = Small();
+    SampleJoinOptions so = SmallSampleJoin();
     so.launches = 3000;
     so.launches_total = 1000000;
     ReportOptions o = Stable();
@@ -145,7 +121,7 @@ std::vector<Page> Pages() {
     add("bounded_launches", MakeSampleJoin(so), o);
   }
   {
-    SampleJoinOptions so = Small();
+    SampleJoinOptions so = SmallSampleJoin();
     so.detail_launches = 12;
     ReportOptions o = Stable();
     o.max_detail_launches = 8;
@@ -155,7 +131,7 @@ std::vector<Page> Pages() {
     add("bounded_detail_blocks", MakeSampleJoin(so), o);
   }
   {
-    SampleJoinOptions so = Small();
+    SampleJoinOptions so = SmallSampleJoin();
     so.steps = 5003;
     so.launches = 200;
     ReportOptions o = Stable();
@@ -163,14 +139,14 @@ std::vector<Page> Pages() {
     add("merged_steps", MakeSampleJoin(so), o);
   }
   {
-    SampleJoinOptions so = Small();
+    SampleJoinOptions so = SmallSampleJoin();
     so.steps = 300;
     ReportOptions o = Stable();
     o.max_drift_rows = 100;
     add("bounded_drift", MakeSampleJoin(so), o);
   }
   {  // report_test's edits of the sample (SummaryShowsTheCounts, JoinWarnings..., LossAndDrift..., names)
-    json j = MakeSampleJoin(Small());
+    json j = MakeSampleJoin(SmallSampleJoin());
     j["summary"]["exact"] = 1234;
     j["summary"]["shadow_launches"] = 1240;
     j["summary"]["time_only"] = 4;

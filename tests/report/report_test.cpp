@@ -20,6 +20,7 @@ namespace {
 using nlohmann::json;
 using testing_report::MakeSampleJoin;
 using testing_report::SampleJoinOptions;
+using testing_report::SmallSampleJoin;
 
 std::string Render(const json& join, const ReportOptions& o = {}, ReportInfo* info = nullptr) {
   StatusOr<std::string> html = RenderReport(join, o, info);
@@ -48,16 +49,6 @@ size_t Occurrences(const std::string& s, const std::string& needle) {
   return n;
 }
 
-SampleJoinOptions Small() {
-  SampleJoinOptions o;
-  o.launches = 60;
-  o.detail_launches = 6;
-  o.blocks = 512;
-  o.sms = 16;
-  o.steps = 12;
-  return o;
-}
-
 TEST(Report, RefusesWhatIsNotAJoin) {
   StatusOr<std::string> r = RenderReport(json::object({{"format", "twinscope-trace"}}));
   ASSERT_FALSE(r.ok());
@@ -70,7 +61,7 @@ TEST(Report, RefusesWhatIsNotAJoin) {
 
 TEST(Report, HasEverySectionAndItsScripts) {
   ReportInfo info;
-  std::string html = Render(MakeSampleJoin(Small()), {}, &info);
+  std::string html = Render(MakeSampleJoin(SmallSampleJoin()), {}, &info);
   for (const char* id : {"summary", "why-slow", "blocks", "launches", "steps", "drift", "loss"})
     EXPECT_NE(html.find(std::string("<section id=\"") + id + "\">"), std::string::npos) << id;
   for (const char* id : {"ts-errors", "ts-launch-select", "ts-heatmap", "ts-order", "ts-heatmap-ref", "ts-steps",
@@ -94,7 +85,7 @@ TEST(Report, WithoutChartJsSaysSo) {
   ReportOptions o;
   o.inline_chartjs = false;
   ReportInfo info;
-  std::string html = Render(MakeSampleJoin(Small()), o, &info);
+  std::string html = Render(MakeSampleJoin(SmallSampleJoin()), o, &info);
   EXPECT_FALSE(info.charts);
   EXPECT_EQ(html.find("Chart.js v"), std::string::npos);
   EXPECT_NE(html.find("Charts drawn by the report's own code (built without Chart.js)"), std::string::npos);
@@ -102,7 +93,7 @@ TEST(Report, WithoutChartJsSaysSo) {
 }
 
 TEST(Report, TraceStringsCannotBreakOutOfTheMarkup) {
-  json join = MakeSampleJoin(Small());
+  json join = MakeSampleJoin(SmallSampleJoin());
   std::string html = Render(join);
   // The hostile kernel name is nowhere raw: not in the markup, not in the embedded JSON.
   EXPECT_EQ(html.find("</script><script>window.tsPwned"), std::string::npos);
@@ -156,7 +147,7 @@ TEST(Report, EscapingHelpers) {
 }
 
 TEST(Report, SummaryShowsTheCounts) {
-  json join = MakeSampleJoin(Small());
+  json join = MakeSampleJoin(SmallSampleJoin());
   join["summary"]["exact"] = 1234;
   join["summary"]["shadow_launches"] = 1240;
   join["summary"]["time_only"] = 4;
@@ -174,7 +165,7 @@ TEST(Report, SummaryShowsTheCounts) {
 }
 
 TEST(Report, JoinWarningsAndProbeLossesAreShown) {
-  json join = MakeSampleJoin(Small());
+  json join = MakeSampleJoin(SmallSampleJoin());
   join["warnings"] = {"shadow trace is damaged: chunk 3 has a bad checksum; joined what could be read"};
   join["summary"]["shadow_without_blocks"] = 4;
   join["shadow"]["probe_counters"]["blocks_overflow"] = 12;
@@ -199,7 +190,7 @@ TEST(Report, JoinWarningsAndProbeLossesAreShown) {
 }
 
 TEST(Report, CommandLineFromItsArguments) {
-  json join = MakeSampleJoin(Small());
+  json join = MakeSampleJoin(SmallSampleJoin());
   join["primary"]["command_line"] = {"python3", "app.py", "--name", "a b", "it's"};
   EXPECT_NE(Render(join).find("<code>python3 app.py --name &#39;a b&#39; &#39;it&#39;\\&#39;&#39;s&#39;</code>"),
             std::string::npos);
@@ -208,7 +199,7 @@ TEST(Report, CommandLineFromItsArguments) {
 }
 
 TEST(Report, LossAndDriftAreHighlighted) {
-  json join = MakeSampleJoin(Small());
+  json join = MakeSampleJoin(SmallSampleJoin());
   join["shadow"]["loss"]["writer_dropped"] = 5;
   join["shadow"]["loss"]["findings"].push_back({{"name", "writer_dropped_records"},
                                                 {"value", 5},
@@ -244,7 +235,7 @@ TEST(Report, LossAndDriftAreHighlighted) {
 }
 
 TEST(Report, BoundsTheLaunchTableAndKeepsReferencedLaunches) {
-  SampleJoinOptions so = Small();
+  SampleJoinOptions so = SmallSampleJoin();
   so.launches = 3000;
   so.launches_total = 1000000;
   json join = MakeSampleJoin(so);
@@ -278,7 +269,7 @@ TEST(Report, BoundsTheLaunchTableAndKeepsReferencedLaunches) {
 }
 
 TEST(Report, BoundsTheBlockDetail) {
-  SampleJoinOptions so = Small();
+  SampleJoinOptions so = SmallSampleJoin();
   so.detail_launches = 12;
   json join = MakeSampleJoin(so);
   ReportOptions o;
@@ -305,7 +296,7 @@ TEST(Report, BoundsTheBlockDetail) {
 }
 
 TEST(Report, MergesStepsPastTheBoundAndKeepsTheirSums) {
-  SampleJoinOptions so = Small();
+  SampleJoinOptions so = SmallSampleJoin();
   so.steps = 5003;
   so.launches = 200;
   json join = MakeSampleJoin(so);
@@ -331,7 +322,7 @@ TEST(Report, MergesStepsPastTheBoundAndKeepsTheirSums) {
 }
 
 TEST(Report, BoundsDriftRowsAndSumsTheRest) {
-  SampleJoinOptions so = Small();
+  SampleJoinOptions so = SmallSampleJoin();
   so.steps = 300;
   json join = MakeSampleJoin(so);
   ReportOptions o;
@@ -349,7 +340,7 @@ TEST(Report, BoundsDriftRowsAndSumsTheRest) {
 }
 
 TEST(Report, WhySlowShowsVerdictsAndSentences) {
-  json join = MakeSampleJoin(Small());
+  json join = MakeSampleJoin(SmallSampleJoin());
   std::string html = Render(join);
   for (const char* v : {"v-straggler", "v-fewer_sms", "v-reordered", "v-fewer_blocks", "v-none"})
     EXPECT_NE(html.find(v), std::string::npos) << v;
@@ -370,7 +361,7 @@ TEST(Report, MissingPartsAreSaidNotFatal) {
   EXPECT_NE(html.find("The join holds no loss counters."), std::string::npos);
   EXPECT_EQ(info.launch_rows, 0u);
   // Wrong types where numbers and objects belong do not throw either.
-  json bad = MakeSampleJoin(Small());
+  json bad = MakeSampleJoin(SmallSampleJoin());
   bad["summary"]["exact"] = "many";
   bad["launches"][0]["primary"] = 7;
   bad["launches"][1] = "x";
@@ -386,11 +377,11 @@ TEST(Report, WriteReportWritesTheFileOrSaysWhy) {
   std::filesystem::create_directories(dir);
   std::string path = dir + "/report.html";
   ReportInfo info;
-  Status s = WriteReport(MakeSampleJoin(Small()), path, {}, &info);
+  Status s = WriteReport(MakeSampleJoin(SmallSampleJoin()), path, {}, &info);
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_EQ(std::filesystem::file_size(path), info.bytes);
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
-  s = WriteReport(MakeSampleJoin(Small()), dir + "/no/such/dir/report.html");
+  s = WriteReport(MakeSampleJoin(SmallSampleJoin()), dir + "/no/such/dir/report.html");
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("no/such/dir/report.html: cannot write the report"), std::string::npos) << s.message();
   s = WriteReport(json::object(), path);
@@ -426,7 +417,7 @@ TEST(Report, LongKernelNamesAreShortWithTheFullNameOnHover) {
             std::string(31, 'x') + "\xE2\x80\xA6" + std::string(27, 'x') + "<int");
 
   // In the page: why slow's heading and the selector show the short name, the full one in a title.
-  json join = MakeSampleJoin(Small());
+  json join = MakeSampleJoin(SmallSampleJoin());
   join["why_slow"][0]["kernel"] = flash;
   for (auto& l : join["launches"]) l["kernel"] = flash;
   std::string html = Render(join);

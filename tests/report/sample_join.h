@@ -27,6 +27,17 @@ inline constexpr const char* kSlowKinds[] = {"straggler", "fewer_sms", "reordere
 
 nlohmann::json MakeSampleJoin(const SampleJoinOptions& options = {});
 
+// A small sample (60 launches, 6 with the blocks of 512-block grids on 16 SMs, 12 steps): quick pages for tests.
+inline SampleJoinOptions SmallSampleJoin() {
+  SampleJoinOptions o;
+  o.launches = 60;
+  o.detail_launches = 6;
+  o.blocks = 512;
+  o.sms = 16;
+  o.steps = 12;
+  return o;
+}
+
 // A kernel name that holds every sequence the report must escape.
 inline constexpr const char* kHostileKernel =
     "evil<int>::k</script><script>window.tsPwned=1</script>&amp;\"quoted\" 'single' <!-- \xff\xfe end";

@@ -18,6 +18,7 @@ Status SqliteMissing(const std::string& instead) {
 #include <set>
 #include <stdexcept>
 
+#include "format/tee_sink.h"
 #include "procs/rank_inputs.h"
 #include "views/export/sqlite_db.h"
 #include "views/export/sqlite_ranks.h"
@@ -170,24 +171,6 @@ template <class R>
 Row& BindPlace(Row& row, const R& r) {
   return row.I(r.device).I(r.context).I(r.stream).I(r.correlation_id).I(r.graph_id).I(r.graph_node_id).I(r.flags);
 }
-
-// Forwards every record to two sinks (the database's, and the rank comparison's steps).
-class TeeSink : public RecordSink {
- public:
-  TeeSink(RecordSink& a, RecordSink& b) : a_(a), b_(b) {}
-  void OnKernel(const KernelRecord& r) override { a_.OnKernel(r), b_.OnKernel(r); }
-  void OnMemcpy(const MemcpyRecord& r) override { a_.OnMemcpy(r), b_.OnMemcpy(r); }
-  void OnMemset(const MemsetRecord& r) override { a_.OnMemset(r), b_.OnMemset(r); }
-  void OnApi(const ApiRecord& r) override { a_.OnApi(r), b_.OnApi(r); }
-  void OnNvtx(const NvtxRecord& r) override { a_.OnNvtx(r), b_.OnNvtx(r); }
-  void OnLaunch(const LaunchRecord& r) override { a_.OnLaunch(r), b_.OnLaunch(r); }
-  void OnBlock(const BlockRecord& r) override { a_.OnBlock(r), b_.OnBlock(r); }
-  void OnStatus(const nlohmann::json& s, bool summary) override { a_.OnStatus(s, summary), b_.OnStatus(s, summary); }
-
- private:
-  RecordSink& a_;
-  RecordSink& b_;
-};
 
 class SqliteSink : public RecordSink {
  public:
