@@ -52,8 +52,8 @@ phase setup-deps
 scripts/setup-deps.sh
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
 phase configure
-# TWINSCOPE_FAST_BUILD: unity builds, line tables only, tests at -O1; the product code keeps -O2
-# (cmake/TwinscopeFastBuild.cmake; bench/RESULTS.md, "The test command's time").
+# TWINSCOPE_FAST_BUILD: unity builds, line tables only, -O1 (tests' own files -O0) but the collector the launch-path
+# budget measures, which keeps -O2 (cmake/TwinscopeFastBuild.cmake; bench/RESULTS.md, "The test command's time").
 cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTWINSCOPE_BUILD_TESTS=ON -DTWINSCOPE_FAST_BUILD=ON
 # The fuzz build (clang, ASan and UBSan) runs beside everything below at the lowest priority (nice 19): it takes
 # only the CPU the main build and the tests leave idle (the main build's serial tail of links and its longest

@@ -11,21 +11,17 @@
 #include "join/join_model.h"
 #include "join/join_views.h"
 #include "join_fixture.h"
+#include "join_test_util.h"
 #include "views/join_doc.h"
 
 namespace twinscope {
 namespace {
 
+using testing::Dir;
+using testing::Join;
+
 using testing::FakeLaunch;
 using testing::WriteTwin;
-
-std::string Dir() { return testing::TestDir("twinscope_div"); }
-
-join::JoinedModel Join(const testing::TwinFiles& f, join::JoinOptions o = {}) {
-  auto m = join::JoinTraces(f.primary, f.shadow, o);
-  EXPECT_TRUE(m.ok()) << m.status().message();
-  return m.ok() ? std::move(*m) : join::JoinedModel{};
-}
 
 // One step of `per_step` launches, grid x = `content` (what the step did).
 void AddStep(std::vector<FakeLaunch>& v, const std::string& primary_path, const std::string& shadow_path,
@@ -77,7 +73,9 @@ TEST(Divergence, ExtraLeadingDecodeStepNoLongerShiftsPairs) {
   EXPECT_EQ(m.summary.unmatched_shadow, 3u);
   ExpectExactIsExact(m);
   for (const auto& mt : m.matches) {
-    if (mt.kind == join::MatchKind::kExact) EXPECT_EQ(m.shadow[mt.shadow].seq, mt.primary + 3) << "one step off";
+    if (mt.kind == join::MatchKind::kExact) {
+      EXPECT_EQ(m.shadow[mt.shadow].seq, mt.primary + 3) << "one step off";
+    }
   }
   ASSERT_EQ(m.divergences.size(), 1u);
   EXPECT_EQ(m.divergences[0].shadow_launches, 3u);

@@ -14,21 +14,17 @@
 #include "join/join_model.h"
 #include "join/join_views.h"
 #include "join_fixture.h"
+#include "join_test_util.h"
 #include "served_scene.h"
 
 namespace twinscope {
 namespace {
 
+using testing::Dir;
+using testing::Join;
+
 using nlohmann::json;
 using testing::FakeLaunch;
-
-std::string Dir() { return testing::TestDir("twinscope_join_doc"); }
-
-join::JoinedModel Join(const testing::TwinFiles& f, join::JoinOptions o = {}) {
-  auto m = join::JoinTraces(f.primary, f.shadow, o);
-  EXPECT_TRUE(m.ok()) << m.status().message();
-  return m.ok() ? std::move(*m) : join::JoinedModel{};
-}
 
 // ToJson(doc) read back is `doc`, and written again is the same JSON.
 void ExpectRoundTrip(const views::JoinDoc& doc) {

@@ -12,17 +12,19 @@
 #include "join/join_model.h"
 #include "join/join_views.h"
 #include "join_fixture.h"
+#include "join_test_util.h"
 #include "views/join_doc.h"
 
 namespace twinscope {
 namespace {
 
+using testing::Dir;
+using testing::Join;
+
 using testing::EvenBlocks;
 using testing::FakeBlock;
 using testing::FakeLaunch;
 using testing::WriteTwin;
-
-std::string Dir() { return testing::TestDir("twinscope_join"); }
 
 // `steps` decode steps, each with `per_step` target launches, 1 ms apart.
 std::vector<FakeLaunch> Steps(int steps, int per_step) {
@@ -39,12 +41,6 @@ std::vector<FakeLaunch> Steps(int steps, int per_step) {
     }
   }
   return v;
-}
-
-join::JoinedModel Join(const testing::TwinFiles& f, join::JoinOptions o = {}) {
-  auto m = join::JoinTraces(f.primary, f.shadow, o);
-  EXPECT_TRUE(m.ok()) << m.status().message();
-  return m.ok() ? std::move(*m) : join::JoinedModel{};
 }
 
 TEST(Join, IdenticalRunsMatchExactly) {

@@ -14,13 +14,14 @@
 
 #include "join/join_views.h"
 #include "join_fixture.h"
+#include "join_test_util.h"
 #include "served_scene.h"
 #include "views/join_doc.h"
 
 namespace twinscope {
 namespace {
 
-std::string Dir() { return testing::TestDir("twinscope_model"); }
+using testing::Dir;
 
 std::string Printed(const join::JoinedModel& m) {
   char* buf = nullptr;

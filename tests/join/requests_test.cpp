@@ -14,11 +14,14 @@
 #include "join/join_model.h"
 #include "join/join_views.h"
 #include "join_fixture.h"
+#include "join_test_util.h"
 #include "served_scene.h"
 #include "views/join_doc.h"
 
 namespace twinscope {
 namespace {
+
+using testing::Dir;
 
 using nlohmann::json;
 using testing::FakeLaunch;
@@ -27,15 +30,6 @@ using testing::kOddId;
 using testing::RequestTrace;
 using testing::Schedule;
 using testing::Served;
-
-std::string Dir() {
-  auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  auto d = std::filesystem::temp_directory_path() /
-           ("twinscope_requests_" + std::to_string(getpid()) + "_" + info->test_suite_name() + "_" + info->name());
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d.string();
-}
 
 TEST(StepRange, OnlyTheLeadingKindAndIndexAreRead) {
   uint64_t i = 0;

@@ -11,6 +11,7 @@
 #include "join/join_model.h"
 #include "join/join_views.h"
 #include "join_fixture.h"
+#include "report_test_util.h"
 #include "stats/trace_stats.h"
 #include "twinscope/counters.h"
 #include "views/join_doc.h"
@@ -24,6 +25,7 @@ namespace twinscope {
 namespace {
 
 using nlohmann::json;
+using testing_report::Occurrences;
 
 constexpr uint32_t kLaunches = 4, kBlocks = 8;  // WriteTwin's default grid: 8 blocks, all recorded
 
@@ -74,12 +76,6 @@ Joined JoinAndRender(const testing::WriteOptions& o, const std::string& name) {
   EXPECT_TRUE(html.ok()) << html.status().message();
   if (html.ok()) j.html = *html;
   return j;
-}
-
-size_t Occurrences(const std::string& s, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
-  return n;
 }
 
 TEST(ReportLoss, LosslessRunShowsNoLossAnywhere) {

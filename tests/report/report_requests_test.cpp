@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "join/join_views.h"
+#include "report_test_util.h"
 #include "sample_join.h"
 #include "served_scene.h"
 #include "views/join_doc.h"
@@ -16,7 +17,9 @@ namespace twinscope {
 namespace {
 
 using nlohmann::json;
+using testing_report::EmbeddedData;
 using testing_report::MakeSampleJoin;
+using testing_report::Render;
 using testing_report::SampleJoinOptions;
 
 json SmallJoin() {
@@ -80,18 +83,6 @@ json WithRequests(json join, size_t requests, size_t steps_each, const std::stri
                       {"rows", rows},
                       {"steps", steps}};
   return join;
-}
-
-std::string Render(const json& join, const ReportOptions& o = {}, ReportInfo* info = nullptr) {
-  StatusOr<std::string> html = RenderReport(join, o, info);
-  EXPECT_TRUE(html.ok()) << html.status().message();
-  return html.ok() ? *html : std::string();
-}
-
-json EmbeddedData(const std::string& html) {
-  const std::string open = "<script type=\"application/json\" id=\"ts-data\">";
-  size_t at = html.find(open) + open.size();
-  return json::parse(html.substr(at, html.find("</script>", at) - at));
 }
 
 TEST(ReportRequests, ListsRequestsWithTheirFiguresAndEmbedsTheirSteps) {

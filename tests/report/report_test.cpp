@@ -10,6 +10,7 @@
 #include <regex>
 #include <sstream>
 
+#include "report_test_util.h"
 #include "sample_join.h"
 #include "views/report/fields.h"
 #include "views/report/html.h"
@@ -18,36 +19,13 @@ namespace twinscope {
 namespace {
 
 using nlohmann::json;
+using testing_report::EmbeddedData;
 using testing_report::MakeSampleJoin;
+using testing_report::Occurrences;
+using testing_report::Render;
 using testing_report::SampleJoinOptions;
+using testing_report::ScriptText;
 using testing_report::SmallSampleJoin;
-
-std::string Render(const json& join, const ReportOptions& o = {}, ReportInfo* info = nullptr) {
-  StatusOr<std::string> html = RenderReport(join, o, info);
-  EXPECT_TRUE(html.ok()) << html.status().message();
-  return html.ok() ? *html : std::string();
-}
-
-// The text of the element that starts with `open` (up to its "</script>").
-std::string ScriptText(const std::string& html, const std::string& open) {
-  size_t at = html.find(open);
-  if (at == std::string::npos) return "";
-  at += open.size();
-  return html.substr(at, html.find("</script>", at) - at);
-}
-
-json EmbeddedData(const std::string& html) {
-  std::string text = ScriptText(html, "<script type=\"application/json\" id=\"ts-data\">");
-  json j = json::parse(text, nullptr, false);
-  EXPECT_FALSE(j.is_discarded()) << "embedded data is not JSON";
-  return j;
-}
-
-size_t Occurrences(const std::string& s, const std::string& needle) {
-  size_t n = 0;
-  for (size_t at = s.find(needle); at != std::string::npos; at = s.find(needle, at + 1)) ++n;
-  return n;
-}
 
 TEST(Report, RefusesWhatIsNotAJoin) {
   StatusOr<std::string> r = RenderReport(json::object({{"format", "twinscope-trace"}}));

@@ -17,7 +17,7 @@ nlohmann::json Status(std::initializer_list<std::pair<const char*, uint64_t>> c,
   return j;
 }
 
-LaunchRecord Launch(uint64_t seq, uint32_t grid = 1, uint32_t blocks_recorded = 0) {
+LaunchRecord BlockLaunch(uint64_t seq, uint32_t grid = 1, uint32_t blocks_recorded = 0) {
   LaunchRecord r{};
   r.seq = seq;
   r.grid = {grid, 1, 1};
@@ -53,10 +53,10 @@ ReadReport NoSummary() {
 
 // 6 launches and 4 kernel records, a STATUS, then 4 launches and 3 kernels.
 void FeedKilledPrimary(StatsBuilder& b, bool final_status) {
-  for (uint64_t i = 0; i < 6; ++i) b.OnLaunch(Launch(i));
+  for (uint64_t i = 0; i < 6; ++i) b.OnLaunch(BlockLaunch(i));
   for (int i = 0; i < 4; ++i) b.OnKernel(Kernel());
   b.OnStatus(Status({{counters::kLaunchesSeen, 5}, {counters::kKernelRecords, 4}}, 3'500'000'000), final_status);
-  for (uint64_t i = 6; i < 10; ++i) b.OnLaunch(Launch(i));
+  for (uint64_t i = 6; i < 10; ++i) b.OnLaunch(BlockLaunch(i));
   for (int i = 0; i < 3; ++i) b.OnKernel(Kernel());
 }
 
@@ -123,7 +123,7 @@ TEST(LossBasis, RecordsThatCannotProveItLeaveTheVerdictToTheLastCounters) {
   }
   {  // kernel records not written (--kinds without kernel): launch records alone prove nothing
     StatsBuilder b;
-    for (uint64_t i = 0; i < 4; ++i) b.OnLaunch(Launch(i));
+    for (uint64_t i = 0; i < 4; ++i) b.OnLaunch(BlockLaunch(i));
     b.OnStatus(Status({{counters::kLaunchesSeen, 4}, {counters::kKernelRecords, 4}}), false);
     nlohmann::json header = kPrimary;
     header["config"] = {{"written_kinds", {"api", "nvtx"}}};
@@ -141,8 +141,8 @@ TEST(LossBasis, RecordsThatCannotProveItLeaveTheVerdictToTheLastCounters) {
   }
   {  // launch records but no STATUS at all: the file alone
     StatsBuilder b;
-    b.OnLaunch(Launch(0));
-    b.OnLaunch(Launch(1));
+    b.OnLaunch(BlockLaunch(0));
+    b.OnLaunch(BlockLaunch(1));
     b.OnKernel(Kernel());
     TraceStats s = b.Finish({}, kPrimary, NoSummary());
     EXPECT_EQ(s.loss.basis, LossBasis::kFile);
@@ -156,13 +156,13 @@ TEST(LossBasis, ShadowWithoutSummaryCountsBlocksOfTheLaunchRecordsInTheFile) {
   b.set_keep_launches(true);
   // Launch 0: 4 blocks, all recorded. Launch 1: 3 blocks, the probe wrote 3 but
   // only 1 reached the file. Then a STATUS, and launch 2: 2 blocks, both there.
-  b.OnLaunch(Launch(0, 4, 4));
+  b.OnLaunch(BlockLaunch(0, 4, 4));
   for (uint32_t i = 0; i < 4; ++i) b.OnBlock(Block(0, i));
-  b.OnLaunch(Launch(1, 3, 3));
+  b.OnLaunch(BlockLaunch(1, 3, 3));
   b.OnBlock(Block(1, 0));
   b.OnStatus(Status({{counters::kLaunchesTraced, 5}, {counters::kBlocksExpected, 14}, {counters::kBlocksRecorded, 5}}),
              false);
-  b.OnLaunch(Launch(2, 2, 2));
+  b.OnLaunch(BlockLaunch(2, 2, 2));
   b.OnBlock(Block(2, 0));
   b.OnBlock(Block(2, 1));
   TraceStats s = b.Finish({}, kShadow, NoSummary());
