@@ -61,6 +61,10 @@ std::string ChatRequestPrompt(const ChatLoadOptions& o, int i);
 
 ChatLoadReport RunChatLoad(const ChatLoadOptions& o);
 
+// GET <base>/v1/models of a demo server: its vocabulary size and default seed. False, with `error` set, when the
+// server cannot be reached or is no twinscope-demo-server.
+bool FetchModelInfo(const std::string& base, int* vocab, uint64_t* seed, std::string* error);
+
 // p-th percentile (0..100) of `v` by nearest rank; -1 for an empty vector.
 double Percentile(std::vector<double> v, double p);
 

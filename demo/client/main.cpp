@@ -12,49 +12,8 @@
 
 #include "client/chat_client.h"
 #include "client/mirror_latency.h"
-#include "net/beast.h"
 #include "net/url.h"
 #include "server/text.h"
-
-namespace twinscope::demo {
-namespace {
-
-// GET /v1/models: the demo server's vocabulary size and default seed.
-bool FetchModelInfo(const std::string& base, int* vocab, uint64_t* seed, std::string* error) {
-  auto url = ParseHttpUrl(base);
-  if (!url.ok()) {
-    *error = url.status().message();
-    return false;
-  }
-  try {
-    asio::io_context ioc;
-    tcp::resolver resolver(ioc);
-    beast::tcp_stream s(ioc);
-    s.expires_after(std::chrono::seconds(10));
-    s.connect(resolver.resolve(url->host, std::to_string(url->port)));
-    http::request<http::empty_body> req{http::verb::get, url->path + "/v1/models", 11};
-    req.set(http::field::host, url->HostHeader());
-    http::write(s, req);
-    beast::flat_buffer buf;
-    http::response<http::string_body> res;
-    http::read(s, buf, res);
-    auto j = nlohmann::json::parse(res.body(), nullptr, false);
-    if (res.result_int() != 200 || !j.is_object() || !j.contains("data") || j["data"].empty() ||
-        !j["data"][0].contains("vocab_size")) {
-      *error = "GET " + url->ToString() + "/v1/models gave no vocab_size (is it a twinscope-demo-server?)";
-      return false;
-    }
-    *vocab = j["data"][0]["vocab_size"].get<int>();
-    *seed = j["data"][0].value("seed", uint64_t{0});
-    return true;
-  } catch (const std::exception& e) {
-    *error = "GET " + base + "/v1/models: " + e.what();
-    return false;
-  }
-}
-
-}  // namespace
-}  // namespace twinscope::demo
 
 int main(int argc, char** argv) {
   using namespace twinscope::demo;
