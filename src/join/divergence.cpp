@@ -5,10 +5,10 @@
 #include <set>
 #include <unordered_set>
 
+#include "launchkey/launch_key.h"
+
 namespace twinscope::join {
 namespace {
-
-std::string TopLevel(const std::string& path) { return path.substr(0, path.find('/')); }
 
 bool Has(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
 
@@ -39,7 +39,7 @@ void ExplainDivergence(JoinedModel& m) {
         cudnn |= Has(k, "cudnn");
         xla |= Has(k, "xla") || Has(k, "_fusion");
       }
-      if (seen.insert("\x1f" + TopLevel(path)).second) {
+      if (seen.insert("\x1f" + std::string(TopLevelRange(path))).second) {
         xla |= Has(path, "TSL::Thunk") || Has(path, "XlaModule") || Has(path, "unique_hlo_op_id");
         serving |= Has(path, "prefill step ") || Has(path, "decode step ");
       }
@@ -126,8 +126,8 @@ void ExplainDivergence(JoinedModel& m) {
   // Step counts: top-level range instances with target launches on each side.
   {
     std::unordered_set<std::string> ps, ss;
-    for (const auto& p : m.primary) ps.insert(TopLevel(p.path));
-    for (const auto& x : m.shadow) ss.insert(TopLevel(x.path));
+    for (const auto& p : m.primary) ps.insert(std::string(TopLevelRange(p.path)));
+    for (const auto& x : m.shadow) ss.insert(std::string(TopLevelRange(x.path)));
     const bool comparable = !s.alignment.sampled && m.shadow_side.stats.report.end == ReadEnd::kComplete;
     if (comparable && ps.size() != ss.size() && (ps.size() > 1 || ss.size() > 1)) {
       DivergenceReason r{"step_count", "", ""};

@@ -14,6 +14,7 @@
 #include "join/match.h"
 #include "join/record_log.h"
 #include "join/why_slow.h"
+#include "launchkey/launch_key.h"
 #include "twinscope/trace_reader.h"
 
 namespace twinscope::join {
@@ -58,8 +59,6 @@ bool ValidTimes(uint64_t start, uint64_t end, uint32_t flags) {
 }
 
 // First element of a key path: "step#3/attn#0" -> "step#3".
-std::string TopLevel(const std::string& path) { return path.substr(0, path.find('/')); }
-
 // The primary's target launches: launch records of target kernels tied to
 // their kernel records (by correlation id and key hash), plus kernel records
 // whose launch record is missing; and per-top-level-range kernel time.
@@ -170,7 +169,7 @@ class PrimarySink : public RecordSink {
   StepRow& Step(StringId path) {
     auto it = step_index_.find(path);
     if (it == step_index_.end()) {
-      std::string top = TopLevel(std::string(reader_.String(path)));
+      std::string top = std::string(TopLevelRange(reader_.String(path)));
       auto named = step_by_name_.find(top);
       size_t idx;
       if (named == step_by_name_.end()) {

@@ -10,13 +10,12 @@
 
 #include "join/align.h"
 #include "join/range_names.h"
+#include "launchkey/launch_key.h"
 
 namespace twinscope::join {
 namespace {
 
 bool SameDims(Dim3 a, Dim3 b) { return a.x == b.x && a.y == b.y && a.z == b.z; }
-
-std::string TopLevel(const std::string& path) { return path.substr(0, path.find('/')); }
 
 // Primary launches of one kernel, by launch time, for nearest-in-time search.
 struct TimeIndex {
@@ -206,11 +205,13 @@ void MatchLaunches(JoinedModel& m) {
     r.shadow_launches = b1 - b0, r.primary_launches = a1 - a0;
     if (b1 > b0) {
       r.first_seq = m.shadow[b0].seq, r.last_seq = m.shadow[b1 - 1].seq;
-      r.shadow_from = TopLevel(m.shadow[b0].path), r.shadow_to = TopLevel(m.shadow[b1 - 1].path);
+      r.shadow_from = std::string(TopLevelRange(m.shadow[b0].path)),
+      r.shadow_to = std::string(TopLevelRange(m.shadow[b1 - 1].path));
     }
     if (a1 > a0) {
       r.first_primary = a0, r.last_primary = a1 - 1;
-      r.primary_from = TopLevel(m.primary[a0].path), r.primary_to = TopLevel(m.primary[a1 - 1].path);
+      r.primary_from = std::string(TopLevelRange(m.primary[a0].path)),
+      r.primary_to = std::string(TopLevelRange(m.primary[a1 - 1].path));
     }
     std::unordered_map<std::string, std::vector<size_t>> primary_of_kernel;
     for (size_t a = a0; a < a1; ++a) primary_of_kernel[m.primary[a].kernel].push_back(a);
@@ -400,7 +401,7 @@ void MatchLaunches(JoinedModel& m) {
   // 4. Drift per top-level range of the shadow's launches.
   std::map<std::string, size_t> row;
   auto drift = [&](const std::string& path) -> DriftRow& {
-    std::string top = TopLevel(path);
+    std::string top = std::string(TopLevelRange(path));
     auto it = row.find(top);
     if (it == row.end()) {
       it = row.emplace(top, m.drift.size()).first;

@@ -11,6 +11,7 @@
 
 #include "join/join_model.h"
 #include "join/why_slow.h"
+#include "launchkey/launch_key.h"
 
 namespace twinscope::join {
 namespace {
@@ -210,7 +211,7 @@ void BuildRequestTable(JoinedModel* mp, const RequestInputs& in) {
     const std::string& path = m.primary[i].path;
     uint64_t index = 0;
     std::string kind;
-    if (!ParseStepRange(std::string_view(path).substr(0, path.find('/')), &index, &kind)) continue;
+    if (!ParseStepRange(TopLevelRange(path), &index, &kind)) continue;
     ServedStep& s = step(index);
     if (s.kind.empty()) s.kind = kind;
     s.target_launches.push_back(i);

@@ -26,6 +26,21 @@ uint64_t LaunchKeyHash(std::string_view path, std::string_view kernel, uint32_t 
   return Fnv(h, std::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
 }
 
+namespace {
+// Whether path[0, end) ends an element: "...#<digits>".
+bool EndsAnElement(std::string_view path, size_t end) {
+  size_t d = end;
+  while (d > 0 && path[d - 1] >= '0' && path[d - 1] <= '9') --d;
+  return d < end && d > 0 && path[d - 1] == '#';
+}
+}  // namespace
+
+std::string_view TopLevelRange(std::string_view path) {
+  for (size_t i = path.find('/'); i != std::string_view::npos; i = path.find('/', i + 1))
+    if (EndsAnElement(path, i)) return path.substr(0, i);
+  return EndsAnElement(path, path.size()) ? path : path.substr(0, path.find('/'));
+}
+
 uint64_t RangeStack::NextSerial() {
   static std::atomic<uint64_t> next{1};
   return next.fetch_add(1, std::memory_order_relaxed);

@@ -41,6 +41,12 @@ inline constexpr uint32_t kLaunchKeyVersion = 1;
 // formatting, no allocation.
 uint64_t LaunchKeyHash(std::string_view path, std::string_view kernel, uint32_t ordinal, Dim3 grid, Dim3 block);
 
+// The outermost element of a key path: "decode step 3 [a/b]#0/attn#1" -> "decode step 3 [a/b]#0". It ends at
+// the first '/' after "#<digits>" (an element's end), so a '/' in a range's own name (a request id, a file
+// path) does not cut it; only a name that itself holds "#<digits>/" still does. A path whose elements lack
+// "#k" (no collector writes one) ends at its first '/'. Points into `path`.
+std::string_view TopLevelRange(std::string_view path);
+
 // The push/pop ranges open on one thread, with the counters that make keys.
 // Not thread-safe: one per thread (ThreadRangeStack()).
 class RangeStack {

@@ -63,6 +63,9 @@ TEST(Requests, EachRequestGetsItsStepsKernelTimeShareAndMatches) {
 
   // A step: two target launches of 10 us (+ two others of 500 ns), batch and padding from the schedule.
   const join::ServedStep& s1 = t.steps[1];
+  // The step's range whole: the '/' in the odd request id does not cut it (TopLevelRange).
+  EXPECT_EQ(t.steps[0].range, std::string("prefill step 0 [r0:5,") + testing::kOddId + ":3]#0");
+  EXPECT_EQ(s1.range, std::string("decode step 1 [r0:1,") + testing::kOddId + ":1]#0");
   EXPECT_EQ(s1.index, 1u);
   EXPECT_EQ(s1.kind, "decode");
   EXPECT_EQ(s1.batch, 2);

@@ -32,6 +32,24 @@ TEST(LaunchKey, PathCountsRangeOccurrencesUnderTheirParent) {
   EXPECT_EQ(s.depth(), 0u);
 }
 
+TEST(LaunchKey, TopLevelRangeEndsAtTheFirstElementsEndNotAtASlashInAName) {
+  EXPECT_EQ(TopLevelRange(""), "");
+  EXPECT_EQ(TopLevelRange("step#17"), "step#17");
+  EXPECT_EQ(TopLevelRange("step#17/attn#0"), "step#17");
+  // A request id (or any name) holding '/' stays whole, also with ranges under it.
+  RangeStack s;
+  s.Push("", "decode step 3 [a/b:1,c/d#x:1]");
+  s.Push("", "attn/x");
+  EXPECT_EQ(TopLevelRange(s.path()), "decode step 3 [a/b:1,c/d#x:1]#0");
+  s.Pop("");
+  EXPECT_EQ(TopLevelRange(s.path()), "decode step 3 [a/b:1,c/d#x:1]#0");
+  s.Pop("");
+  s.Push("", "decode step 4 [a/b]");
+  EXPECT_EQ(TopLevelRange(s.path()), "decode step 4 [a/b]#0");  // one element, a '/' in it
+  // A path no collector writes (elements without "#k") ends at its first '/', as before.
+  EXPECT_EQ(TopLevelRange("a/b/c"), "a");
+}
+
 TEST(LaunchKey, OrdinalCountsLaunchesOfOneKernelInTheInnermostInstance) {
   RangeStack s;
   s.Push("", "step");

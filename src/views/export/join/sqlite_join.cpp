@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "join/join_views.h"
+#include "launchkey/launch_key.h"
 #include "views/export/join/block_detail.h"
 #include "views/export/sqlite_db.h"
 #include "views/export/sqlite_ranks.h"
@@ -24,7 +25,8 @@ constexpr const char* kSchema = R"sql(
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE summary (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE strings (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE kernels (id INTEGER PRIMARY KEY, )sql" TWINSCOPE_SQLITE_KERNEL_COLUMNS R"sql(, launch_id INTEGER);
+CREATE TABLE kernels (id INTEGER PRIMARY KEY, )sql" TWINSCOPE_SQLITE_KERNEL_COLUMNS
+                                R"sql(, launch_id INTEGER, top_range TEXT);
 CREATE TABLE launches (
   id INTEGER PRIMARY KEY, side TEXT NOT NULL, seq INTEGER, kernel TEXT, demangled TEXT,
   key_path TEXT, key_ordinal INTEGER, key_hash INTEGER,
@@ -90,8 +92,7 @@ CREATE INDEX request_steps_request ON request_steps(request_id, position);
 CREATE INDEX request_steps_step ON request_steps(step);
 CREATE INDEX step_launches_step ON step_launches(step, position);
 CREATE VIEW kernels_named AS
-  SELECT k.*, COALESCE(d.value, n.value) AS name, n.value AS mangled_name, p.value AS key_path,
-         substr(p.value, 1, instr(p.value || '/', '/') - 1) AS top_range
+  SELECT k.*, COALESCE(d.value, n.value) AS name, n.value AS mangled_name, p.value AS key_path
   FROM kernels k LEFT JOIN strings n ON n.id = k.name_id LEFT JOIN strings d ON d.id = k.demangled_id
   LEFT JOIN strings p ON p.id = k.key_path_id;
 CREATE VIEW matched_launches AS
@@ -124,18 +125,18 @@ CREATE VIEW request_launches AS
   LEFT JOIN matches m ON m.id = sl.match_id LEFT JOIN launches s ON s.id = m.shadow_launch;
 )sql";
 
-std::string TopLevel(const std::string& path) { return path.substr(0, path.find('/')); }
-
 std::string Joined(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
   return s;
 }
 
-// The primary's kernel records, each tied to the target launch it is.
+// The primary's kernel records, each tied to the target launch it is, with the top-level range of its key
+// path (TopLevelRange: a '/' inside a range's name does not cut it).
 class KernelSink : public RecordSink {
  public:
-  KernelSink(Db& db, const join::JoinedModel& m) : stmt_(db.Insert("kernels", kKernelColumnCount + 2)) {
+  KernelSink(Db& db, const join::JoinedModel& m, const std::unordered_map<StringId, std::string>& strings)
+      : stmt_(db.Insert("kernels", kKernelColumnCount + 3)), strings_(strings) {
     for (size_t i = 0; i < m.primary.size(); ++i)
       if (m.primary[i].have_kernel) launch_of_.emplace(SpotOf(m.primary[i]), i);
   }
@@ -143,16 +144,30 @@ class KernelSink : public RecordSink {
     const bool v = ValidSpan(r.start_ns, r.end_ns, r.flags);
     if (!v) ++invalid;
     auto it = v ? launch_of_.find(SpotOf(r)) : launch_of_.end();
+    const std::string* top = TopRange(r.key.path);
     Row row = stmt_.Bind();
     row.I(id_++);
-    BindKernel(row, r, v).Opt(it != launch_of_.end(), it != launch_of_.end() ? it->second : 0).Insert();
+    Row& bound = BindKernel(row, r, v).Opt(it != launch_of_.end(), it != launch_of_.end() ? it->second : 0);
+    (top ? bound.Text(*top) : bound.Null()).Insert();
   }
   uint64_t invalid = 0;
 
  private:
+  // The top-level range of path string `id`; nullptr for no path (0) or an id the trace never named.
+  const std::string* TopRange(StringId id) {
+    if (id == 0) return nullptr;
+    auto cached = top_of_.find(id);
+    if (cached != top_of_.end()) return &cached->second;
+    auto s = strings_.find(id);
+    if (s == strings_.end()) return nullptr;
+    return &top_of_.emplace(id, std::string(TopLevelRange(s->second))).first->second;
+  }
+
   Statement stmt_;
   uint64_t id_ = 0;
   std::unordered_map<KernelSpot, size_t, KernelSpotHash> launch_of_;  // -> launches.id
+  const std::unordered_map<StringId, std::string>& strings_;
+  std::unordered_map<StringId, std::string> top_of_;
 };
 
 // The shadow's block records, each tied to its launch (times also relative
@@ -284,7 +299,7 @@ void WriteModel(Db& db, const join::JoinedModel& m) {
         .Text(join::MatchKindName(mt.kind))
         .I(mt.shape_differs)
         .I(mt.ambiguous)
-        .Text(TopLevel(m.shadow[mt.shadow].path))
+        .Text(std::string(TopLevelRange(m.shadow[mt.shadow].path)))
         .Opt(mt.region >= 0, static_cast<uint64_t>(mt.region < 0 ? 0 : mt.region))
         .Insert();
   }
@@ -373,7 +388,7 @@ class JoinSqliteDb : public JoinSqlite {
       : run_(run), m_(run.model), db_(out, kSchema), blocks_(db_, m_), shadow_(blocks_) {
     WriteModel(db_, m_);
     WriteRequests(db_, m_);
-    KernelSink kernels(db_, m_);
+    KernelSink kernels(db_, m_, run.primary.strings);
     const Status replayed = run.primary.Replay(kernels);
     if (!replayed.ok()) replay_error_ = "the kernels table is empty: " + replayed.message();
     kernels_invalid_ = kernels.invalid;
