@@ -246,6 +246,7 @@ void BuildRequestTable(JoinedModel* mp, const RequestInputs& in) {
   }
 
   // Each request's figures from its steps.
+  uint64_t request_steps_outside_batch = 0;
   for (ServedRequest& r : t.requests) {
     int64_t realtime = 0, cupti = 0;  // the arrival on the primary's clock; a value past int64 stays unknown
     if (r.arrival_unix_us > 0 && !__builtin_mul_overflow(r.arrival_unix_us, int64_t{1000}, &realtime) &&
@@ -265,13 +266,20 @@ void BuildRequestTable(JoinedModel* mp, const RequestInputs& in) {
       r.target_launches += s.target_launches.size();
       r.shadow_exact += s.shadow_exact;
       r.shadow_time_only += s.shadow_time_only;
-      // Its share of the step: its tokens over the step's (the schedule's where there is one).
+      // Its share of the step: its tokens over the step's (the schedule's where there is one). A request the
+      // schedule's batch of that step leaves out gets no share of it (the batch's tokens are the whole), and
+      // is counted: the request trace and the schedule disagree there.
       int64_t mine = TokensIn(r, index), all = tokens_in[index];
       auto sc = schedule.find(index);
       if (sc != schedule.end()) {
         all = s.tokens;
+        bool in_batch = false;
         for (const auto& e : sc->second.batch)
-          if (e.first == r.id) mine = e.second;
+          if (e.first == r.id) mine = e.second, in_batch = true;
+        if (!in_batch) {
+          mine = 0;
+          ++request_steps_outside_batch;
+        }
       }
       if (all > 0 && mine > 0)
         r.kernel_share_ns += static_cast<uint64_t>(static_cast<double>(s.kernel_ns) * static_cast<double>(mine) /
@@ -283,6 +291,10 @@ void BuildRequestTable(JoinedModel* mp, const RequestInputs& in) {
   }
   t.steps.reserve(steps.size());
   for (auto& [index, s] : steps) t.steps.push_back(std::move(s));
+  if (request_steps_outside_batch)
+    t.warnings.push_back(std::to_string(request_steps_outside_batch) +
+                         " steps that a request names leave it out of their batch in the step schedule: the request "
+                         "gets no share of them (the request trace and the schedule are of different runs?)");
 
   if (t.steps_without_kernels)
     t.warnings.push_back(std::to_string(t.steps_without_kernels) +

@@ -404,9 +404,9 @@ TEST_F(JoinExport, SqliteHoldsEachRequestsArrival) {
   ASSERT_TRUE(r.ok()) << r.status().message();
   Db db(out);
   // Worked out by hand (served_scene.h, as in SqliteHoldsTheRequestsOfAServingRun): r0 and the odd id have
-  // the kernels and shares of that run. "skew" names steps 0-4 but is in no step's batch, so its tokens are
-  // the default (one in a step that is not its prefill step) over the schedule's: 1/8 of step 0 (2625 ns),
-  // half of steps 1-3 (51500), all of step 4 (71000): 125125. "bad" and "lost" have no steps; "late"'s only
+  // the kernels and shares of that run. "skew" names steps 0-4 but is in no step's batch: it has their kernel
+  // time (195000) and no share of it (0; it got 125125 before, the shares of step 4 summing to twice the
+  // step, a finding of issue 22). "bad" and "lost" have no steps; "late"'s only
   // step (6) has no kernel and, not being its prefill step, counts as a decode step. Arrivals: base + the
   // trace's offsets, and on the primary's clock (CUPTI time 0 is the base) the same offsets in ns.
   const auto at = [&](int64_t us) { return std::to_string(base_us + us); };
@@ -416,7 +416,7 @@ TEST_F(JoinExport, SqliteHoldsEachRequestsArrival) {
           "|1001000\n" +
           "1|a/b,c:1]|200|NULL|NULL|3|NULL|NULL|NULL|NULL|NULL|0|0|4|5|1|4|0|20|195000|130375|10|190000|10|9|0|"
           "1002000|1912600|NULL|NULL\n" +
-          "2|skew|200|NULL|NULL|NULL|NULL|NULL|NULL|300|700|NULL|0|4|5|1|4|0|20|195000|125125|10|190000|10|9|0|"
+          "2|skew|200|NULL|NULL|NULL|NULL|NULL|NULL|300|700|NULL|0|4|5|1|4|0|20|195000|0|10|190000|10|9|0|"
           "1002000|1912600|" +
           at(1100) + "|1100000\n" +
           "3|bad|400|NULL|max_tokens must be an integer|NULL|NULL|NULL|NULL|NULL|0|NULL|NULL|NULL|0|0|0|0|0|0|0|0|"

@@ -104,7 +104,7 @@ TEST(JoinDoc, JoinJsonIsWhatTheJoinWroteBefore) {
   auto blocks = join::ReadShadowBlocks(m.shadow_path, join::DetailSeqs(m, 32));
   ASSERT_TRUE(blocks.ok());
   EXPECT_EQ(testing_report::Sha256Hex(portable(views::JoinJson(m, {}, *blocks).dump(), served)),
-            "f3479212919ebee0a843c00c8aab9dacc2574a5e37808b66d4140e73d21cc5b2");
+            "56e9e8264f11cd7efe986c359315d41a163bd4653cbe9de8e1f46c52cc4e9780");
   join::JoinOptions plain;
   plain.requests.trace = testing::RequestTrace(served);
   m = Join(files, plain);

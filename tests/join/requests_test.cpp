@@ -110,6 +110,38 @@ TEST(Requests, EachRequestGetsItsStepsKernelTimeShareAndMatches) {
 // The server's arrival time (CLOCK_REALTIME us) goes onto the primary's CUPTI
 // clock through the primary header's clock pair; without a pair CUPTI's clock
 // is taken as realtime, as the join does for concurrent twins.
+// A request the schedule leaves out of a step's batch gets no share of that step's kernel time, and it is said
+// (it got a share of each step it named before).
+TEST(Requests, ARequestOutsideTheScheduledBatchGetsNoShareAndIsSaid) {
+  const std::string dir = Dir();
+  testing::WriteOptions wo;
+  wo.other_kernels = {"rms_norm_kernel"};
+  const testing::TwinFiles files = testing::WriteTwin(dir, Served(), wo);
+  join::JoinOptions o;
+  o.requests.trace = RequestTrace(dir);
+  o.requests.schedule = Schedule(dir);
+  {
+    std::ofstream f(o.requests.trace, std::ios::app);
+    f << R"({"id":"stray","status":200,"prompt_tokens":2,"steps":[1,2]})"
+      << "\n";
+  }
+  join::JoinedModel m = Join(files, o);
+  const join::RequestTable& t = m.requests;
+  ASSERT_EQ(t.requests.size(), 4u);
+  const join::ServedRequest& stray = t.requests[3];
+  ASSERT_EQ(stray.id, "stray");
+  EXPECT_EQ(stray.steps.size(), 2u);
+  EXPECT_EQ(stray.kernel_ns, t.steps[1].kernel_ns + t.steps[2].kernel_ns);  // the steps it ran in, whole
+  EXPECT_EQ(stray.kernel_share_ns, 0u);
+  // The shares of step 1's batch add up to the step (r0 and the odd id, one token each).
+  EXPECT_EQ(
+      t.requests[0].kernel_share_ns + t.requests[1].kernel_share_ns,
+      t.steps[0].kernel_ns + t.steps[1].kernel_ns + t.steps[2].kernel_ns + t.steps[3].kernel_ns + t.steps[4].kernel_ns);
+  bool said = false;
+  for (const std::string& w : t.warnings) said |= w.find("2 steps that a request names leave it out") == 0;
+  EXPECT_TRUE(said) << "no warning of the two steps outside the batch";
+}
+
 TEST(Requests, ArrivalIsPutOnThePrimarysClock) {
   const int64_t base_us = 1'796'113'162'000'000;
   const std::string dir = Dir();
