@@ -261,6 +261,7 @@ int ServeTwinAndJoin(const TwinSetup& f, const std::function<void(const twin::Se
       {"shadow_port", o.shadow_port},
       {"request_log", o.request_log},
       {"mirror", o.mirror_counters},
+      {"autotune", o.autotune},
       {"request_trace", ServedFile(f.request_trace, "requests-primary.jsonl", r.out_dir, o.primary_port, started)},
       {"schedule", ServedFile(f.schedule, "schedule.jsonl", r.out_dir, o.primary_port, started)}};
   std::fprintf(stderr, "twinscope twin: mirror: %s requests, shadow copies ok %s, failed %s\n",

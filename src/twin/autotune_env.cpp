@@ -8,7 +8,8 @@
 
 namespace twinscope::twin {
 
-AutotuneEnv ShareAutotuneCaches(const std::string& out_dir, const std::function<const char*(const char*)>& lookup) {
+AutotuneEnv ShareAutotuneCaches(const std::string& out_dir, const std::function<const char*(const char*)>& lookup,
+                                bool at_once) {
   auto get = [&](const char* name) -> const char* { return lookup ? lookup(name) : std::getenv(name); };
   AutotuneEnv a;
   const std::string dir = out_dir + "/autotune-cache";
@@ -47,7 +48,9 @@ AutotuneEnv ShareAutotuneCaches(const std::string& out_dir, const std::function<
     a.json["set"][name] = d;
   }
   for (const auto& k : kept) a.json["kept"].push_back(k);
-  a.note = "autotune caches shared by both runs (the primary fills them first):";
+  a.note = at_once ? "autotune caches shared by both runs (they start together: the shadow reuses what the primary "
+                     "has written when it tunes the same kernel; a run before fills them for both):"
+                   : "autotune caches shared by both runs (the primary fills them first):";
   for (size_t i = 0; i < set.size(); ++i) a.note += (i ? ", " : " ") + set[i];
   if (set.empty()) a.note += " none set";
   if (!kept.empty()) {

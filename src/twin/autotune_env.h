@@ -26,8 +26,10 @@ struct AutotuneEnv {
 // --xla_gpu_per_fusion_autotune_cache_dir=DIR/xla appended unless it already
 // names that flag; TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR are set unless
 // the user set them. `lookup` reads the current environment (getenv by
-// default). A value the user set is never overridden.
+// default). A value the user set is never overridden. `at_once`: both sides start together (`twin --concurrent`,
+// `twin --serve`), so the shadow reuses only what the primary has written by the time it tunes the same
+// kernel; the note says so.
 AutotuneEnv ShareAutotuneCaches(const std::string& out_dir,
-                                const std::function<const char*(const char*)>& lookup = nullptr);
+                                const std::function<const char*(const char*)>& lookup = nullptr, bool at_once = false);
 
 }  // namespace twinscope::twin

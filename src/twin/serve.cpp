@@ -23,6 +23,7 @@
 #include "format/trace_tail.h"
 #ifdef TWINSCOPE_HAVE_MIRROR
 #include "mirror/mirror.h"
+#include "twin/autotune_env.h"
 #endif
 
 namespace twinscope::twin {
@@ -202,6 +203,8 @@ ServeOutcome RunServe(const ServeRequest& r) {
                                out.primary_port, out.primary_port);
   ChildSpec shadow = SideSpec(r, r.shadow_args, r.shadow_library, out.shadow_dir, "shadow", r.shadow_env,
                               out.shadow_port, out.primary_port);
+  // The same autotune caches for both servers (they start together).
+  ShareAutotuneCaches(r.out_dir, nullptr, /*at_once=*/true).Apply(&primary.env, &shadow.env, &out.autotune);
   if (r.shadow_device >= 0) shadow.env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(r.shadow_device));
   const size_t pi = group.Start(primary);
   // Without a shadow, a placeholder child that is never started keeps the indices.

@@ -65,7 +65,8 @@ struct ServeOutcome {
   int primary_port = 0, shadow_port = 0;
   std::string mirror_url;
   nlohmann::json mirror_counters = nlohmann::json::object();
-  int stop_signal = 0;  // the signal that ended serving, 0 if none
+  nlohmann::json autotune;  // the shared autotune caches (twin/autotune_env.h), for twin.json
+  int stop_signal = 0;      // the signal that ended serving, 0 if none
 };
 
 ServeOutcome RunServe(const ServeRequest& request);

@@ -112,7 +112,8 @@ TwinOutcome RunTwin(const TwinRequest& r) {
   ChildSpec primary{r.command, SideEnv(r.primary_library, out.primary_dir, "primary", r.primary_env), true,
                     !r.concurrent};
   EnvList shadow_env = SideEnv(r.shadow_library, out.shadow_dir, "shadow", r.shadow_env);
-  const AutotuneEnv tune = ShareAutotuneCaches(r.out_dir);  // the same autotune choices on both sides
+  // The same autotune choices on both sides.
+  const AutotuneEnv tune = ShareAutotuneCaches(r.out_dir, nullptr, /*at_once=*/r.concurrent);
   tune.Apply(&primary.env, &shadow_env, &out.autotune);
   if (r.shadow_device >= 0) shadow_env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(r.shadow_device));
   ChildSpec shadow{r.command, shadow_env, true, !r.concurrent};

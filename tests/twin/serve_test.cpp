@@ -16,7 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -146,6 +148,15 @@ TEST_F(Serve, MirrorsRequestsAndStopsEverythingOnSigint) {
     EXPECT_NE(r.find("role=primary"), std::string::npos) << "the client gets the primary's answer: " << r;
   }
   ASSERT_EQ(PidFiles().size(), 2u) << "two servers, one per port";
+  // Both servers got one shared autotune cache folder (twin/autotune_env.h), unless the user set their own.
+  const std::string triton = "TRITON_CACHE_DIR=" + (dir_ / "run" / "autotune-cache" / "triton").string();
+  for (const auto& p : PidFiles()) {
+    pid_t pid = 0;
+    std::ifstream(p) >> pid;
+    std::string env = Slurp(fs::path("/proc") / std::to_string(pid) / "environ");
+    std::replace(env.begin(), env.end(), '\0', '\n');
+    if (!std::getenv("TRITON_CACHE_DIR")) EXPECT_NE(env.find(triton + "\n"), std::string::npos) << p << ":\n" << env;
+  }
   kill(pid_, SIGINT);
   const int code = Wait();
   const std::string err = Err();
@@ -160,6 +171,7 @@ TEST_F(Serve, MirrorsRequestsAndStopsEverythingOnSigint) {
   EXPECT_EQ(twin["mirror"]["requests"], 3);
   EXPECT_EQ(twin["mirror"]["shadow_ok"], 3);
   EXPECT_EQ(twin["primary_exit"], 0) << "a server stopped by our SIGTERM ended as asked";
+  EXPECT_EQ(twin["autotune"]["dir"], (dir_ / "run" / "autotune-cache").string());
   // The request log holds one line per request, with both sides' outcomes.
   std::ifstream log(dir_ / "run" / "requests.jsonl");
   int lines = 0;
