@@ -11,32 +11,14 @@
 #include <cstdlib>
 #include <string>
 
+#include "bench_traces.h"
 #include "format/trace_writer.h"
 #include "join/join_model.h"
 #include "launchkey/launch_key.h"
 
 using namespace twinscope;
 
-namespace {
-
-std::unique_ptr<TraceWriter> Open(const std::string& path, const nlohmann::json& header) {
-  WriterOptions o;
-  o.path = path;
-  o.max_buffered_bytes = 1ull << 30;  // the benchmark writes faster than any collector: never drop
-  std::string error;
-  auto w = TraceWriter::Open(o, header, &error);
-  if (!w) {
-    std::fprintf(stderr, "join_bench: %s\n", error.c_str());
-    std::exit(1);
-  }
-  return w;
-}
-
-double Seconds(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
+namespace {}  // namespace
 
 int main(int argc, char** argv) {
   const std::string dir = argc > 1 ? argv[1] : "/tmp/twinscope_join_bench";
@@ -55,7 +37,7 @@ int main(int argc, char** argv) {
   auto t0 = std::chrono::steady_clock::now();
   uint64_t primary_records = 0, shadow_records = 0;
   {
-    auto w = Open(primary, {{"role", "primary"}});
+    auto w = bench::OpenTrace("join_bench", primary, {{"role", "primary"}});
     const StringId tid = w->Intern(target), oid = w->Intern(other);
     StringId path = 0;
     for (uint64_t i = 0; i < kernels; ++i) {
@@ -65,30 +47,15 @@ int main(int argc, char** argv) {
       const Dim3 grid{is_target ? 1000u : 128u, 1, 1}, block{512, 1, 1};
       const std::string pstr = "step#" + std::to_string(step);
       const uint32_t ordinal = is_target ? 0 : static_cast<uint32_t>(i % 100);
-      LaunchRecord l{};
-      l.seq = i;
-      l.cpu_ns = 1'000'000 + i * 5'000;
-      l.key = {LaunchKeyHash(pstr, is_target ? target : other, ordinal, grid, block), path, ordinal};
-      l.correlation_id = static_cast<uint32_t>(i + 1);
-      l.kernel = is_target ? tid : oid;
-      l.grid = grid;
-      l.block = block;
-      w->Append(l);
-      KernelRecord k{};
-      k.start_ns = l.cpu_ns + 3'000;
-      k.end_ns = k.start_ns + 2'000 + (i * 7919) % 3'000;
-      k.key = l.key;
-      k.correlation_id = l.correlation_id;
-      k.name = l.kernel;
-      k.grid = grid;
-      k.block = block;
-      w->Append(k);
+      bench::AppendLaunchAndKernel(
+          w.get(), i, LaunchKey{LaunchKeyHash(pstr, is_target ? target : other, ordinal, grid, block), path, ordinal},
+          is_target ? tid : oid, grid, block);
       primary_records += 2;
     }
     w->Close();
   }
   {
-    auto w = Open(shadow, {{"role", "shadow"}});
+    auto w = bench::OpenTrace("join_bench", shadow, {{"role", "shadow"}});
     const StringId tid = w->Intern(target);
     uint64_t seq = 0;
     for (uint64_t s = 0; s < launches; ++s) {
@@ -126,14 +93,14 @@ int main(int argc, char** argv) {
   }
   std::printf("wrote %llu primary and %llu shadow records in %.1f s\n",
               static_cast<unsigned long long>(primary_records), static_cast<unsigned long long>(shadow_records),
-              Seconds(t0));
+              bench::Seconds(t0));
 
   const double total = static_cast<double>(primary_records + shadow_records);
   std::printf("| rep | join s | records/s | exact | shadow launches |\n|---|---|---|---|---|\n");
   for (int r = 0; r < reps; ++r) {
     auto t = std::chrono::steady_clock::now();
     auto m = join::JoinTraces(primary, shadow);
-    const double s = Seconds(t);
+    const double s = bench::Seconds(t);
     if (!m.ok()) {
       std::fprintf(stderr, "join_bench: %s\n", m.status().message().c_str());
       return 1;

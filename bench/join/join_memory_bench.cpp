@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "bench_traces.h"
 #include "format/trace_writer.h"
 #include "join/joined_run.h"
 #include "launchkey/launch_key.h"
@@ -25,23 +26,6 @@
 using namespace twinscope;
 
 namespace {
-
-std::unique_ptr<TraceWriter> Open(const std::string& path, const nlohmann::json& header) {
-  WriterOptions o;
-  o.path = path;
-  o.max_buffered_bytes = 1ull << 30;  // the benchmark writes faster than any collector: never drop (checked)
-  std::string error;
-  auto w = TraceWriter::Open(o, header, &error);
-  if (!w) {
-    std::fprintf(stderr, "join_memory_bench: %s\n", error.c_str());
-    std::exit(1);
-  }
-  return w;
-}
-
-double Seconds(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 long PeakRssMb() {
   rusage u{};
@@ -59,7 +43,7 @@ int Join(const std::string& dir) {
   std::printf(
       "join: %.1f s, peak RSS %ld MB (primary: %llu records read, %llu kept for the views; %zu target "
       "launches, %zu shadow launches, %zu steps)\n",
-      Seconds(t0), PeakRssMb(), static_cast<unsigned long long>(run->primary.report.records),
+      bench::Seconds(t0), PeakRssMb(), static_cast<unsigned long long>(run->primary.report.records),
       static_cast<unsigned long long>(run->primary.kept()), run->model.primary.size(), run->model.shadow.size(),
       run->model.steps.size());
   std::fflush(stdout);
@@ -70,7 +54,7 @@ int Join(const std::string& dir) {
   const bool ok = views::WriteJoinViews(&*run, out, devnull, "join_memory_bench");
   std::fclose(devnull);
   std::printf("views (join.json, Perfetto, SQLite, report): %s in %.1f s, peak RSS %ld MB\n", ok ? "written" : "FAILED",
-              Seconds(t0), PeakRssMb());
+              bench::Seconds(t0), PeakRssMb());
   return ok ? 0 : 1;
 }
 
@@ -92,7 +76,7 @@ int main(int argc, char** argv) {
   const uint64_t kernels = records / 2;
   uint64_t targets = 0;
   {
-    auto w = Open(dir + "/primary.tsc", {{"role", "primary"}});
+    auto w = bench::OpenTrace("join_memory_bench", dir + "/primary.tsc", {{"role", "primary"}});
     const StringId tid = w->Intern(target), oid = w->Intern(other);
     // One top-level range per 10,000 kernels: the model's steps stay few.
     StringId path = 0;
@@ -102,24 +86,9 @@ int main(int argc, char** argv) {
       if (i % 10'000 == 0) pstr = "step#" + std::to_string(i / 10'000), path = w->Intern(pstr);
       const Dim3 grid{is_target ? 1000u : 128u, 1, 1}, block{512, 1, 1};
       const uint32_t ordinal = static_cast<uint32_t>((i % 10'000) / every);
-      LaunchRecord l{};
-      l.seq = i;
-      l.cpu_ns = 1'000'000 + i * 5'000;
-      l.key = {is_target ? LaunchKeyHash(pstr, target, ordinal, grid, block) : i, path, ordinal};
-      l.correlation_id = static_cast<uint32_t>(i + 1);
-      l.kernel = is_target ? tid : oid;
-      l.grid = grid;
-      l.block = block;
-      w->Append(l);
-      KernelRecord k{};
-      k.start_ns = l.cpu_ns + 3'000;
-      k.end_ns = k.start_ns + 2'000 + (i * 7919) % 3'000;
-      k.key = l.key;
-      k.correlation_id = l.correlation_id;
-      k.name = l.kernel;
-      k.grid = grid;
-      k.block = block;
-      w->Append(k);
+      bench::AppendLaunchAndKernel(
+          w.get(), i, LaunchKey{is_target ? LaunchKeyHash(pstr, target, ordinal, grid, block) : i, path, ordinal},
+          is_target ? tid : oid, grid, block);
       targets += is_target;
       // The writer never blocks, it drops past its memory cap: every 500,000 kernels wait until what was
       // written is on disk (a SUMMARY marked at_stop_request; the last one, at Close, is the trace's).
@@ -136,7 +105,7 @@ int main(int argc, char** argv) {
     }
   }
   {
-    auto w = Open(dir + "/shadow.tsc", {{"role", "shadow"}});
+    auto w = bench::OpenTrace("join_memory_bench", dir + "/shadow.tsc", {{"role", "shadow"}});
     const StringId tid = w->Intern(target);
     for (uint64_t s = 0; s < targets; ++s) {
       const uint64_t i = s * every;
@@ -170,7 +139,7 @@ int main(int argc, char** argv) {
   std::printf(
       "wrote a primary of %llu records (%llu target launches, %.0f MB) and a shadow of %llu launches in %.1f s\n",
       static_cast<unsigned long long>(kernels * 2), static_cast<unsigned long long>(targets),
-      static_cast<double>(st.st_size) / 1e6, static_cast<unsigned long long>(targets), Seconds(t0));
+      static_cast<double>(st.st_size) / 1e6, static_cast<unsigned long long>(targets), bench::Seconds(t0));
   std::fflush(stdout);
   // The join in a child of its own: its peak RSS is the join's, not the writer's.
   const pid_t pid = fork();
