@@ -378,50 +378,26 @@ StatusOr<ExportResult> ExportChrome(const std::string& trace, const std::string&
 }
 
 StatusOr<ExportResult> ExportChromeWith(const std::string& trace, const std::string& out, ChromeExtra* extra,
-                                        const ChromeRecords* records) {
-  // Pass 1, the scan (tracks, flows, the time base); pass 2, the events. From `records` both come from memory.
-  std::string error;
-  std::unique_ptr<TraceReader> scan_reader;
-  if (!records) {
-    scan_reader = TraceReader::Open(trace, &error);
-    if (!scan_reader) return Status::Error(error);
-  }
-  const nlohmann::json header = records ? records->Header() : scan_reader->header();
+                                        const KeptRecords* kept) {
+  // Pass 1, the scan (tracks, flows, the time base); pass 2, the events.
+  auto passes = TimelinePasses::Open(trace, kept);
+  if (!passes.ok()) return passes.status();
+  TimelinePasses& p = **passes;
+  const nlohmann::json& header = p.Header();
   TimelineScan scan(header.value("role", std::string()) == "shadow");
-  if (records) {
-    ReadReport ignored;
-    const Status replayed = records->Replay(scan, &ignored);
-    if (!replayed.ok()) return Status::Error(trace + ": " + replayed.message());
-  } else {
-    scan_reader->Read(scan);
-  }
+  if (Status s = p.Scan(scan); !s.ok()) return s;
 
-  std::unique_ptr<TraceReader> reader;
-  if (!records) {
-    reader = TraceReader::Open(trace, &error);
-    if (!reader) return Status::Error(error);
-  }
   FILE* f = std::fopen(out.c_str(), "wb");
   if (!f) return Status::Error("cannot write " + out + ": " + std::strerror(errno));
-  // The full string table from pass 1: records of pass 2 may come before the
-  // string chunk that names them.
-  const auto strings = records ? records->Strings() : scan_reader->strings();
-  scan_reader.reset();
-
   JsonOut json(f);
   int64_t pid = header.contains("pid") && header["pid"].is_number_integer() ? header["pid"].get<int64_t>() : 1;
-  ChromeSink sink(json, scan, strings, pid);
+  ChromeSink sink(json, scan, p.Strings(), pid);
   json.Raw("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
   sink.WriteMetadata(header);
   ExportResult result;
-  if (records) {
-    const Status replayed = records->Replay(sink, &result.report);
-    if (!replayed.ok()) {  // read once a moment ago, gone now: the file is left half written, said
-      std::fclose(f);
-      return Status::Error(trace + ": " + replayed.message() + "; " + out + " is incomplete");
-    }
-  } else {
-    result.report = reader->Read(sink);
+  if (Status s = p.Events(sink, &result.report, out); !s.ok()) {
+    std::fclose(f);
+    return s;
   }
   result.records = result.report.records;
   result.written = sink.written;

@@ -16,6 +16,7 @@
 #include "base/status.h"
 #include "twinscope/trace_reader.h"
 #include "views/export/export.h"
+#include "views/export/timeline_passes.h"
 
 namespace twinscope::exporters {
 
@@ -153,20 +154,9 @@ class ChromeExtra {
   virtual void Finish(nlohmann::json* other_data, std::vector<std::string>* warnings) {}
 };
 
-// Records read already (a join's primary, kept from the join's one pass: join/record_log.h). The export replays
-// them for both of its passes (the scan, then the events) instead of reading the trace twice.
-class ChromeRecords {
- public:
-  virtual ~ChromeRecords() = default;
-  virtual const nlohmann::json& Header() const = 0;
-  virtual const std::unordered_map<StringId, std::string>& Strings() const = 0;
-  // Every record to `sink` in file order; how the read that brought them ended in *report. Fails only where
-  // the records must be read again and cannot be.
-  virtual Status Replay(RecordSink& sink, ReadReport* report) const = 0;
-};
-
-// ExportChrome (export.h) with a view's extra events, from `records` where given (else `trace` is read twice).
+// ExportChrome (export.h) with a view's extra events, from `kept` records where given (else `trace` is read
+// twice: timeline_passes.h).
 StatusOr<ExportResult> ExportChromeWith(const std::string& trace, const std::string& out, ChromeExtra* extra,
-                                        const ChromeRecords* records = nullptr);
+                                        const KeptRecords* kept = nullptr);
 
 }  // namespace twinscope::exporters

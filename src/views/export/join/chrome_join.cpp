@@ -12,6 +12,7 @@
 #include "views/export/join/block_detail.h"
 #include "views/export/join/join_export.h"
 #include "views/export/join/lanes.h"
+#include "views/export/join/logged_records.h"
 #include "views/export/timeline_scan.h"
 
 namespace twinscope::exporters {
@@ -144,18 +145,6 @@ class JoinChromeExtra : public ChromeExtra {
   const BlockPlan& plan_;
   const BlockBounds& bounds_;
   std::unordered_map<uint64_t, const join::LaunchBlocks*> blocks_;
-};
-
-// The primary's records as the join's one pass kept them (or, over its bound, read again by the log).
-class LoggedRecords final : public ChromeRecords {
- public:
-  explicit LoggedRecords(const join::RecordLog& log) : log_(log) {}
-  const nlohmann::json& Header() const override { return log_.header; }
-  const std::unordered_map<StringId, std::string>& Strings() const override { return log_.strings; }
-  Status Replay(RecordSink& sink, ReadReport* report) const override { return log_.Replay(sink, report); }
-
- private:
-  const join::RecordLog& log_;
 };
 
 }  // namespace

@@ -30,6 +30,7 @@
 
 #include "views/export/join/block_detail.h"
 #include "views/export/join/join_export.h"
+#include "views/export/join/logged_records.h"
 #include "views/export/join/perfetto_requests.h"
 #include "views/export/join/perfetto_writer.h"
 #include "views/export/timeline_scan.h"
@@ -469,28 +470,18 @@ std::unordered_set<uint64_t> ChooseShadowLaunches(const TimelineScan& scan, cons
 StatusOr<TimelineExportResult> WriteTimeline(const std::string& trace, const std::string& out,
                                              const BlockBounds& bounds, const RequestTrackBounds& request_bounds,
                                              const join::JoinedRun* run) {
-  // A joined run's primary comes from the join's one pass (run->primary); a
-  // trace alone is read twice: pass 1 the scan, pass 2 the records.
+  // A joined run's primary comes from the join's one pass (run->primary); a trace alone is read twice: pass 1
+  // the scan, pass 2 the records (timeline_passes.h).
   const join::JoinedModel* m = run ? &run->model : nullptr;
-  std::string error;
-  std::unique_ptr<TraceReader> scan_reader;
-  if (!run) {
-    scan_reader = TraceReader::Open(trace, &error);
-    if (!scan_reader) return Status::Error(error);
-  }
-  const nlohmann::json header = run ? run->primary.header : scan_reader->header();
+  std::unique_ptr<LoggedRecords> kept = run ? std::make_unique<LoggedRecords>(run->primary) : nullptr;
+  auto passes = TimelinePasses::Open(trace, kept.get());
+  if (!passes.ok()) return passes.status();
+  TimelinePasses& p = **passes;
+  const nlohmann::json& header = p.Header();
   const bool shadow = header.value("role", std::string()) == "shadow";
   if (m && shadow) return Status::Error(trace + " is a shadow trace: the joined export draws the primary's timeline");
   TimelineScan scan(shadow);
-  if (run) {
-    const Status replayed = run->primary.Replay(scan);
-    if (!replayed.ok()) return Status::Error(trace + ": " + replayed.message());
-  } else
-    scan_reader->Read(scan);
-  // The full string table from pass 1: records of pass 2 may come before the
-  // string chunk that names them.
-  const auto strings = run ? run->primary.strings : scan_reader->strings();
-  scan_reader.reset();
+  if (Status s = p.Scan(scan); !s.ok()) return s;
 
   TimelineExportResult result;
   BlockPlan plan;
@@ -498,15 +489,10 @@ StatusOr<TimelineExportResult> WriteTimeline(const std::string& trace, const std
   const std::vector<join::LaunchBlocks> no_blocks;
   const std::vector<join::LaunchBlocks>& blocks = run ? run->detail : no_blocks;
 
-  std::unique_ptr<TraceReader> reader;
-  if (!run) {
-    reader = TraceReader::Open(trace, &error);
-    if (!reader) return Status::Error(error);
-  }
   FILE* f = std::fopen(out.c_str(), "wb");
   if (!f) return Status::Error("cannot write " + out + ": " + std::strerror(errno));
   PerfettoWriter w(f);
-  Timeline t(w, scan, strings, header);
+  Timeline t(w, scan, p.Strings(), header);
   if (m) {
     t.SetJoin(m, plan.timed);
     t.counts = plan.counts;
@@ -515,14 +501,9 @@ StatusOr<TimelineExportResult> WriteTimeline(const std::string& trace, const std
   }
   t.WriteTracks();
   if (m && m->requests.present) t.WriteRequests(request_bounds);
-  if (run) {
-    const Status replayed = run->primary.Replay(t, &result.report);
-    if (!replayed.ok()) {  // read once a moment ago, gone now: the file is left half written, said
-      std::fclose(f);
-      return Status::Error(trace + ": " + replayed.message() + "; " + out + " is incomplete");
-    }
-  } else {
-    result.report = reader->Read(t);
+  if (Status s = p.Events(t, &result.report, out); !s.ok()) {
+    std::fclose(f);
+    return s;
   }
   result.records = result.report.records;
   if (m) t.WriteJoinedLaunches(plan, blocks);
