@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 
+#include "../testutil/trace_writer.h"
 #include "format/trace_writer.h"
 #include "twinscope/counters.h"
 
@@ -21,12 +22,7 @@ void WriteProcessTrace(const std::string& path, const ProcessTraceSpec& s) {
                            {"start_realtime_ns", s.start_realtime_ns},
                            {"process", process}};
   if (s.clock_pair) header["clock"] = {{"cupti_ns", s.cupti_ns}, {"realtime_ns", s.realtime_ns}};
-  WriterOptions o;
-  o.path = path;
-  o.chunk_bytes = 4096;
-  std::string error;
-  auto w = TraceWriter::Open(o, header, &error);
-  if (!w) throw std::runtime_error("TraceWriter::Open: " + error);
+  auto w = OpenTestTrace(path, header);
   const StringId name = w->Intern(s.kernel);
   const StringId api_name = w->Intern("cudaLaunchKernel");
   uint32_t corr = 0;
@@ -73,6 +69,7 @@ void WriteProcessTrace(const std::string& path, const ProcessTraceSpec& s) {
   w->SetMetadata("devices", nlohmann::json::array({{{"ordinal", 0}, {"name", "Fake GPU"}, {"sm_count", 132}}}));
   w->SetCounter(counters::kLaunchesSeen, s.kernels.size());
   w->SetCounter(counters::kKernelRecords, s.kernels.size());
+  std::string error;
   if (!w->Close(&error)) throw std::runtime_error("Close: " + error);
 }
 

@@ -7,24 +7,12 @@
 #include <stdexcept>
 #include <vector>
 
+#include "../testutil/trace_writer.h"
 #include "format/chunk.h"
 #include "format/trace_writer.h"
 #include "twinscope/counters.h"
 
 namespace twinscope::testing {
-namespace {
-
-std::unique_ptr<TraceWriter> Open(const std::string& path, const nlohmann::json& header) {
-  WriterOptions o;
-  o.path = path;
-  o.chunk_bytes = 4096;  // several chunks even for small traces
-  std::string error;
-  auto w = TraceWriter::Open(o, header, &error);
-  if (!w) throw std::runtime_error("TraceWriter::Open: " + error);
-  return w;
-}
-
-}  // namespace
 
 std::string TempPath(const std::string& suffix) {
   std::string t = "/tmp/twinscope_test_XXXXXX" + suffix;
@@ -42,7 +30,7 @@ void WritePrimaryTrace(const std::string& path, uint64_t extra_kernels) {
                            {"host", "testhost"},
                            {"command_line", {"./app", "--steps", "1"}},
                            {"cupti_version", 130001}};
-  auto w = Open(path, header);
+  auto w = OpenTestTrace(path, header);
   const StringId gemm = w->Intern("_Z4gemmv");
   const StringId gemm_d = w->Intern("gemm()");
   const StringId node = w->Intern("graph_node_kernel");
@@ -150,7 +138,7 @@ void WritePrimaryTrace(const std::string& path, uint64_t extra_kernels) {
 }
 
 void WriteShadowTrace(const std::string& path) {
-  auto w = Open(path, {{"role", "shadow"}, {"pid", 5151}, {"command_line", {"./app"}}});
+  auto w = OpenTestTrace(path, {{"role", "shadow"}, {"pid", 5151}, {"command_line", {"./app"}}});
   const StringId probe = w->Intern("probe_k");
   auto launch = [&](uint64_t seq, uint32_t grid_x) {
     LaunchRecord l{};
@@ -189,7 +177,7 @@ void WriteShadowTrace(const std::string& path) {
 }
 
 void WriteSampledShadowTrace(const std::string& path, uint64_t pinned_by_graph) {
-  auto w = Open(
+  auto w = OpenTestTrace(
       path, {{"role", "shadow"},
              {"pid", 5152},
              {"command_line", {"./app"}},

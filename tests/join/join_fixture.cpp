@@ -6,21 +6,12 @@
 
 #include <stdexcept>
 
+#include "../testutil/trace_writer.h"
 #include "format/trace_writer.h"
 #include "launchkey/launch_key.h"
 
 namespace twinscope::testing {
 namespace {
-
-std::unique_ptr<TraceWriter> Open(const std::string& path, const nlohmann::json& header) {
-  WriterOptions o;
-  o.path = path;
-  o.chunk_bytes = 4096;
-  std::string error;
-  auto w = TraceWriter::Open(o, header, &error);
-  if (!w) throw std::runtime_error("TraceWriter::Open: " + error);
-  return w;
-}
 
 bool Zero(Dim3 d) { return d.x == 0 && d.y == 0 && d.z == 0; }
 
@@ -38,7 +29,7 @@ TwinFiles WriteTwin(const std::string& dir, const std::vector<FakeLaunch>& launc
   {
     nlohmann::json header = {{"role", "primary"}, {"pid", 100}, {"command_line", {"./app"}}};
     if (o.primary_clock_realtime_ns) header["clock"] = {{"cupti_ns", 0}, {"realtime_ns", o.primary_clock_realtime_ns}};
-    auto w = Open(f.primary, header);
+    auto w = OpenTestTrace(f.primary, header);
     uint32_t corr = 1;
     uint64_t seq = 0;
     for (const auto& l : launches) {
@@ -86,7 +77,7 @@ TwinFiles WriteTwin(const std::string& dir, const std::vector<FakeLaunch>& launc
     if (!w->Close(&error)) throw std::runtime_error(error);
   }
   {
-    auto w = Open(f.shadow, {{"role", "shadow"}, {"pid", 200}, {"config", {{"every", o.shadow_every}}}});
+    auto w = OpenTestTrace(f.shadow, {{"role", "shadow"}, {"pid", 200}, {"config", {{"every", o.shadow_every}}}});
     uint64_t seq = 0;
     for (const auto& l : launches) {
       if (!l.in_shadow) continue;
