@@ -299,7 +299,9 @@ void ExpectInProgramClock(const std::map<std::string, KindSeen>& kinds, bool dur
     ASSERT_NE(it, kinds.end()) << name << "\n" << out;
     EXPECT_EQ(it->second.records, std::string(name) == "concurrent_kernel" ? 2u : 1u) << name;
     EXPECT_EQ(it->second.in_clock, it->second.records) << name << " records outside the program's clock\n" << out;
-    if (durations) EXPECT_EQ(it->second.durations_ok, it->second.records) << name << "\n" << out;
+    if (durations) {
+      EXPECT_EQ(it->second.durations_ok, it->second.records) << name << "\n" << out;
+    }
   }
   EXPECT_EQ(kinds.at("external_correlation").records, 1u) << out;
   EXPECT_NE(out.find("OWN_TIMESTAMP_IN_CLOCK 1"), std::string::npos) << "cuptiGetTimestamp: the program's clock\n"

@@ -46,7 +46,7 @@ TwinFiles WriteTwin(const std::string& dir, const std::vector<FakeLaunch>& launc
       r.kernel = w->Intern(l.kernel);
       r.grid = l.grid;
       r.block = l.block;
-      r.flags = l.graph ? kFlagGraph : 0;
+      r.flags = l.graph ? static_cast<uint32_t>(kFlagGraph) : 0u;
       w->Append(r);
       if (!l.primary_kernel_record) continue;
       KernelRecord k{};

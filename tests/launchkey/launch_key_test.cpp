@@ -138,7 +138,9 @@ TEST(LaunchKey, EveryFieldChangesTheHash) {
   std::vector<uint64_t> all;
   for (const GoldenKey& g : kGoldenKeys) {
     const uint64_t h = LaunchKeyHash(g.path, g.kernel, g.ordinal, g.grid, g.block);
-    if (&g != &base) EXPECT_NE(h, h0) << g.what << " does not change the hash";
+    if (&g != &base) {
+      EXPECT_NE(h, h0) << g.what << " does not change the hash";
+    }
     all.push_back(h);
   }
   std::sort(all.begin(), all.end());

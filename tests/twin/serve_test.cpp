@@ -155,7 +155,9 @@ TEST_F(Serve, MirrorsRequestsAndStopsEverythingOnSigint) {
     std::ifstream(p) >> pid;
     std::string env = Slurp(fs::path("/proc") / std::to_string(pid) / "environ");
     std::replace(env.begin(), env.end(), '\0', '\n');
-    if (!std::getenv("TRITON_CACHE_DIR")) EXPECT_NE(env.find(triton + "\n"), std::string::npos) << p << ":\n" << env;
+    if (!std::getenv("TRITON_CACHE_DIR")) {
+      EXPECT_NE(env.find(triton + "\n"), std::string::npos) << p << ":\n" << env;
+    }
   }
   kill(pid_, SIGINT);
   const int code = Wait();
