@@ -122,17 +122,22 @@ TwinFiles WriteTwin(const std::string& dir, const std::vector<FakeLaunch>& launc
   return f;
 }
 
-std::vector<FakeLaunch> SlowLaunches() {
+std::vector<FakeLaunch> EvenSteps(int n, uint32_t blocks, uint32_t sms) {
   std::vector<FakeLaunch> v;
-  for (int i = 0; i < 12; ++i) {
+  for (int i = 0; i < n; ++i) {
     FakeLaunch l;
     l.path = "step#" + std::to_string(i);
-    l.grid = {64, 1, 1};
-    l.cpu_ns = 1'000'000 * (i + 1);
+    l.grid = {blocks, 1, 1};
+    l.cpu_ns = 1'000'000 * static_cast<uint64_t>(i + 1);
     l.dur_ns = 10'000 + 10 * static_cast<uint64_t>(i);
-    l.blocks = EvenBlocks(64, 8, 2'000);
+    l.blocks = EvenBlocks(blocks, sms, 2'000);
     v.push_back(l);
   }
+  return v;
+}
+
+std::vector<FakeLaunch> SlowLaunches() {
+  std::vector<FakeLaunch> v = EvenSteps(12, 64, 8);
   v[3].dur_ns = 40'000;
   v[3].blocks[50].exit_ns += 200'000;
   v[5].dur_ns = 35'000;

@@ -41,6 +41,10 @@ struct FakeLaunch {
 // `block_ns`, on SM i % sms, arrival order i.
 std::vector<FakeBlock> EvenBlocks(uint32_t n, uint32_t sms, uint64_t block_ns);
 
+// `n` launches of one shape, one per step ("step#0".."step#<n-1>", 1 ms apart, 10 us + 10 ns per step long),
+// each of `blocks` even blocks on `sms` SMs (EvenBlocks, 2 us each): the steady run a test then makes slow.
+std::vector<FakeLaunch> EvenSteps(int n, uint32_t blocks, uint32_t sms);
+
 // Twelve launches of one 64-block shape ("step#0".."step#11", 10 us each) of which four are slow, one way each:
 // launch 3 a straggler block (40 us; block 50 exits 200 us late), 5 on fewer SMs (35 us; 2 SMs), 7 reordered
 // (30 us; blocks in reverse order). The "why slow" scene of the report's and the join document's tests.

@@ -232,20 +232,9 @@ TEST(Join, ConcurrentRunFlagsPrimaryKernelsInsideTheShadowsWindow) {
 // Seven launches of one shape (64 blocks on 8 SMs, tau 1, short tail); the
 // fifth is 3x slower and gets `slow_blocks` for its blocks.
 join::JoinedModel WhySlow(const std::vector<FakeBlock>& slow_blocks) {
-  std::vector<FakeLaunch> v;
-  for (int i = 0; i < 7; ++i) {
-    FakeLaunch l;
-    l.path = "step#" + std::to_string(i);
-    l.grid = {64, 1, 1};
-    l.cpu_ns = 1'000'000 * (i + 1);
-    l.dur_ns = 10'000 + 10 * static_cast<uint64_t>(i);
-    l.blocks = EvenBlocks(64, 8, 2'000);
-    if (i == 4) {
-      l.dur_ns = 30'000;
-      l.blocks = slow_blocks;
-    }
-    v.push_back(l);
-  }
+  std::vector<FakeLaunch> v = testing::EvenSteps(7, 64, 8);
+  v[4].dur_ns = 30'000;
+  v[4].blocks = slow_blocks;
   auto m = Join(WriteTwin(Dir(), v));
   EXPECT_EQ(m.groups.size(), 1u);
   return m;

@@ -284,16 +284,7 @@ using testing::EvenBlocks;
 using testing::FakeLaunch;
 
 json RealJoin(const std::string& dir) {
-  std::vector<FakeLaunch> v;
-  for (int i = 0; i < 12; ++i) {
-    FakeLaunch l;
-    l.path = "step#" + std::to_string(i);
-    l.grid = {256, 1, 1};
-    l.cpu_ns = 1'000'000 * (i + 1);
-    l.dur_ns = 10'000 + 10 * static_cast<uint64_t>(i);
-    l.blocks = EvenBlocks(256, 16, 2'000);
-    v.push_back(l);
-  }
+  std::vector<FakeLaunch> v = testing::EvenSteps(12, 256, 16);
   v[3].dur_ns = 40'000;  // straggler
   v[3].blocks[200].exit_ns += 200'000;
   v[5].dur_ns = 35'000;  // fewer SMs
