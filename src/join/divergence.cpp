@@ -126,8 +126,8 @@ void ExplainDivergence(JoinedModel& m) {
   // Step counts: top-level range instances with target launches on each side.
   {
     std::unordered_set<std::string> ps, ss;
-    for (const auto& p : m.primary) ps.insert(std::string(TopLevelRange(p.path)));
-    for (const auto& x : m.shadow) ss.insert(std::string(TopLevelRange(x.path)));
+    for (const auto& p : m.primary) ps.emplace(TopLevelRange(p.path));
+    for (const auto& x : m.shadow) ss.emplace(TopLevelRange(x.path));
     const bool comparable = !s.alignment.sampled && m.shadow_side.stats.report.end == ReadEnd::kComplete;
     if (comparable && ps.size() != ss.size() && (ps.size() > 1 || ss.size() > 1)) {
       DivergenceReason r{"step_count", "", ""};

@@ -58,7 +58,6 @@ bool ValidTimes(uint64_t start, uint64_t end, uint32_t flags) {
   return !(flags & kFlagInvalidTimestamp) && start && end && end >= start;
 }
 
-// First element of a key path: "step#3/attn#0" -> "step#3".
 // The primary's target launches: launch records of target kernels tied to
 // their kernel records (by correlation id and key hash), plus kernel records
 // whose launch record is missing; and per-top-level-range kernel time.
@@ -169,7 +168,7 @@ class PrimarySink : public RecordSink {
   StepRow& Step(StringId path) {
     auto it = step_index_.find(path);
     if (it == step_index_.end()) {
-      std::string top = std::string(TopLevelRange(reader_.String(path)));
+      std::string top(TopLevelRange(reader_.String(path)));
       auto named = step_by_name_.find(top);
       size_t idx;
       if (named == step_by_name_.end()) {

@@ -205,13 +205,13 @@ void MatchLaunches(JoinedModel& m) {
     r.shadow_launches = b1 - b0, r.primary_launches = a1 - a0;
     if (b1 > b0) {
       r.first_seq = m.shadow[b0].seq, r.last_seq = m.shadow[b1 - 1].seq;
-      r.shadow_from = std::string(TopLevelRange(m.shadow[b0].path)),
-      r.shadow_to = std::string(TopLevelRange(m.shadow[b1 - 1].path));
+      r.shadow_from = TopLevelRange(m.shadow[b0].path);
+      r.shadow_to = TopLevelRange(m.shadow[b1 - 1].path);
     }
     if (a1 > a0) {
       r.first_primary = a0, r.last_primary = a1 - 1;
-      r.primary_from = std::string(TopLevelRange(m.primary[a0].path)),
-      r.primary_to = std::string(TopLevelRange(m.primary[a1 - 1].path));
+      r.primary_from = TopLevelRange(m.primary[a0].path);
+      r.primary_to = TopLevelRange(m.primary[a1 - 1].path);
     }
     std::unordered_map<std::string, std::vector<size_t>> primary_of_kernel;
     for (size_t a = a0; a < a1; ++a) primary_of_kernel[m.primary[a].kernel].push_back(a);
@@ -401,7 +401,7 @@ void MatchLaunches(JoinedModel& m) {
   // 4. Drift per top-level range of the shadow's launches.
   std::map<std::string, size_t> row;
   auto drift = [&](const std::string& path) -> DriftRow& {
-    std::string top = std::string(TopLevelRange(path));
+    std::string top(TopLevelRange(path));
     auto it = row.find(top);
     if (it == row.end()) {
       it = row.emplace(top, m.drift.size()).first;

@@ -21,7 +21,7 @@ void StepSink::OnKernel(const KernelRecord& r) {
   auto it = index_.find(r.key.path);
   if (it == index_.end()) {
     it = index_.emplace(r.key.path, 0).first;
-    const std::string top = std::string(TopLevelRange(reader_.String(r.key.path)));
+    const std::string top(TopLevelRange(reader_.String(r.key.path)));
     auto t = by_top_.find(top);
     if (t == by_top_.end()) {
       t = by_top_.emplace(top, steps.size()).first;
@@ -49,7 +49,7 @@ RankInput RankInputFromJoin(int64_t rank, const join::JoinedModel& m) {
     const join::PrimaryLaunch& p = m.primary[i];
     if (!p.have_kernel) continue;
     RankTargetLaunch t;
-    t.range = std::string(TopLevelRange(p.path));
+    t.range = TopLevelRange(p.path);
     t.kernel = p.demangled.empty() ? p.kernel : p.demangled;
     t.key = KeyOf(p.path, p.kernel, p.ordinal);
     t.dur_ns = p.end_ns - p.start_ns;
