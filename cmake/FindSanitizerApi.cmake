@@ -19,8 +19,9 @@ if(Python3_Interpreter_FOUND)
     list(APPEND _san_hints ${_san_py})
   endif()
 endif()
-find_path(SANITIZER_INCLUDE_DIR sanitizer.h HINTS ${_san_hints} PATH_SUFFIXES include NO_DEFAULT_PATH)
-find_library(SANITIZER_LIBRARY NAMES sanitizer-public HINTS ${_san_hints} PATH_SUFFIXES lib lib64 "" NO_DEFAULT_PATH)
+# nvidia-cuda-sanitizer-api 13.0 keeps include/ and lib/ in nvidia/cu13; 13.5 keeps both in nvidia/cu13/compute-sanitizer.
+find_path(SANITIZER_INCLUDE_DIR sanitizer.h HINTS ${_san_hints} PATH_SUFFIXES include compute-sanitizer/include NO_DEFAULT_PATH)
+find_library(SANITIZER_LIBRARY NAMES sanitizer-public HINTS ${_san_hints} PATH_SUFFIXES lib lib64 "" compute-sanitizer NO_DEFAULT_PATH)
 if(NOT SANITIZER_INCLUDE_DIR OR NOT SANITIZER_LIBRARY)
   message(FATAL_ERROR "Compute Sanitizer API not found (looked in: ${_san_hints}). "
                       "Install it with `pip install nvidia-cuda-sanitizer-api==13.0.85`, "

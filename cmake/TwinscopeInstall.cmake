@@ -7,9 +7,11 @@
 # server beside itself (src/cli/run_child.cpp), as in the build tree. The CUDA
 # libraries are never installed: they come from the driver, the toolkit or
 # PyPI's nvidia-* packages (site-packages/nvidia/cu13/lib, reached by the
-# RUNPATH below from site-packages/twinscope/{bin,lib}). Component `wheel`.
+# RUNPATH below from site-packages/twinscope/{bin,lib}; nvidia-cuda-sanitizer-api
+# 13.5 moved its library to nvidia/cu13/compute-sanitizer, 13.0 has it in
+# nvidia/cu13/lib: both are searched). Component `wheel`.
 include(GNUInstallDirs)
-set(_twinscope_nvidia_rpath "$ORIGIN/../../nvidia/cu13/lib")
+set(_twinscope_nvidia_rpath "$ORIGIN/../../nvidia/cu13/lib;$ORIGIN/../../nvidia/cu13/compute-sanitizer")
 foreach(t twinscope twinscope_probe_child twinscope-demo-server twinscope-demo-client)
   if(TARGET ${t})
     install(TARGETS ${t} RUNTIME DESTINATION bin COMPONENT wheel)
