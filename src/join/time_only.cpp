@@ -11,20 +11,21 @@ namespace {
 
 bool SameDims(Dim3 a, Dim3 b) { return a.x == b.x && a.y == b.y && a.z == b.z; }
 
-// Index in `v` (primary indices by time) of the launch nearest to `t`,
-// skipping those `skip` says are taken; npos if none.
-template <typename Skip>
-size_t Nearest(const std::vector<PrimaryLaunch>& primary, const std::vector<size_t>& v, int64_t t, Skip skip) {
+// Position in `v` (primary indices by time) of the first launch at or after `t`.
+size_t FirstAtOrAfter(const std::vector<PrimaryLaunch>& primary, const std::vector<size_t>& v, int64_t t) {
   auto it = std::lower_bound(v.begin(), v.end(), t,
                              [&](size_t i, int64_t x) { return static_cast<int64_t>(primary[i].cpu_ns) < x; });
-  size_t hi = static_cast<size_t>(it - v.begin());
-  size_t lo = hi;  // candidates: v[lo-1] downwards, v[hi] upwards
-  size_t best = std::string::npos;
+  return static_cast<size_t>(it - v.begin());
+}
+
+// Of v[lo] (lo < hi; kNone if none) and v[hi] (hi < v.size()), the launch nearest to `t`; the earlier on a tie.
+constexpr size_t kNone = std::string::npos;
+size_t Closer(const std::vector<PrimaryLaunch>& primary, const std::vector<size_t>& v, size_t lo, size_t hi,
+              int64_t t) {
+  size_t best = kNone;
   uint64_t best_d = std::numeric_limits<uint64_t>::max();
-  while (lo > 0 && skip(v[lo - 1])) --lo;
-  while (hi < v.size() && skip(v[hi])) ++hi;
-  if (lo > 0) {
-    best = v[lo - 1];
+  if (lo != kNone) {
+    best = v[lo];
     best_d = static_cast<uint64_t>(std::llabs(static_cast<int64_t>(primary[best].cpu_ns) - t));
   }
   if (hi < v.size()) {
@@ -33,6 +34,40 @@ size_t Nearest(const std::vector<PrimaryLaunch>& primary, const std::vector<size
   }
   return best;
 }
+
+// The free positions of one kernel's time index, as two union-find "next free" pointers (path halving): a
+// search skips every taken launch in near-constant time, so pairing P pending launches among E taken ones
+// costs O((P + E) log E), not O(P * E) (docs/join.md, "Time only").
+class FreePositions {
+ public:
+  FreePositions(const std::vector<size_t>& v, const std::vector<bool>& used)
+      : right_(v.size() + 1), left_(v.size() + 1) {
+    for (size_t j = 0; j <= v.size(); ++j) {
+      const bool taken = j < v.size() && used[v[j]];
+      right_[j] = taken ? j + 1 : j;  // right_[size] = size: none to the right
+    }
+    left_[0] = 0;  // left_ is shifted by one: position j is slot j + 1, slot 0 = none to the left
+    for (size_t j = 0; j < v.size(); ++j) left_[j + 1] = used[v[j]] ? j : j + 1;
+  }
+  // First free position >= j (size() if none).
+  size_t Right(size_t j) { return Find(right_, j); }
+  // Last free position < j (kNone if none).
+  size_t LeftOf(size_t j) {
+    const size_t slot = Find(left_, j);
+    return slot ? slot - 1 : kNone;
+  }
+  void Take(size_t j) { right_[j] = j + 1, left_[j + 1] = j; }
+
+ private:
+  static size_t Find(std::vector<size_t>& up, size_t i) {
+    while (up[i] != i) {
+      up[i] = up[up[i]];
+      i = up[i];
+    }
+    return i;
+  }
+  std::vector<size_t> right_, left_;
+};
 
 }  // namespace
 
@@ -70,6 +105,7 @@ void TimeOnlyPass::MatchPending(JoinedModel& m, std::vector<bool>& used, const s
       if (!have_near[s] && it != last.end()) near_offset[s] = it->second, have_near[s] = true;
     }
   }
+  std::map<std::string, FreePositions> free;  // built for a kernel when its first pending launch comes
   for (size_t s = 0; s < m.shadow.size(); ++s) {
     if (paired[s]) continue;
     const ShadowLaunch& sh = m.shadow[s];
@@ -78,14 +114,20 @@ void TimeOnlyPass::MatchPending(JoinedModel& m, std::vector<bool>& used, const s
       m.shadow_unmatched.push_back(s);
       continue;
     }
+    const std::vector<size_t>& v = k->second;
+    auto f = free.find(sh.kernel);
+    if (f == free.end()) f = free.emplace(sh.kernel, FreePositions(v, used)).first;
     auto fo = first_offset_.find(sh.kernel);
     int64_t offset = have_near[s] ? near_offset[s] : (fo != first_offset_.end() ? fo->second : 0);
-    size_t p =
-        Nearest(m.primary, k->second, static_cast<int64_t>(sh.cpu_ns) - offset, [&](size_t i) { return used[i]; });
-    if (p == std::string::npos) {
+    const int64_t t = static_cast<int64_t>(sh.cpu_ns) - offset;
+    const size_t at = FirstAtOrAfter(m.primary, v, t);
+    const size_t lo = f->second.LeftOf(at), hi = f->second.Right(at);
+    const size_t p = Closer(m.primary, v, lo, hi, t);
+    if (p == kNone) {
       m.shadow_unmatched.push_back(s);
       continue;
     }
+    f->second.Take(p == (lo != kNone ? v[lo] : kNone) ? lo : hi);
     used[p] = true;
     Match mt;
     mt.kind = MatchKind::kTime;
@@ -106,7 +148,9 @@ void TimeOnlyPass::Evaluate(JoinedModel& m) const {
     if (k == by_kernel_.end()) continue;
     auto fo = first_offset_.find(sh.kernel);
     const int64_t off = fo != first_offset_.end() ? fo->second : 0;
-    size_t p = Nearest(m.primary, k->second, static_cast<int64_t>(sh.cpu_ns) - off, [](size_t) { return false; });
+    const int64_t t = static_cast<int64_t>(sh.cpu_ns) - off;
+    const size_t at = FirstAtOrAfter(m.primary, k->second, t);
+    const size_t p = Closer(m.primary, k->second, at ? at - 1 : kNone, at, t);
     ++m.summary.time_only_evaluated;
     if (p == mt.primary) ++m.summary.time_only_agree;
   }
