@@ -63,11 +63,13 @@ std::string ParseRequestLine(const std::string& text, ServedRequest* r) {
   return "";
 }
 
-// What the schedule says of one step: its kind, padding and each request's tokens.
+// What the schedule says of one step: its kind, padding and each request's tokens (and, in a version 2
+// schedule of an engine adapter, its computed tokens before the step: `offset`, -1 where not given).
 struct ScheduleStep {
   std::string kind;
   int64_t padded = -1;
   std::vector<std::pair<std::string, int64_t>> batch;  // id, tokens
+  std::vector<int64_t> offsets;                        // one per batch entry
 };
 
 bool ParseScheduleLine(const std::string& text, uint64_t* index, ScheduleStep* s) {
@@ -84,6 +86,7 @@ bool ParseScheduleLine(const std::string& text, uint64_t* index, ScheduleStep* s
   for (const auto& e : *batch) {
     if (!e.is_object()) return false;
     s->batch.emplace_back(StrField(e, "id"), IntField(e, "tokens"));
+    s->offsets.push_back(IntField(e, "offset"));
   }
   return true;
 }
@@ -102,10 +105,24 @@ int64_t TokensIn(const ServedRequest& r, uint64_t step) {
   return 1;
 }
 
+// Whether request `r` fed prompt tokens in step `index` of kind `kind`: a prefill step or its prefill step; in
+// a mixed step (prefill chunks and decode tokens together), a batch entry whose offset lies inside its prompt,
+// or, without offsets, one of more than one token.
+bool PrefillIn(const ServedRequest& r, uint64_t index, const std::string& kind, const ScheduleStep* sc) {
+  if (kind == "prefill" || (r.prefill_step >= 0 && static_cast<uint64_t>(r.prefill_step) == index)) return true;
+  if (kind != "mixed" || !sc) return false;
+  for (size_t i = 0; i < sc->batch.size(); ++i) {
+    if (sc->batch[i].first != r.id) continue;
+    if (sc->offsets[i] >= 0 && r.prompt_tokens >= 0) return sc->offsets[i] < r.prompt_tokens;
+    return sc->batch[i].second > 1;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool ParseStepRange(std::string_view range, uint64_t* index, std::string* kind) {
-  for (std::string_view k : {std::string_view("prefill"), std::string_view("decode")}) {
+  for (std::string_view k : {std::string_view("prefill"), std::string_view("decode"), std::string_view("mixed")}) {
     if (range.substr(0, k.size()) != k || range.substr(k.size(), 6) != " step ") continue;
     std::string_view rest = range.substr(k.size() + 6);
     size_t n = 0;
@@ -254,7 +271,8 @@ void BuildRequestTable(JoinedModel* mp, const RequestInputs& in) {
       r.arrival_ns = static_cast<uint64_t>(cupti);
     for (uint64_t index : r.steps) {
       const ServedStep& s = steps.at(index);
-      if (s.kind == "prefill" || (r.prefill_step >= 0 && static_cast<uint64_t>(r.prefill_step) == index))
+      auto sc = schedule.find(index);
+      if (PrefillIn(r, index, s.kind, sc != schedule.end() ? &sc->second : nullptr))
         ++r.prefill_steps;
       else
         ++r.decode_steps;
@@ -270,7 +288,6 @@ void BuildRequestTable(JoinedModel* mp, const RequestInputs& in) {
       // schedule's batch of that step leaves out gets no share of it (the batch's tokens are the whole), and
       // is counted: the request trace and the schedule disagree there.
       int64_t mine = TokensIn(r, index), all = tokens_in[index];
-      auto sc = schedule.find(index);
       if (sc != schedule.end()) {
         all = s.tokens;
         bool in_batch = false;
@@ -302,7 +319,7 @@ void BuildRequestTable(JoinedModel* mp, const RequestInputs& in) {
                          "trace of another run)");
   if (!t.requests.empty() && !primary_has_steps)
     t.warnings.push_back(
-        "the primary has no step ranges (\"prefill step N [..]\", \"decode step N [..]\"): "
+        "the primary has no step ranges (\"prefill step N [..]\", \"decode step N [..]\", \"mixed step N [..]\"): "
         "the requests' steps cannot be tied to its kernels");
   for (const auto& w : t.warnings) m.warnings.push_back(w);
 }

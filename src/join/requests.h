@@ -84,8 +84,9 @@ struct RequestTable {
 };
 
 // The step index an NVTX range instance names: "decode step 17 [r3:1]#0" ->
-// 17 and kind "decode"; false for any other range. Only the leading "<kind>
-// step <N>" is read, so request ids (which may hold '/', ',' or ':') never
+// 17 and kind "decode" (kinds: prefill, decode, mixed: an engine step of
+// prefill chunks and decode tokens); false for any other range (warmup,
+// capture). Only the leading "<kind> step <N>" is read, so request ids (which may hold '/', ',' or ':') never
 // matter.
 bool ParseStepRange(std::string_view range, uint64_t* index, std::string* kind);
 

@@ -42,9 +42,12 @@ TEST(StepRange, OnlyTheLeadingKindAndIndexAreRead) {
   EXPECT_EQ(k, "prefill");
   EXPECT_TRUE(join::ParseStepRange("decode step 12#1", &i, &k));
   EXPECT_EQ(i, 12u);
-  for (const char* no :
-       {"warmup decode batch 8#0", "capture decode batch 8#0", "decode steps 1 [x:1]", "decode step x [r:1]",
-        "decode step 1x [r:1]", "decode step ", "step#3", "decode step 99999999999999999999999 [r:1]", ""})
+  EXPECT_TRUE(join::ParseStepRange("mixed step 7 [a:1,b:96]#0", &i, &k));
+  EXPECT_EQ(i, 7u);
+  EXPECT_EQ(k, "mixed");
+  for (const char* no : {"warmup decode batch 8#0", "capture decode batch 8#0", "warmup step 0 [w:1]#0",
+                         "mixed steps 2", "decode steps 1 [x:1]", "decode step x [r:1]", "decode step 1x [r:1]",
+                         "decode step ", "step#3", "decode step 99999999999999999999999 [r:1]", ""})
     EXPECT_FALSE(join::ParseStepRange(no, &i, &k)) << no;
 }
 
@@ -140,6 +143,70 @@ TEST(Requests, ARequestOutsideTheScheduledBatchGetsNoShareAndIsSaid) {
   bool said = false;
   for (const std::string& w : t.warnings) said |= w.find("2 steps that a request names leave it out") == 0;
   EXPECT_TRUE(said) << "no warning of the two steps outside the batch";
+}
+
+// An engine's mixed steps (prefill chunks and decode tokens in one step, "mixed step N [..]", a version 2
+// schedule with each entry's computed-token offset): they are steps of the primary, and each request's part
+// in them is its own: b's second prompt chunk is a prefill step of b, a's token in the same step a decode.
+TEST(Requests, MixedStepsAreStepsAndEachRequestsPartIsItsOwn) {
+  const std::string dir = Dir();
+  const std::vector<std::string> names = {"prefill step 0 [a:4]", "mixed step 1 [a:1,b:3]", "mixed step 2 [a:1,b:2]",
+                                          "decode step 3 [a:1,b:1]"};
+  std::vector<FakeLaunch> launches;
+  uint64_t at = 1'000'000;
+  for (size_t s = 0; s < names.size(); ++s) {
+    FakeLaunch l;
+    l.path = names[s] + "#0";
+    l.grid = {static_cast<uint32_t>(s + 1), 1, 1};
+    l.cpu_ns = at;
+    at += 100'000;
+    launches.push_back(l);
+  }
+  const testing::TwinFiles files = testing::WriteTwin(dir, launches, testing::WriteOptions{});
+  join::JoinOptions o;
+  o.requests.trace = dir + "/requests-primary.jsonl";
+  o.requests.schedule = dir + "/schedule-primary.jsonl";
+  {
+    std::ofstream f(o.requests.trace);
+    f << R"({"id":"a","status":200,"prompt_tokens":4,"completion_tokens":4,"prefill_step":0,"steps":[0,1,2,3]})"
+      << "\n"
+      << R"({"id":"b","status":200,"prompt_tokens":5,"completion_tokens":2,"prefill_step":1,"steps":[1,2,3]})"
+      << "\n";
+    std::ofstream g(o.requests.schedule);
+    g << R"({"type":"header","version":2,"engine":"transformers"})"
+      << "\n"
+      << R"({"type":"step","step":0,"kind":"prefill","batch":[{"id":"a","tokens":4,"offset":0}]})"
+      << "\n"
+      << R"({"type":"step","step":1,"kind":"mixed","batch":[{"id":"a","tokens":1,"offset":4},{"id":"b","tokens":3,"offset":0}]})"
+      << "\n"
+      << R"({"type":"step","step":2,"kind":"mixed","batch":[{"id":"a","tokens":1,"offset":5},{"id":"b","tokens":2,"offset":3}]})"
+      << "\n"
+      << R"({"type":"step","step":3,"kind":"decode","batch":[{"id":"a","tokens":1,"offset":6},{"id":"b","tokens":1,"offset":5}]})"
+      << "\n";
+  }
+  join::JoinedModel m = Join(files, o);
+  const join::RequestTable& t = m.requests;
+  ASSERT_EQ(t.requests.size(), 2u);
+  ASSERT_EQ(t.steps.size(), 4u);
+  EXPECT_EQ(t.steps_without_kernels, 0u);  // the mixed steps' kernels are the primary's steps
+  EXPECT_EQ(t.steps[1].kind, "mixed");
+  EXPECT_EQ(t.steps[2].kind, "mixed");
+  EXPECT_EQ(t.steps[1].tokens, 4);
+  EXPECT_EQ(t.steps[2].tokens, 3);
+  EXPECT_GT(t.steps[1].kernels, 0u);
+  const join::ServedRequest& a = t.requests[0];
+  const join::ServedRequest& b = t.requests[1];
+  EXPECT_EQ(a.prefill_steps, 1u);
+  EXPECT_EQ(a.decode_steps, 3u);
+  EXPECT_EQ(b.prefill_steps, 2u);  // its prompt in two chunks: steps 1 and 2
+  EXPECT_EQ(b.decode_steps, 1u);
+  // Step 1's kernel time: a 1/4, b 3/4; step 2's: a 1/3, b 2/3.
+  const double k1 = static_cast<double>(t.steps[1].kernel_ns), k2 = static_cast<double>(t.steps[2].kernel_ns),
+               k3 = static_cast<double>(t.steps[3].kernel_ns);
+  EXPECT_NEAR(static_cast<double>(b.kernel_share_ns), k1 * 3 / 4 + k2 * 2 / 3 + k3 / 2, 3.0);
+  EXPECT_NEAR(static_cast<double>(a.kernel_share_ns),
+              static_cast<double>(t.steps[0].kernel_ns) + k1 / 4 + k2 / 3 + k3 / 2, 3.0);
+  for (const std::string& w : t.warnings) EXPECT_EQ(w.find("no step ranges"), std::string::npos) << w;
 }
 
 TEST(Requests, ArrivalIsPutOnThePrimarysClock) {
