@@ -1,0 +1,137 @@
+"""Engine adapters for `twin --serve` (docs/engines.md): a lazy import hook that, when a serving engine's module is imported, wraps its scheduler to record (primary) or force (shadow) its steps."""
+
+import importlib.abc
+import sys
+import threading
+
+from . import common
+from .common import say
+
+# name -> (the module whose import triggers the adapter, the adapter's module in this package)
+ENGINES = {
+    "transformers": "transformers.generation.continuous_batching.continuous_api",
+}
+
+_state = {"installed": False, "engine": None, "status": None}
+_lock = threading.Lock()
+
+
+class _AfterExec(importlib.abc.Loader):
+    """A module's own loader, plus a call once the module has run (the adapter's wrapping)."""
+
+    def __init__(self, inner, after):
+        self._inner = inner
+        self._after = after
+
+    def create_module(self, spec):
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module):
+        self._inner.exec_module(module)
+        try:
+            self._after(sys.modules.get(module.__name__, module))
+        except Exception as e:  # the engine's import goes on whatever the adapter does
+            say("installing the adapter failed (%s: %s): disabled" % (type(e).__name__, e))
+
+    def __getattr__(self, name):  # get_data, get_filename, is_package, ... of the real loader
+        return getattr(self._inner, name)
+
+
+class _Hook(importlib.abc.MetaPathFinder):
+    """Watches for the engines' modules; every other import is left to the other finders."""
+
+    def __init__(self, watch):
+        self.watch = dict(watch)  # module name -> callback(module)
+
+    def find_spec(self, name, path=None, target=None):
+        after = self.watch.get(name)
+        if after is None:
+            return None
+        del self.watch[name]  # once
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _AfterExec(spec.loader, after)
+        return spec
+
+
+def _transformers_hooks(settings):
+    from . import transformers as tf
+
+    box = {}
+
+    def on_transformers(mod):
+        version = str(getattr(mod, "__version__", "") or "")
+        if not version:
+            try:
+                from importlib.metadata import version as dist_version
+
+                version = dist_version("transformers")
+            except Exception:
+                version = "unknown"
+        adapter = tf.TransformersAdapter(settings, version)
+        box["adapter"] = adapter
+        _state["engine"] = adapter
+        adapter.check_version()
+
+    def on_cb_api(mod):
+        adapter = box.get("adapter")
+        if adapter is None:  # continuous_api imported without `transformers` first: not possible, but say it
+            on_transformers(sys.modules.get("transformers"))
+            adapter = box["adapter"]
+        scheduler_mod = sys.modules.get(tf.CB_SCHEDULER)
+        if scheduler_mod is None:
+            import importlib
+
+            scheduler_mod = importlib.import_module(tf.CB_SCHEDULER)
+        adapter.install(mod, scheduler_mod)
+
+    return {"transformers": on_transformers, tf.CB_API: on_cb_api}
+
+
+def install(env=None):
+    """Called by the shim: reads what `twin` set and installs the import hook; never raises."""
+    with _lock:
+        if _state["installed"]:
+            return
+        _state["installed"] = True
+    try:
+        settings = common.Settings(env)
+        if not settings.role:
+            return  # not under `twin --serve`
+        status = common.Status(settings.status_path, "", "")
+        _state["status"] = status
+        if settings.adapter == "off":
+            status.set(message="engine adapters are off (--engine-adapter off): batches are not recorded or forced")
+            status.write()
+            return
+        names = list(ENGINES) if settings.adapter == "auto" else [settings.adapter]
+        unknown = [n for n in names if n not in ENGINES]
+        if unknown:
+            status.set(
+                message="no engine adapter named %r (known: %s, auto, off): batches will not be forced"
+                % (settings.adapter, ", ".join(sorted(ENGINES)))
+            )
+            status.write()
+            say(status.doc["message"] + ": disabled")
+            return
+        watch = {}
+        if "transformers" in names:
+            watch.update(_transformers_hooks(settings))
+        for b in settings.bad:
+            status.append("warnings", b)
+        status.set(
+            message="no engine twinscope has an adapter for (%s) has been imported: batches are not recorded"
+            % ", ".join(names)
+        )
+        status.write()
+        sys.meta_path.insert(0, _Hook(watch))
+    except Exception as e:
+        say("the adapters could not be installed (%s: %s): disabled" % (type(e).__name__, e))

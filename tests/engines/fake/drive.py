@@ -1,0 +1,66 @@
+"""Drives the fake continuous-batching engine as a server would: requests by id at their arrival times (or all at once, in reverse, as a replay may send them), then a stop; writes what each request got and the fake GPU's launches as JSON (tests/engines)."""
+
+import argparse
+import json
+import sys
+import threading
+import time
+
+import transformers  # noqa: F401  (as `transformers serve` does: the package first, then continuous batching)
+from transformers.generation.continuous_batching import continuous_api
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workload", required=True, help="JSON list of {id, prompt, max_tokens, at}")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--all-at-once", action="store_true", help="submit every request at once, last first")
+    ap.add_argument("--num-blocks", type=int, default=64)
+    ap.add_argument("--block-size", type=int, default=4)
+    ap.add_argument("--max-batch-tokens", type=int, default=32)
+    ap.add_argument("--scheduler", default="fifo")
+    ap.add_argument("--wait-s", type=float, default=20.0)
+    a = ap.parse_args()
+    with open(a.workload) as f:
+        work = json.load(f)
+    m = continuous_api.ContinuousBatchingManager(
+        num_blocks=a.num_blocks, block_size=a.block_size, max_batch_tokens=a.max_batch_tokens, scheduler_type=a.scheduler
+    )
+    sys.stderr.write("fake engine: serving\n")
+    sys.stderr.flush()
+    m.start()
+    t0 = time.monotonic()
+    order = list(reversed(work)) if a.all_at_once else sorted(work, key=lambda r: r.get("at", 0))
+    for r in order:
+        if not a.all_at_once:
+            delay = t0 + r.get("at", 0) - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        prompt = [(7 * i + len(r["id"])) % 40 + 1 for i in range(r["prompt"])]
+        m.add_request(prompt, request_id=r["id"], max_new_tokens=r["max_tokens"])
+    deadline = time.monotonic() + a.wait_s
+    for r in work:
+        m.done[r["id"]].wait(max(0.0, deadline - time.monotonic()))
+    m.stop()
+    gen = m._thread.ident if m._thread else None
+    launches = [[where, kernel, grid, tid == gen] for tid, where, kernel, grid in continuous_api.LAUNCHES]
+    try:
+        from torch.cuda import nvtx
+
+        ranges = [[op, name, tid == gen] for tid, op, name in nvtx.log]
+    except ImportError:
+        ranges = []
+    out = {
+        "results": m.results,
+        "launches": launches,
+        "ranges": ranges,
+        "error": repr(m.error) if m.error else None,
+        "served": sorted(m.results),
+    }
+    with open(a.out, "w") as f:
+        json.dump(out, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,3 @@
+"""The fake torch.cuda: only nvtx (tests/engines/fake)."""
+
+from . import nvtx  # noqa: F401

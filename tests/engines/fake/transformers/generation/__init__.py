@@ -1,0 +1,1 @@
+"""The fake transformers' generation package (tests/engines/fake)."""

@@ -1,0 +1,1 @@
+"""The fake continuous batching package: scheduler, requests, cache and the batch processor with 5.17's names (tests/engines/fake)."""
