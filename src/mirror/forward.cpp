@@ -57,6 +57,22 @@ void StripHopByHop(http::fields& fields) {
   }
 }
 
+std::vector<std::pair<std::string, std::string>> LoggedHeaders(const http::fields& fields) {
+  http::fields copy = fields;
+  StripHopByHop(copy);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& f : copy) {
+    const std::string_view name = f.name_string();
+    if (IEquals(name, "host") || IEquals(name, "content-length") || IEquals(name, kRequestIdField) ||
+        IEquals(name, kRoleField))
+      continue;
+    const bool secret =
+        IEquals(name, "authorization") || IEquals(name, "proxy-authorization") || IEquals(name, "cookie");
+    out.emplace_back(std::string(name), secret ? std::string(kRedacted) : std::string(f.value()));
+  }
+  return out;
+}
+
 std::string ForwardTarget(const UpstreamUrl& upstream, std::string_view target) {
   for (std::string_view scheme : {std::string_view("http://"), std::string_view("https://")}) {
     if (target.size() >= scheme.size() && IEquals(target.substr(0, scheme.size()), scheme)) {

@@ -5,6 +5,8 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "mirror/address.h"
 #include "mirror/beast.h"
@@ -30,6 +32,13 @@ void StripHopByHop(http::fields& fields);
 http::request<http::string_body> MakeUpstreamRequest(const http::request<http::string_body>& client,
                                                      const UpstreamUrl& upstream, std::string_view request_id,
                                                      std::string_view role, std::string_view client_ip);
+
+// The fields of a client request as the request log keeps them for a replay (in order, duplicates kept):
+// without the hop-by-hop ones (StripHopByHop), Host, Content-Length, X-Request-Id and X-Twinscope-Mirror
+// (the replayer sets those); Authorization, Proxy-Authorization and Cookie are kept with the value
+// "[redacted]" so the log holds no credentials.
+std::vector<std::pair<std::string, std::string>> LoggedHeaders(const http::fields& fields);
+inline constexpr std::string_view kRedacted = "[redacted]";
 
 // The request target as sent upstream: an absolute-form target
 // ("http://h/p?q") is reduced to its path, then prefixed with the base path.

@@ -54,7 +54,9 @@ Status Mirror::Impl::Start() {
     return Status::Error("--max-body must be > 0 and --max-header at least 1024 bytes");
   }
   if (!opt_.log_path.empty()) {
-    Status s = log_.Open(opt_.log_path);
+    RequestLogOptions lo;
+    lo.max_body_bytes = opt_.log_max_body_bytes;
+    Status s = log_.Open(opt_.log_path, lo);
     if (!s.ok()) return s;
   }
 
@@ -161,6 +163,10 @@ MirrorCounters Mirror::Impl::Snapshot() const {
   MirrorCounters s = c_.Load();
   s.log_written = log_.written();
   s.log_dropped = log_.dropped();
+  s.log_not_replayable = log_.not_replayable();
+  s.log_write_errors = log_.write_errors();
+  s.log_syncs = log_.syncs();
+  s.log_body_bytes = log_.body_bytes();
   return s;
 }
 
@@ -219,6 +225,7 @@ void Mirror::Shutdown() { impl_->Shutdown(false); }
 void Mirror::ShutdownNow() { impl_->Shutdown(true); }
 void Mirror::Wait() { impl_->Wait(); }
 MirrorCounters Mirror::counters() const { return impl_->Snapshot(); }
+std::vector<std::string> Mirror::not_replayable_ids() const { return impl_->log_.not_replayable_ids(); }
 
 int RunMirror(const MirrorOptions& options, const std::function<void(const Mirror&)>& on_listening) {
   // Asio catches SIGINT/SIGTERM on whichever thread they land and hands them

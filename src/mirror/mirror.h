@@ -18,6 +18,7 @@
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
@@ -28,7 +29,10 @@ struct MirrorOptions {
   std::string primary;                    // http://HOST:PORT[/BASE]
   std::string shadow;                     // same; empty = no shadow (plain proxy)
   std::string log_path;                   // JSON-lines request log; empty = none
-  int threads = 0;                        // I/O threads; 0 = min(cores, 4)
+  // Request bodies kept in the log, all requests together; past it requests are logged without their body
+  // and counted not replayable (log_not_replayable).
+  uint64_t log_max_body_bytes = uint64_t{1} << 30;
+  int threads = 0;  // I/O threads; 0 = min(cores, 4)
 
   size_t max_body_bytes = 16u << 20;    // client request body cap -> 413
   size_t max_header_bytes = 64u << 10;  // request/response header cap -> 431 / 502
@@ -65,6 +69,7 @@ struct MirrorCounters {
   uint64_t shadow_sent = 0, shadow_ok = 0, shadow_failed = 0, shadow_timeouts = 0, shadow_skipped = 0;
   uint64_t shadow_inflight = 0;
   uint64_t log_written = 0, log_dropped = 0;
+  uint64_t log_not_replayable = 0, log_write_errors = 0, log_syncs = 0, log_body_bytes = 0;
   uint64_t drain_cut = 0;  // connections/shadow copies cut by drain_timeout at shutdown
   nlohmann::json ToJson() const;
 };
@@ -96,6 +101,9 @@ class Mirror {
   void Wait();
 
   MirrorCounters counters() const;
+  // The requests the log holds without a replayable body (the bound on body bytes, a write error): their ids,
+  // the first 1000.
+  std::vector<std::string> not_replayable_ids() const;
 
  private:
   class Impl;

@@ -122,7 +122,11 @@ class Mirror::Impl {
   bool draining() const { return draining_.load(std::memory_order_acquire); }
 
   AtomicCounters c_;
+
+ public:
   RequestLog log_;
+
+ private:
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<tcp::acceptor> acceptor_;
   std::atomic<bool> draining_{false};

@@ -1,6 +1,8 @@
 // The mirror's counters as JSON and the request log's line for one request.
 #include "mirror/request_trace.h"
 
+#include <cstring>
+
 #include "base/iso_time.h"
 
 namespace twinscope::mirror {
@@ -59,6 +61,10 @@ Json MirrorCounters::ToJson() const {
               {"shadow_inflight", shadow_inflight},
               {"log_written", log_written},
               {"log_dropped", log_dropped},
+              {"log_not_replayable", log_not_replayable},
+              {"log_write_errors", log_write_errors},
+              {"log_syncs", log_syncs},
+              {"log_body_bytes", log_body_bytes},
               {"drain_cut", drain_cut}};
 }
 
@@ -78,7 +84,8 @@ RequestTrace::~RequestTrace() {
   if (!log || !log->is_open()) return;
   try {
     auto wall_us = std::chrono::duration_cast<std::chrono::microseconds>(arrival_wall.time_since_epoch()).count();
-    Json j = {{"id", id},
+    Json j = {{"type", "end"},
+              {"id", id},
               {"id_generated", id_generated},
               {"method", method},
               {"path", path},
@@ -88,11 +95,105 @@ RequestTrace::~RequestTrace() {
               {"request_bytes", request_bytes},
               {"status", client_status},
               {"client_disconnected", client_disconnected},
+              {"streamed", streamed},
+              {"response_bytes", primary.bytes},
               {"primary", primary.ToJson()},
               {"shadow", shadow.ToJson()}};
+    // The client went away: a replay cancels the request at the same point (after as many reply bytes,
+    // or, before any byte, after as long).
+    if (client_disconnected) j["cancelled_at"] = {{"bytes", primary.bytes}, {"us", primary.done_us}};
     log->Write(j.dump(-1, ' ', false, Json::error_handler_t::replace));
   } catch (...) {
     // Logging must never take a request down.
+  }
+}
+
+}  // namespace twinscope::mirror
+
+namespace twinscope::mirror {
+
+bool IsUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xE ? 2 : (c >> 3) == 0x1E ? 3 : 4;
+    if (n == 4 || (n == 1 && c < 0xC2) || i + n >= s.size() + (n ? 0 : 1)) return false;
+    for (size_t k = 1; k <= n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
+namespace {
+constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+}
+
+std::string Base64Encode(std::string_view in) {
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < in.size(); i += 3) {
+    uint32_t v = static_cast<unsigned char>(in[i]) << 16;
+    if (i + 1 < in.size()) v |= static_cast<unsigned char>(in[i + 1]) << 8;
+    if (i + 2 < in.size()) v |= static_cast<unsigned char>(in[i + 2]);
+    out += kB64[(v >> 18) & 63];
+    out += kB64[(v >> 12) & 63];
+    out += i + 1 < in.size() ? kB64[(v >> 6) & 63] : '=';
+    out += i + 2 < in.size() ? kB64[v & 63] : '=';
+  }
+  return out;
+}
+
+bool Base64Decode(std::string_view in, std::string* out) {
+  out->clear();
+  uint32_t v = 0;
+  int bits = 0;
+  for (char ch : in) {
+    if (ch == '=') break;
+    const char* p = std::strchr(kB64, ch);
+    if (!p || !ch) return false;
+    v = (v << 6) | static_cast<uint32_t>(p - kB64);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out->push_back(static_cast<char>((v >> bits) & 0xFF));
+    }
+  }
+  return true;
+}
+
+std::string RequestLine(const RequestTrace& t, const std::vector<std::pair<std::string, std::string>>& headers,
+                        std::string_view body, bool body_kept, std::string_view why_not) {
+  const auto wall_us = std::chrono::duration_cast<std::chrono::microseconds>(t.arrival_wall.time_since_epoch()).count();
+  Json h = Json::array();
+  for (const auto& [name, value] : headers) h.push_back({name, value});
+  Json j = {{"type", "request"},
+            {"id", t.id},
+            {"id_generated", t.id_generated},
+            {"method", t.method},
+            {"path", t.path},
+            {"client", t.client},
+            {"arrival", IsoTimeUtc(t.arrival_wall)},
+            {"arrival_unix_us", wall_us},
+            {"headers", std::move(h)},
+            {"body_bytes", body.size()},
+            {"replayable", body_kept}};
+  if (body_kept) {
+    if (IsUtf8(body))
+      j["body"] = std::string(body);
+    else
+      j["body_base64"] = Base64Encode(body);
+  } else {
+    j["not_replayable"] = std::string(why_not);
+  }
+  try {
+    return j.dump();
+  } catch (const Json::type_error&) {  // not valid UTF-8 after all (a surrogate, an overlong form)
+    if (j.contains("body")) {
+      j.erase("body");
+      j["body_base64"] = Base64Encode(body);
+    }
+    return j.dump(-1, ' ', false, Json::error_handler_t::replace);
   }
 }
 

@@ -11,6 +11,9 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "mirror/mirror.h"
 #include "mirror/request_log.h"
@@ -75,12 +78,22 @@ struct RequestTrace {
   uint64_t request_bytes = 0;
   int client_status = 0;
   bool client_disconnected = false;
+  bool streamed = false;  // the primary's reply came chunked or of unknown length (SSE and the like)
   LegTrace primary, shadow;
 
   int64_t Now() const { return MicrosBetween(arrival, Clock::now()); }
 
-  // Writes the request's line to `log` (if open); never throws.
+  // Writes the request's end line to `log` (if open); never throws.
   ~RequestTrace();
 };
+
+// The request line of `t` (docs/mirror.md, "Request log"): what a replay sends again. `body_kept` false:
+// the line has no body and says `why_not`. A body that is not UTF-8 is kept as body_base64.
+std::string RequestLine(const RequestTrace& t, const std::vector<std::pair<std::string, std::string>>& headers,
+                        std::string_view body, bool body_kept, std::string_view why_not);
+
+bool IsUtf8(std::string_view s);
+std::string Base64Encode(std::string_view in);
+bool Base64Decode(std::string_view in, std::string* out);  // false on a character outside the alphabet
 
 }  // namespace twinscope::mirror

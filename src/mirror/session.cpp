@@ -135,6 +135,16 @@ awaitable<void> Mirror::Impl::Session(Worker& w, tcp::socket socket) {
       trace->arrival_wall = arrival_wall;
       trace->arrival = arrival;
       trace->request_bytes = req.body().size();
+      if (log_.is_open()) {
+        // Logged before it is forwarded: a request the primary never answers is still in the log.
+        const bool kept = log_.ReserveBody(req.body().size());
+        log_.WriteRequest(
+            RequestLine(*trace, LoggedHeaders(req.base()), req.body(), kept,
+                        kept ? ""
+                             : "the request log's bound on body bytes (" + std::to_string(opt_.log_max_body_bytes) +
+                                   ") was reached: logged without its body"),
+            trace->id, kept);
+      }
       Bump(c_.requests);
       if (!relay_chunk) relay_chunk = std::make_unique<char[]>(kRelayChunk);
       if (!co_await Forward(w, client, buf, relay_chunk.get(), req, std::move(trace))) break;

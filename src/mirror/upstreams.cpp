@@ -217,6 +217,7 @@ awaitable<bool> Mirror::Impl::RelayPrimary(Worker& w, beast::tcp_stream& client,
   const bool upstream_keep_alive = p->keep_alive();
   const bool header_only = p->is_done();  // HEAD, 204, 304
   const bool length_known = header_only || p->chunked() || p->content_length().has_value();
+  trace->streamed = !header_only && (p->chunked() || !p->content_length().has_value());
   keep_alive = keep_alive && !draining();  // a shutdown may have begun while the primary worked
   PrepareClientResponse(res, id, req.version(), length_known, &keep_alive);
 

@@ -199,7 +199,11 @@ TEST_F(DemoE2E, ReplayGivesTheSummarysFiguresAndAReportWithRequests) {
   EXPECT_NE(r.out.find("mirror added latency (3 pairs): TTFT p50 "), std::string::npos) << r.out;
   EXPECT_TRUE(json::parse(Slurp(out / "summary.json"))["mirror_latency"].is_object());
   // The mirror logged every request, and `stats` on the folder shows the requests again.
-  EXPECT_EQ(JsonLines(out / "requests.jsonl").size(), static_cast<size_t>(kRequests + 3));
+  // (a request line before forwarding and an end line after, per request: docs/mirror.md, "Request log")
+  const auto log_lines = JsonLines(out / "requests.jsonl");
+  EXPECT_EQ(std::count_if(log_lines.begin(), log_lines.end(), [](const json& l) { return l["type"] == "end"; }),
+            kRequests + 3);
+  EXPECT_EQ(log_lines.size(), static_cast<size_t>(2 * (kRequests + 3)));
   EXPECT_NE(r.out.find("requests (requests-primary.jsonl): 10, 10 with status 200"), std::string::npos) << r.out;
 }
 

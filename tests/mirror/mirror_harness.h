@@ -55,12 +55,15 @@ inline void WaitForShadows(const Mirror& m) {
                             std::chrono::seconds(10)));
 }
 
-// The request log's lines in arrival order (call after the mirror has stopped:
-// Wait() flushes the log).
+// The request log's end lines (one per request, both sides' outcomes) in arrival order (call after the
+// mirror has stopped: Wait() flushes the log). The request lines: request_log_test.cpp.
 inline std::vector<nlohmann::json> ReadRequestLog(const std::string& path) {
   std::ifstream in(path);
   std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.value("type", "") == "end") lines.push_back(std::move(j));
+  }
   std::sort(lines.begin(), lines.end(), [](auto& a, auto& b) { return a["arrival_unix_us"] < b["arrival_unix_us"]; });
   return lines;
 }

@@ -475,7 +475,10 @@ TEST(Mirror, RequestLogHasOneLinePerRequestWithBothSides) {
   m->Wait();
   std::ifstream in(path);
   std::vector<Json> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(Json::parse(line));
+  for (std::string line; std::getline(in, line);) {
+    Json j = Json::parse(line);
+    if (j["type"] == "end") lines.push_back(j);  // the request lines: request_log_test.cpp
+  }
   ASSERT_EQ(lines.size(), 2u);
   std::sort(lines.begin(), lines.end(), [](auto& a, auto& b) { return a["arrival_unix_us"] < b["arrival_unix_us"]; });
   const Json& a = lines[0];
@@ -512,7 +515,10 @@ TEST(Mirror, RequestLogRecordsSkippedAndFailedShadows) {
   std::ifstream in(path);
   std::string line;
   ASSERT_TRUE(std::getline(in, line));
+  EXPECT_EQ(Json::parse(line)["type"], "request");
+  ASSERT_TRUE(std::getline(in, line));
   Json j = Json::parse(line);
+  EXPECT_EQ(j["type"], "end");
   EXPECT_EQ(j["shadow"]["state"], "failed");
   EXPECT_NE(j["shadow"]["error"].get<std::string>().find("connect"), std::string::npos);
   std::remove(path.c_str());

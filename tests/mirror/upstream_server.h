@@ -74,6 +74,8 @@ struct SeenRequest {
   std::string id, role, method, target;
   size_t body_bytes = 0;
   uint64_t body_hash = 0;
+  std::vector<std::pair<std::string, std::string>> headers{};  // every field, in order
+  std::string body{};
 };
 
 class TestUpstream {
@@ -160,6 +162,8 @@ class TestUpstream {
                        std::string(req.target()),
                        req.body().size(),
                        Fnv1a(req.body())};
+      for (const auto& f : req) seen.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+      seen.body = req.body();
       {
         // Counted and recorded in one step: a test that has seen requests()
         // reach N always finds N entries in seen().
