@@ -28,6 +28,16 @@ procs::ProcessRef RefOf(const RunTrace& t) {
   for (int a : t.process.ancestors) r.ancestors.push_back(static_cast<uint32_t>(a));
   r.top = t.process.top;
   r.rank = t.process.rank;
+  r.local_rank = t.process.local_rank;
+  r.host = t.process.host;
+  // The devices it used: the collector's {"ordinal": N, ...} objects, the block probe's ordinals.
+  const auto devices = t.last_status.find("devices");
+  if (devices != t.last_status.end() && devices->is_array())
+    for (const auto& d : *devices) {
+      if (d.is_number_unsigned()) r.devices.push_back(d.get<uint32_t>());
+      if (d.is_object() && d.contains("ordinal") && d["ordinal"].is_number_unsigned())
+        r.devices.push_back(d["ordinal"].get<uint32_t>());
+    }
   r.command_line = t.process.command_line;
   r.start_realtime_ns = t.process.start_realtime_ns;
   r.gpu_work = t.gpu_work() ? std::max<uint64_t>(1, t.Launches()) : 0;
@@ -57,6 +67,9 @@ std::string Short(const procs::ProcessRef& p) {
 nlohmann::json ProcessJson(const procs::ProcessRef& p) {
   nlohmann::json j = {{"pid", p.pid}, {"command", Short(p)}, {"trace", p.path}, {"gpu_work", p.gpu_work}};
   if (p.rank) j["rank"] = *p.rank;
+  if (p.local_rank) j["local_rank"] = *p.local_rank;
+  if (!p.host.empty()) j["host"] = p.host;
+  if (!p.devices.empty()) j["devices"] = p.devices;
   return j;
 }
 

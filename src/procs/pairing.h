@@ -1,4 +1,4 @@
-// Pairs the processes of a primary run with those of its shadow run (docs/join.md, "Processes"):
+// Pairs the processes of a primary run with those of its shadow run (docs/processes.md, "Pairing"):
 // by launcher rank, else by position in the process tree. Pure logic over process descriptions;
 // CUDA-free, no I/O.
 #pragma once
@@ -15,13 +15,15 @@ namespace twinscope::procs {
 struct ProcessRef {
   std::string path;  // its trace file
   uint32_t pid = 0, ppid = 0;
-  std::vector<uint32_t> ancestors;  // parent first, as far as the header names them
-  bool top = false;                 // the process the command started
-  std::optional<int64_t> rank;      // from the launcher's environment (RANK, SLURM_PROCID, ...)
+  std::vector<uint32_t> ancestors;    // parent first, as far as the header names them
+  bool top = false;                   // the process the command started
+  std::optional<int64_t> rank;        // from the launcher's environment (RANK, SLURM_PROCID, ...)
+  std::optional<int64_t> local_rank;  // LOCAL_RANK and the like
+  std::string host;                   // the host it ran on ("" where unknown)
   std::vector<std::string> command_line;
-  uint64_t start_realtime_ns = 0;
-  std::vector<uint32_t> devices;  // devices it used, where known
-  uint64_t gpu_work = 0;          // launch records (primary) or traced launches (shadow)
+  uint64_t start_realtime_ns = 0;  // when its trace header was built: shown, never used to pair
+  std::vector<uint32_t> devices;   // device ordinals it used (its last status block), where known
+  uint64_t gpu_work = 0;           // launch records (primary) or traced launches (shadow)
 };
 
 // How two processes were paired.
@@ -47,11 +49,16 @@ struct Pairing {
   std::vector<std::string> notes;  // one line each: overrides not found, ranks on one side only, ...
 };
 
-// Processes without GPU work are left out (counted). Then, in order: the user's pid pairs; equal
-// ranks (where both sides have ranks, each rank once); the process tree: same command line (numbers
-// in it, such as file descriptors and ports, ignored), same depth below the run's top, same ordinal
-// among such processes by start time; then same command line by ordinal at any depth; then, when one
-// process is left on each side, those two (kOnly). What is left is unpaired.
+// Processes without GPU work are left out (counted). Hosts are mapped first: equal names, else (as
+// many hosts on each side) by sorted name, else ignored (a note each). Then, in order: the user's pid
+// pairs (a pid held by several processes: the first free holder, on the mapped host where known);
+// equal ranks (where both sides have ranks, each rank once); the process tree: same command line
+// (numbers in it, such as file descriptors and ports, ignored), same depth below the run's top, same
+// mapped host, same ordinal in a stable order (rank, local rank, device, then pid: the launcher's
+// spawn order, never the race of when each trace header was built); then same command line at any
+// depth; then, when one process is left on each side, those two (kOnly). A group with unequal
+// numbers on the two sides pairs by best match (each process's share of the group's launches, its
+// local rank; order kept) with a note naming the ones left. What is left is unpaired.
 Pairing PairProcesses(const std::vector<ProcessRef>& primary, const std::vector<ProcessRef>& shadow,
                       const PairingOptions& options = {});
 

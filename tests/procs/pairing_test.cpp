@@ -156,6 +156,102 @@ TEST(Pairing, LabelsAreUnique) {
   EXPECT_NE(r.pairs[0].label, r.pairs[1].label);
 }
 
+// Parallel workers race to build their trace headers: the header times say nothing of which worker is
+// which. They pair in the launcher's spawn order (pid), or by local rank where the launcher gave one.
+TEST(Pairing, ParallelWorkersPairBySpawnOrderNotByHeaderTime) {
+  std::vector<ProcessRef> p = {Proc(11, kWorker(5), 300, 100, 1), Proc(12, kWorker(6), 200, 100, 1)};
+  std::vector<ProcessRef> s = {Proc(21, kWorker(5), 200, 100, 1), Proc(22, kWorker(6), 300, 100, 1)};
+  Pairing r = PairProcesses(p, s);
+  ASSERT_EQ(r.pairs.size(), 2u);
+  for (const auto& pr : r.pairs) EXPECT_EQ(pr.primary, pr.shadow) << pr.label;  // 11-21, 12-22: never crosswise
+  // A local rank wins over the pid.
+  p[0].local_rank = 1;
+  p[1].local_rank = 0;
+  s[0].local_rank = 0;
+  s[1].local_rank = 1;
+  r = PairProcesses(p, s);
+  ASSERT_EQ(r.pairs.size(), 2u);
+  for (const auto& pr : r.pairs) EXPECT_NE(pr.primary, pr.shadow) << pr.label;  // 11-22, 12-21
+  // And a device where neither has a local rank.
+  for (auto* v : {&p, &s})
+    for (auto& x : *v) x.local_rank.reset();
+  p[0].devices = {1};
+  p[1].devices = {0};
+  s[0].devices = {0};
+  s[1].devices = {1};
+  r = PairProcesses(p, s);
+  ASSERT_EQ(r.pairs.size(), 2u);
+  for (const auto& pr : r.pairs) EXPECT_NE(pr.primary, pr.shadow) << pr.label;
+}
+
+// One extra early process of the same command on one side (a warm-up worker) must not shift every pair.
+TEST(Pairing, UnequalGroupsPairByBestMatchAndNameTheOneLeft) {
+  std::vector<ProcessRef> p = {Proc(10, kWorker(3), 100, 2, 1), Proc(11, kWorker(4), 200, 100, 1),
+                               Proc(12, kWorker(5), 300, 300, 1)};
+  std::vector<ProcessRef> s = {Proc(21, kWorker(4), 200, 40, 1), Proc(22, kWorker(5), 300, 120, 1)};
+  Pairing r = PairProcesses(p, s);
+  ASSERT_EQ(r.pairs.size(), 2u);
+  EXPECT_EQ(r.pairs[0].primary, 1u);
+  EXPECT_EQ(r.pairs[0].shadow, 0u);
+  EXPECT_EQ(r.pairs[1].primary, 2u);
+  EXPECT_EQ(r.pairs[1].shadow, 1u);
+  ASSERT_EQ(r.primary_unpaired, std::vector<size_t>{0});
+  bool said = false;
+  for (const auto& n : r.notes)
+    said |= n.find("3 primary and 2 shadow processes run") != std::string::npos &&
+            n.find("best match") != std::string::npos && n.find("primary pid 10 left") != std::string::npos;
+  EXPECT_TRUE(said);
+  // The extra one on the shadow side, last: the same.
+  Pairing r2 = PairProcesses({p[1], p[2]}, {s[0], s[1], Proc(23, kWorker(9), 400, 1, 1)});
+  ASSERT_EQ(r2.pairs.size(), 2u);
+  EXPECT_EQ(r2.pairs[0].shadow, 0u);
+  EXPECT_EQ(r2.pairs[1].shadow, 1u);
+  EXPECT_EQ(r2.shadow_unpaired, std::vector<size_t>{2});
+}
+
+// Two hosts whose clocks are skewed: the processes pair host by host, never by their header times.
+TEST(Pairing, HostsAreMappedByNameOrSortedName) {
+  auto on = [](ProcessRef p, const char* host) {
+    p.host = host;
+    return p;
+  };
+  // Host b's clock runs 10 s behind: its worker's header time is the earliest on each side.
+  std::vector<ProcessRef> p = {on(Proc(100, kWorker(1), 20'000, 50, 1), "a"),
+                               on(Proc(100, kWorker(1), 10'000, 50, 1), "b")};
+  std::vector<ProcessRef> s = {on(Proc(200, kWorker(1), 30'000, 50, 1), "a"),
+                               on(Proc(201, kWorker(1), 20'500, 50, 1), "b")};
+  Pairing r = PairProcesses(p, s);
+  ASSERT_EQ(r.pairs.size(), 2u);
+  for (const auto& pr : r.pairs) EXPECT_EQ(p[pr.primary].host, s[pr.shadow].host) << pr.label;
+  // The shadow ran on two other hosts: mapped by sorted name (a=c, b=d), and said.
+  s[0].host = "c";
+  s[1].host = "d";
+  r = PairProcesses(p, s);
+  ASSERT_EQ(r.pairs.size(), 2u);
+  for (const auto& pr : r.pairs) EXPECT_EQ(pr.primary, pr.shadow) << pr.label;
+  bool said = false;
+  for (const auto& n : r.notes) said |= n.find("mapped by sorted name (primary=shadow: a=c, b=d)") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
+// --pair by a pid that two primary processes hold (two hosts): the second --pair reaches the second holder.
+TEST(Pairing, UserPairTriesEveryHolderOfAPid) {
+  auto on = [](ProcessRef p, const char* host) {
+    p.host = host;
+    return p;
+  };
+  std::vector<ProcessRef> p = {on(Proc(10, {"a"}, 1, 5, 1), "h1"), on(Proc(10, {"b"}, 2, 5, 1), "h2")};
+  std::vector<ProcessRef> s = {on(Proc(20, {"x"}, 1, 5, 1), "h1"), on(Proc(21, {"y"}, 2, 5, 1), "h2")};
+  PairingOptions o;
+  o.by_pid = {{10, 20}, {10, 21}};
+  Pairing r = PairProcesses(p, s, o);
+  ASSERT_EQ(r.pairs.size(), 2u);
+  for (const auto& pr : r.pairs) {
+    EXPECT_EQ(pr.rule, PairRule::kUser) << pr.label;
+    EXPECT_EQ(pr.primary, pr.shadow) << pr.label;  // each on its own host
+  }
+}
+
 TEST(Pairing, ShortNames) {
   EXPECT_EQ(ShortName({"/opt/venv/bin/python3", "-u", "/x/train.py", "--lr", "3"}), "python3 train.py");
   EXPECT_EQ(ShortName({"python", "-m", "vllm.entrypoints.openai.api_server"}),
