@@ -36,6 +36,7 @@ SCHEDULER_METHODS = (
 PROCESSOR_METHODS = ("__init__", "prepare_next_batch", "_update_tp_group_state", "_generation_step", "warmup")
 
 FLUSH_AND_STOP = 1  # BackgroundThreadStatus.FLUSH_AND_STOP in 5.17
+ENDED = {"done": True}
 
 
 def known_versions():
@@ -298,12 +299,6 @@ class TransformersAdapter:
             missing = [i for i in ids if i not in sch.active_requests and i not in sch.waiting_requests]
             if not missing:
                 return
-            gone = [i for i in missing if self.requests.get(i, {}).get("done")]
-            if gone:
-                self.stop_forcing(
-                    "step %d names %s, which already ended here" % (want["step"], ", ".join(gone[:5]))
-                )
-                return
             status = getattr(proc, "background_thread_status", None)
             if status is not None and getattr(status, "local_status", 0) >= FLUSH_AND_STOP:
                 self.stop_forcing(
@@ -495,7 +490,9 @@ class TransformersAdapter:
                     "_prompt": len(st.initial_tokens),
                 }
                 batch.append(e)
-                r = self.requests.setdefault(rid, self._new_request(st))
+                r = self.requests.get(rid, ENDED)
+                if r is ENDED:
+                    r = self.requests[rid] = self._new_request(st)
                 r["steps"].append(self.step_index)
                 if r["prefill_step"] < 0:
                     r["prefill_step"] = self.step_index
@@ -599,7 +596,7 @@ class TransformersAdapter:
                 r = self.requests.get(rid)
                 if r is not None:
                     r["preempted"] = r.get("preempted", 0) + 1
-            elif rid not in self.requests:
+            elif self.requests.get(rid, ENDED) is ENDED:  # new, or an id a client used again
                 self.requests[rid] = self._new_request(state)
 
     def settle(self):
@@ -650,6 +647,7 @@ class TransformersAdapter:
             doc["preempted"] = r["preempted"]
         if self.trace is not None:
             self.trace.write(doc)
+        self.requests[doc["id"]] = ENDED  # what is left of an ended request: that it ended
 
     # ---- the end ---------------------------------------------------------------------------------------
 
