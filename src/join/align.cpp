@@ -88,6 +88,46 @@ void Greedy(const std::vector<uint32_t>& ta, const std::vector<uint32_t>& tb, co
 
 }  // namespace
 
+std::vector<AlignPair> UniqueAnchors(const std::vector<uint32_t>& ta, const std::vector<uint32_t>& tb,
+                                     const std::vector<uint64_t>& ka, const std::vector<uint64_t>& kb) {
+  std::vector<AlignPair> anchors;
+  struct Seen {
+    uint32_t count_a = 0, count_b = 0, pos_a = 0, pos_b = 0;
+  };
+  std::unordered_map<uint64_t, Seen> seen;
+  seen.reserve(ta.size() + tb.size());
+  for (size_t i = 0; i < ka.size(); ++i) {
+    Seen& s = seen[ka[i]];
+    ++s.count_a, s.pos_a = static_cast<uint32_t>(i);
+  }
+  for (size_t j = 0; j < kb.size(); ++j) {
+    auto it = seen.find(kb[j]);
+    if (it == seen.end()) continue;
+    ++it->second.count_b, it->second.pos_b = static_cast<uint32_t>(j);
+  }
+  std::vector<AlignPair> cand;  // by b position
+  for (size_t j = 0; j < kb.size(); ++j) {
+    auto it = seen.find(kb[j]);
+    if (it == seen.end() || it->second.count_a != 1 || it->second.count_b != 1) continue;
+    if (ta[it->second.pos_a] != tb[j]) continue;
+    cand.emplace_back(it->second.pos_a, static_cast<uint32_t>(j));
+  }
+  // Longest chain increasing in a (b already increases): patience sorting.
+  std::vector<size_t> tails, prev(cand.size(), SIZE_MAX);
+  for (size_t i = 0; i < cand.size(); ++i) {
+    auto it = std::lower_bound(tails.begin(), tails.end(), cand[i].first,
+                               [&](size_t t, uint32_t x) { return cand[t].first < x; });
+    if (it != tails.begin()) prev[i] = *(it - 1);
+    if (it == tails.end())
+      tails.push_back(i);
+    else
+      *it = i;
+  }
+  for (size_t i = tails.empty() ? SIZE_MAX : tails.back(); i != SIZE_MAX; i = prev[i]) anchors.push_back(cand[i]);
+  std::reverse(anchors.begin(), anchors.end());
+  return anchors;
+}
+
 std::vector<AlignPair> AlignSequences(const std::vector<uint32_t>& ta, const std::vector<uint32_t>& tb,
                                       const std::vector<uint64_t>& ka, const std::vector<uint64_t>& kb,
                                       const AlignOptions& options, AlignStats* stats) {
@@ -102,43 +142,7 @@ std::vector<AlignPair> AlignSequences(const std::vector<uint32_t>& ta, const std
     return out;
   }
   // 2. Anchors: keys unique on both sides, equal tokens, longest increasing chain.
-  std::vector<AlignPair> anchors;
-  {
-    struct Seen {
-      uint32_t count_a = 0, count_b = 0, pos_a = 0, pos_b = 0;
-    };
-    std::unordered_map<uint64_t, Seen> seen;
-    seen.reserve(ta.size() + tb.size());
-    for (size_t i = 0; i < ka.size(); ++i) {
-      Seen& s = seen[ka[i]];
-      ++s.count_a, s.pos_a = static_cast<uint32_t>(i);
-    }
-    for (size_t j = 0; j < kb.size(); ++j) {
-      auto it = seen.find(kb[j]);
-      if (it == seen.end()) continue;
-      ++it->second.count_b, it->second.pos_b = static_cast<uint32_t>(j);
-    }
-    std::vector<AlignPair> cand;  // by b position
-    for (size_t j = 0; j < kb.size(); ++j) {
-      auto it = seen.find(kb[j]);
-      if (it == seen.end() || it->second.count_a != 1 || it->second.count_b != 1) continue;
-      if (ta[it->second.pos_a] != tb[j]) continue;
-      cand.emplace_back(it->second.pos_a, static_cast<uint32_t>(j));
-    }
-    // Longest chain increasing in a (b already increases): patience sorting.
-    std::vector<size_t> tails, prev(cand.size(), SIZE_MAX);
-    for (size_t i = 0; i < cand.size(); ++i) {
-      auto it = std::lower_bound(tails.begin(), tails.end(), cand[i].first,
-                                 [&](size_t t, uint32_t x) { return cand[t].first < x; });
-      if (it != tails.begin()) prev[i] = *(it - 1);
-      if (it == tails.end())
-        tails.push_back(i);
-      else
-        *it = i;
-    }
-    for (size_t i = tails.empty() ? SIZE_MAX : tails.back(); i != SIZE_MAX; i = prev[i]) anchors.push_back(cand[i]);
-    std::reverse(anchors.begin(), anchors.end());
-  }
+  const std::vector<AlignPair> anchors = UniqueAnchors(ta, tb, ka, kb);
   st.anchors = anchors.size();
   // 3. Between anchors (and before the first, after the last).
   size_t a0 = 0, b0 = 0;

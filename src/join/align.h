@@ -35,6 +35,11 @@ struct AlignStats {
   uint64_t max_d_seen = 0;     // the largest D Myers finished with
 };
 
+// Patience anchors: keys that occur exactly once in a and once in b with equal
+// tokens, reduced to their longest chain increasing on both sides.
+std::vector<AlignPair> UniqueAnchors(const std::vector<uint32_t>& tokens_a, const std::vector<uint32_t>& tokens_b,
+                                     const std::vector<uint64_t>& keys_a, const std::vector<uint64_t>& keys_b);
+
 // Aligns a (primary) with b (shadow). tokens_*: what must be equal for a pair
 // (range path normalized, kernel, shape); keys_*: the stored launch key
 // hashes (with instance numbers and ordinals), which are unique per launch

@@ -17,16 +17,27 @@ std::string Lower(std::string s) {
   return s;
 }
 
-std::string Where(const DivergenceRegion& r) {
-  const std::string& a = r.shadow_launches ? r.shadow_from : r.primary_from;
-  return a.empty() ? "outside any range" : "at " + a;
-}
+std::string At(const std::string& range) { return range.empty() ? "outside any range" : "at " + range; }
+std::string Where(const DivergenceRegion& r) { return At(r.shadow_launches ? r.shadow_from : r.primary_from); }
 
 }  // namespace
 
 void ExplainDivergence(JoinedModel& m) {
   m.reasons.clear();
   const Summary& s = m.summary;
+  // One side without a single target launch: nothing was paired, and no step or work count says anything.
+  if (m.primary.empty() != m.shadow.empty()) {
+    const bool primary = m.primary.empty();
+    DivergenceReason r{primary ? "empty_primary" : "empty_shadow", "", ""};
+    r.text = std::string(primary ? "the primary" : "the shadow") +
+             " made no launch of the target kernels (the kernel pattern matched nothing there), the " +
+             (primary ? "shadow " : "primary ") + std::to_string(primary ? m.shadow.size() : m.primary.size()) +
+             ": there is nothing to pair them with";
+    r.remedy = std::string("check the pattern against the ") + (primary ? "primary" : "shadow") +
+               "'s kernel names (`twinscope stats` on its trace) and that both runs ran the same program";
+    m.reasons.push_back(std::move(r));
+    return;
+  }
   // Which frameworks the names show (kernels and range paths of both sides).
   bool xla = false, inductor = false, triton = false, cudnn = false, serving = m.requests.present;
   {
@@ -41,46 +52,77 @@ void ExplainDivergence(JoinedModel& m) {
       }
       if (seen.insert("\x1f" + std::string(TopLevelRange(path))).second) {
         xla |= Has(path, "TSL::Thunk") || Has(path, "XlaModule") || Has(path, "unique_hlo_op_id");
-        serving |= Has(path, "prefill step ") || Has(path, "decode step ");
+        serving |= Has(path, "prefill step ") || Has(path, "decode step ") || Has(path, "mixed step ");
       }
     };
     for (const auto& p : m.primary) look(p.kernel, p.path);
     for (const auto& x : m.shadow) look(x.kernel, x.path);
   }
+  // The autotuner's launches (join/autotune.h) are left out of every other count.
+  auto less = [](uint64_t x, uint64_t y) { return x > y ? x - y : 0; };
   uint64_t other_kernels = 0, other_shape = 0, inserted = 0, deleted = 0, regions_kernels = 0, regions_shape = 0;
   const DivergenceRegion *first_kernels = nullptr, *first_shape = nullptr, *first_inserted = nullptr,
-                         *first_deleted = nullptr;
+                         *first_deleted = nullptr, *first_tuning = nullptr;
   for (const auto& r : m.divergences) {
+    const uint64_t shape = less(r.other_shape, r.autotuning_pairs);
+    const uint64_t ins = less(r.inserted, r.autotuning_shadow), del = less(r.deleted, r.autotuning_primary);
     if (r.other_kernels)
       other_kernels += r.other_kernels, ++regions_kernels, first_kernels = first_kernels ? first_kernels : &r;
-    if (r.other_shape) other_shape += r.other_shape, ++regions_shape, first_shape = first_shape ? first_shape : &r;
-    if (r.inserted > r.other_kernels || (r.inserted && !r.other_kernels))
-      first_inserted = first_inserted ? first_inserted : &r;
-    if (r.deleted) first_deleted = first_deleted ? first_deleted : &r;
-    inserted += r.inserted, deleted += r.deleted;
+    if (shape) other_shape += shape, ++regions_shape, first_shape = first_shape ? first_shape : &r;
+    if (ins > r.other_kernels || (ins && !r.other_kernels)) first_inserted = first_inserted ? first_inserted : &r;
+    if (del) first_deleted = first_deleted ? first_deleted : &r;
+    if (r.autotuning_shadow || r.autotuning_primary || r.autotuning_pairs)
+      first_tuning = first_tuning ? first_tuning : &r;
+    inserted += ins, deleted += del;
   }
-  if (other_kernels) {
+  const uint64_t tuned = s.autotuning_primary + s.autotuning_shadow;
+  if (other_kernels || tuned || s.autotuning_pairs) {
     DivergenceReason r{"autotuning", "", ""};
-    const bool early = first_kernels->first_primary * 10 <= std::max<size_t>(m.primary.size(), 1) ||
-                       first_kernels->first_seq * 10 <= std::max<size_t>(m.shadow.size(), 1);
-    r.text = std::to_string(other_kernels) + " launches in " + std::to_string(regions_kernels) +
-             " places are of kernels the other run did not launch there (first " + Where(*first_kernels) + ")" +
-             (early ? ", early in the run" : "") + ": an autotuner timed candidates and chose differently in each run";
+    std::vector<std::string> said;
+    if (tuned) {
+      said.push_back(std::to_string(tuned) + " launches an autotuner made to time candidates (primary " +
+                     std::to_string(s.autotuning_primary) + ", shadow " + std::to_string(s.autotuning_shadow) +
+                     ", without a counterpart" + (first_tuning ? ", first " + Where(*first_tuning) : "") + ")");
+    }
+    if (s.autotuning_pairs)
+      said.push_back(std::to_string(s.autotuning_pairs) +
+                     " launches at the same place as the primary's ran another of the shapes the autotuner timed: "
+                     "the two runs chose differently");
+    if (s.autotuning_one_sided)
+      said.push_back(
+          "only the primary tuned (early launches of candidates the shadow never ran): the shadow reused the "
+          "choices the primary left in the shared caches");
+    if (other_kernels) {
+      const bool early = first_kernels->first_primary * 10 <= std::max<size_t>(m.primary.size(), 1) ||
+                         first_kernels->first_seq * 10 <= std::max<size_t>(m.shadow.size(), 1);
+      said.push_back(std::to_string(other_kernels) + " launches in " + std::to_string(regions_kernels) +
+                     " places are of kernels the other run did not launch there (first " + Where(*first_kernels) + ")" +
+                     (early ? ", early in the run" : "") +
+                     ": an autotuner timed candidates and chose differently in each run");
+    }
+    for (size_t i = 0; i < said.size(); ++i) r.text += (i ? "; " : "") + said[i];
     std::vector<std::string> how;
     if (xla)
       how.push_back(
           "XLA: give both runs one autotune cache (`twin` sets --xla_gpu_per_fusion_autotune_cache_dir; runs "
-          "joined apart: XLA_FLAGS=--xla_gpu_per_fusion_autotune_cache_dir=DIR for both, the primary first)");
+          "joined apart: XLA_FLAGS=--xla_gpu_per_fusion_autotune_cache_dir=DIR for both, the primary first) and "
+          "warm it with a first run");
     if (inductor)
       how.push_back(
-          "Inductor: share TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR (`twin` does), or compile without "
-          "max-autotune for the comparison");
+          "Inductor: share TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR (`twin` does) and warm them with a first "
+          "run, or compile without max-autotune for the comparison");
     else if (triton)
-      how.push_back("Triton autotune: share TRITON_CACHE_DIR (`twin` does), or pin the kernel's config");
+      how.push_back(
+          "Triton @triton.autotune: TRITON_CACHE_AUTOTUNING=1 with one TRITON_CACHE_DIR for both runs (`twin` sets "
+          "both), so the shadow reuses the primary's choice; or pin the kernel's config");
     if (cudnn)
       how.push_back("cuDNN: torch.backends.cudnn.benchmark = False (or deterministic algorithms) in both runs");
     if (how.empty())
-      how.push_back("turn autotuning off for the comparison or share its cache between the runs (the primary first)");
+      how.push_back(
+          "Triton @triton.autotune: TRITON_CACHE_AUTOTUNING=1 with one TRITON_CACHE_DIR for both runs (`twin` sets "
+          "both); otherwise turn autotuning off for the comparison or share its cache between the runs (the "
+          "primary first)");
+    if (s.autotuning_one_sided && !tuned) how.insert(how.begin(), "nothing to fix if only this differs");
     for (size_t i = 0; i < how.size(); ++i) r.remedy += (i ? "; " : "") + how[i];
     m.reasons.push_back(std::move(r));
   }
@@ -90,23 +132,28 @@ void ExplainDivergence(JoinedModel& m) {
              " places ran with another grid or block than the primary's launch at the same place (first " +
              Where(*first_shape) + ")";
     if (serving) {
-      r.text += ": the server batched requests differently (a batch is packed by arrival, and the shadow is slower)";
+      r.text +=
+          ": the shadow did not run the primary's batches (a server packs a batch by arrival, and the shadow is "
+          "slower)";
       r.remedy =
-          "run the shadow in lockstep with the primary (the demo server: `--follow`), or send the requests one at a "
-          "time in a fixed order; otherwise compare only the exact launches";
+          "run `twin --serve` with an engine adapter (`--engine-adapter auto`, the default) or the server's own "
+          "follow mode (the demo server: `--follow`), so the shadow runs the primary's batches; otherwise compare "
+          "only the exact launches";
     } else {
       r.text += ": the two runs' inputs differ (another batch, sequence length or data-dependent size)";
       r.remedy = "give both runs the same inputs, seed and batch size";
     }
     m.reasons.push_back(std::move(r));
   }
-  // Same kernel and shape at the same place, under another range name: the context differs (a serving
-  // step naming its batch's requests in another order or mix, or a name holding a per-run detail).
+  // Same kernel and shape at the same place (always within one aligned range instance), under another range
+  // name: the context differs (a serving step naming its batch's requests in another order or mix, or a name
+  // holding a per-run detail).
   uint64_t other_range = 0;
   const DivergenceRegion* first_range = nullptr;
-  for (const auto& r : m.divergences)
-    if (r.diverged > r.other_shape)
-      other_range += r.diverged - r.other_shape, first_range = first_range ? first_range : &r;
+  for (const auto& r : m.divergences) {
+    const uint64_t same_shape = less(less(r.diverged, r.other_shape), less(r.autotuning_pairs, r.other_shape));
+    if (same_shape) other_range += same_shape, first_range = first_range ? first_range : &r;
+  }
   if (other_range) {
     DivergenceReason r{"context", "", ""};
     r.text = std::to_string(other_range) +
@@ -115,7 +162,9 @@ void ExplainDivergence(JoinedModel& m) {
              first_range->primary_from + "\", the shadow's \"" + first_range->shadow_from + "\")";
     if (serving) {
       r.text += ": the server put other requests, or the same in another order, into those steps";
-      r.remedy = "run the shadow in lockstep with the primary (the demo server: `--follow`)";
+      r.remedy =
+          "run `twin --serve` with an engine adapter (`--engine-adapter auto`, the default) or the server's own "
+          "follow mode (the demo server: `--follow`)";
     } else {
       r.remedy =
           "if the names hold a per-run detail (an id, a counter, a pointer), ignore it: --normalize-range REGEX "
@@ -123,16 +172,20 @@ void ExplainDivergence(JoinedModel& m) {
     }
     m.reasons.push_back(std::move(r));
   }
-  // Step counts: top-level range instances with target launches on each side.
+  // Step counts: top-level range instances with target launches on each side, less those holding only the
+  // autotuner's launches.
   {
     std::unordered_set<std::string> ps, ss;
     for (const auto& p : m.primary) ps.emplace(TopLevelRange(p.path));
     for (const auto& x : m.shadow) ss.emplace(TopLevelRange(x.path));
+    const uint64_t np = less(ps.size(), s.autotuning_ranges_primary), ns = less(ss.size(), s.autotuning_ranges_shadow);
     const bool comparable = !s.alignment.sampled && m.shadow_side.stats.report.end == ReadEnd::kComplete;
-    if (comparable && ps.size() != ss.size() && (ps.size() > 1 || ss.size() > 1)) {
+    if (comparable && np != ns && (np > 1 || ns > 1)) {
       DivergenceReason r{"step_count", "", ""};
-      r.text = "the primary ran " + std::to_string(ps.size()) +
-               " top-level ranges (steps) with target launches, the shadow " + std::to_string(ss.size());
+      r.text = "the primary ran " + std::to_string(np) + " top-level ranges (steps) with target launches, the shadow " +
+               std::to_string(ns);
+      if (s.autotuning_ranges_primary || s.autotuning_ranges_shadow)
+        r.text += " (not counting ranges that hold only an autotuner's launches)";
       r.remedy = serving ? "give every request a fixed max_tokens (no early stop) and the same requests to both"
                          : "run a fixed number of steps (iterations) in both";
       m.reasons.push_back(std::move(r));
@@ -140,15 +193,20 @@ void ExplainDivergence(JoinedModel& m) {
   }
   const uint64_t plain_inserted = inserted > other_kernels ? inserted : 0;
   if (first_inserted && plain_inserted) {
-    m.reasons.push_back({"extra_work",
-                         "the shadow made launches the primary did not make at that place (first " +
-                             Where(*first_inserted) + ", " + std::to_string(first_inserted->inserted) + " launches)",
-                         ""});
+    m.reasons.push_back(
+        {"extra_work",
+         "the shadow made launches the primary did not make at that place (first " +
+             At(first_inserted->shadow_launches ? first_inserted->shadow_from : first_inserted->primary_from) + ", " +
+             std::to_string(less(first_inserted->inserted, first_inserted->autotuning_shadow)) + " launches)",
+         ""});
   }
   if (first_deleted && deleted) {
     m.reasons.push_back({"missing_work",
                          "the primary made " + std::to_string(deleted) +
-                             " launches the shadow did not make at that place (first " + Where(*first_deleted) + ")",
+                             " launches the shadow did not make at that place (first at the primary's " +
+                             (first_deleted->primary_from.empty() ? "launches outside any range"
+                                                                  : "\"" + first_deleted->primary_from + "\"") +
+                             ")",
                          ""});
   }
   if (m.shadow_side.stats.report.end != ReadEnd::kComplete && !m.shadow.empty()) {

@@ -61,8 +61,9 @@ struct Match {
   size_t shadow = 0;   // index in JoinedModel::shadow
   size_t primary = 0;  // index in JoinedModel::primary
   bool shape_differs = false;
-  bool ambiguous = false;  // inside a divergence region that could sit at several places
-  int32_t region = -1;     // index in JoinedModel::divergences, -1 = none
+  bool ambiguous = false;   // inside a divergence region that could sit at several places
+  int32_t region = -1;      // index in JoinedModel::divergences, -1 = none
+  bool autotuning = false;  // a diverged pair of two shapes an autotuner benchmarked: another final choice
 };
 
 // A stretch where the shadow did other work than the primary: between two
@@ -81,6 +82,19 @@ struct DivergenceRegion {
   std::string shadow_from, shadow_to;          // top-level ranges of its first and last shadow launch
   std::string primary_from, primary_to;        // ... and primary launch
   size_t positions = 1;  // > 1: an equal result had the region at that many places (repeated identical steps)
+  // Launches an autotuner made here (docs/join.md, "Autotuning"): benchmark launches without a counterpart on
+  // each side, and diverged pairs of another final choice. Not counted as extra or missing work.
+  uint64_t autotuning_shadow = 0, autotuning_primary = 0, autotuning_pairs = 0;
+};
+
+// Which range instance of the primary the alignment paired with which of the shadow's (docs/join.md,
+// "Alignment"): one row per instance of either side, in order.
+struct InstancePair {
+  int64_t primary = -1, shadow = -1;      // instance index on each side, -1 = none
+  std::string primary_name, shadow_name;  // the instance's path prefix as each trace names it
+  uint64_t primary_launches = 0, shadow_launches = 0;
+  std::string cls;       // "same" (equal launches), "differs", "primary_only", "shadow_only"
+  bool bounded = false;  // past the search's work bound: matched within the instance in order
 };
 
 // Why the twins diverged, in words, with the remedy where there is one.
@@ -111,7 +125,14 @@ struct Summary {
     bool identical = false;  // equal token sequences: paired one to one
     uint64_t anchors = 0, segments = 0, capped_segments = 0, capped_launches = 0, max_d = 0;
     bool sampled = false;  // the shadow sampled: primary-only stretches are expected, not divergence
+    uint64_t depth = 1;    // range depth of the aligned instances (1 = top level)
+    uint64_t instances_primary = 0, instances_shadow = 0, instance_pairs = 0, bounded_instances = 0;
   } alignment;
+  // Launches an autotuner made (summed over the regions), and diverged pairs of another final choice.
+  uint64_t autotuning_shadow = 0, autotuning_primary = 0, autotuning_pairs = 0;
+  // Top-level ranges whose target launches are all an autotuner's (left out of the step counts), per side.
+  uint64_t autotuning_ranges_primary = 0, autotuning_ranges_shadow = 0;
+  bool autotuning_one_sided = false;  // primary-only candidates: the primary tuned, the shadow reused its choice
   // How the overlap flag was computed (concurrent twins), CLOCK_REALTIME ns:
   // the shadow's window and the primary's kernels after clock conversion.
   struct Overlap {
@@ -208,6 +229,7 @@ struct JoinedModel {
   std::vector<StepRow> steps;                 // by first appearance
   std::vector<ShapeGroup> groups;             // by kernel, then launches descending
   std::vector<DivergenceRegion> divergences;  // in shadow order
+  std::vector<InstancePair> instances;        // the instance pairing, in order
   std::vector<DivergenceReason> reasons;      // why the twins diverged
   RequestTable requests;                      // per-request views (empty unless options.requests.trace)
   uint64_t primary_t0_ns = 0;                 // earliest valid primary kernel start (for relative times)

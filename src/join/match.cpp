@@ -7,8 +7,11 @@
 #include <limits>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "join/align.h"
+#include "join/autotune.h"
+#include "join/instances.h"
 #include "join/range_names.h"
 #include "join/time_only.h"
 #include "launchkey/launch_key.h"
@@ -42,49 +45,48 @@ class Tokens {
   std::string key_;
 };
 
-// Diff's compaction: an LCS may put a launch only the shadow made and the
-// primary launch it replaced far apart when the launches between are equal
-// (a repacked launch among identical ones). A pure insertion followed, after
-// aligned pairs, by a pure deletion (or the reverse) is slid over those pairs
-// when the tokens allow it, so the two meet in one region (paired there as
-// diverged). The pairs stay equal-token pairs in order.
-void CompactEdits(const std::vector<uint32_t>& tp, const std::vector<uint32_t>& ts, std::vector<AlignPair>* pairs) {
-  auto& pr = *pairs;
-  auto gap = [&](size_t k, size_t* a0, size_t* a1, size_t* b0, size_t* b1) {
-    *a0 = k ? pr[k - 1].first + 1 : 0, *b0 = k ? pr[k - 1].second + 1 : 0;
-    *a1 = k < pr.size() ? pr[k].first : tp.size(), *b1 = k < pr.size() ? pr[k].second : ts.size();
-  };
-  constexpr size_t kMaxSlide = 100'000;
-  size_t prev = SIZE_MAX;
-  for (size_t k = 0; k <= pr.size(); ++k) {
-    size_t a0, a1, b0, b1;
-    gap(k, &a0, &a1, &b0, &b1);
-    if (a0 == a1 && b0 == b1) continue;
-    if (prev != SIZE_MAX && k - prev <= kMaxSlide) {
-      size_t pa0, pa1, pb0, pb1;
-      gap(prev, &pa0, &pa1, &pb0, &pb1);
-      const size_t m = k - prev;
-      if (pa0 == pa1 && pb1 > pb0 && b0 == b1 && a1 > a0) {  // shadow-only, then primary-only
-        bool ok = true;
-        for (size_t j = 0; j < m && ok; ++j) ok = ts[pb0 + j] == ts[pb1 + j];
-        if (ok)
-          for (size_t j = 0; j < m; ++j) pr[prev + j].second = static_cast<uint32_t>(pb0 + j);
-      } else if (pb0 == pb1 && pa1 > pa0 && a0 == a1 && b1 > b0) {  // primary-only, then shadow-only
-        bool ok = true;
-        for (size_t j = 0; j < m && ok; ++j) ok = tp[pa0 + j] == tp[pa1 + j];
-        if (ok)
-          for (size_t j = 0; j < m; ++j) pr[prev + j].first = static_cast<uint32_t>(pa0 + j);
-      }
-    }
-    prev = k;
-  }
-}
-
 bool Sampled(const nlohmann::json& header) {
   if (!header.is_object() || !header.contains("config") || !header["config"].is_object()) return false;
   const auto& c = header["config"];
   auto num = [&](const char* k) { return c.contains(k) && c[k].is_number() ? c[k].get<double>() : 0.0; };
   return num("every") > 1 || num("max_launches") > 0 || num("per_second") > 0 || num("budget_pct") > 0;
+}
+
+// The instance pairing as rows of the model (both sides' instances, in order) and its counts.
+void RecordInstances(const TwoLevelResult& tl, JoinedModel& m) {
+  auto& al = m.summary.alignment;
+  al.depth = tl.depth;
+  al.instances_primary = tl.a.size(), al.instances_shadow = tl.b.size();
+  al.bounded_instances = tl.bounded_instances;
+  m.instances.clear();
+  size_t i = 0, j = 0;
+  while (i < tl.a.size() || j < tl.b.size()) {
+    InstancePair row;
+    auto take_a = [&] {
+      const Instance& x = tl.a[i];
+      row.primary = static_cast<int64_t>(i), row.primary_name = x.name, row.primary_launches = x.end - x.begin;
+      row.bounded = tl.bounded_a[i];
+      ++i;
+    };
+    auto take_b = [&] {
+      const Instance& y = tl.b[j];
+      row.shadow = static_cast<int64_t>(j), row.shadow_name = y.name, row.shadow_launches = y.end - y.begin;
+      ++j;
+    };
+    if (i < tl.a.size() && j < tl.b.size() && tl.partner_a[i] == static_cast<int32_t>(j)) {
+      const bool same = tl.a[i].content == tl.b[j].content && tl.a[i].end - tl.a[i].begin == tl.b[j].end - tl.b[j].begin;
+      take_a(), take_b();
+      row.cls = same ? "same" : "differs";
+      ++al.instance_pairs;
+    } else if (i < tl.a.size() && tl.partner_a[i] < 0) {
+      take_a();
+      row.cls = "primary_only";
+    } else {
+      take_b();
+      row.cls = "shadow_only";
+    }
+    m.instances.push_back(std::move(row));
+  }
 }
 
 }  // namespace
@@ -98,29 +100,42 @@ void MatchLaunches(JoinedModel& m) {
   for (const PrimaryLaunch& p : m.primary)
     if (!p.have_kernel) ++sum.primary_target_without_kernel;
 
-  // 1. Align the two launch sequences (join/align.h) on tokens of normalized
-  // range path, kernel and shape.
+  // 1. Align the two launch sequences in two levels (join/instances.h): range
+  // instances first, then the launches inside each aligned pair, on tokens of
+  // normalized range path, kernel and shape.
   std::vector<std::string> patterns = m.options.normalize_range;
   for (auto& p : NormalizePatternsFromEnv()) patterns.push_back(std::move(p));
   std::string pattern_error;
   RangeNormalizer norm(patterns, &pattern_error);
   if (!pattern_error.empty()) m.warnings.push_back(pattern_error);
   Tokens tokens(norm);
-  std::vector<uint32_t> tp(m.primary.size()), ts(m.shadow.size());
-  std::vector<uint64_t> kp(m.primary.size()), ks(m.shadow.size());
+  std::unordered_map<std::string, uint32_t> kernel_ids;
+  auto kernel_id = [&](const std::string& k) {
+    return kernel_ids.emplace(k, static_cast<uint32_t>(kernel_ids.size())).first->second;
+  };
+  AlignSide sa, sb;
+  auto side = [&](AlignSide& x, size_t n) {
+    x.paths.resize(n), x.tokens.resize(n), x.kernels.resize(n), x.keys.resize(n);
+  };
+  side(sa, m.primary.size());
+  side(sb, m.shadow.size());
   for (size_t i = 0; i < m.primary.size(); ++i) {
     const PrimaryLaunch& p = m.primary[i];
-    tp[i] = tokens.Of(p.path, p.kernel, p.grid, p.block), kp[i] = p.hash;
+    sa.paths[i] = &p.path, sa.tokens[i] = tokens.Of(p.path, p.kernel, p.grid, p.block);
+    sa.kernels[i] = kernel_id(p.kernel), sa.keys[i] = p.hash;
   }
   for (size_t i = 0; i < m.shadow.size(); ++i) {
     const ShadowLaunch& s = m.shadow[i];
-    ts[i] = tokens.Of(s.path, s.kernel, s.grid, s.block), ks[i] = s.hash;
+    sb.paths[i] = &s.path, sb.tokens[i] = tokens.Of(s.path, s.kernel, s.grid, s.block);
+    sb.kernels[i] = kernel_id(s.kernel), sb.keys[i] = s.hash;
   }
-  AlignOptions ao;
-  ao.max_d = m.options.align_max_d;
-  AlignStats as;
-  std::vector<AlignPair> pairs = AlignSequences(tp, ts, kp, ks, ao, &as);
-  CompactEdits(tp, ts, &pairs);
+  const std::vector<uint32_t>& tp = sa.tokens;
+  const std::vector<uint32_t>& ts = sb.tokens;
+  TwoLevelOptions to;
+  to.max_d = m.options.align_max_d;
+  TwoLevelResult tl = AlignTwoLevel(sa, sb, norm, to);
+  const std::vector<AlignPair>& pairs = tl.pairs;
+  const AlignStats& as = tl.stats;
   sum.alignment.identical = as.identical;
   sum.alignment.anchors = as.anchors;
   sum.alignment.segments = as.segments;
@@ -128,11 +143,13 @@ void MatchLaunches(JoinedModel& m) {
   sum.alignment.capped_launches = as.capped_launches;
   sum.alignment.max_d = as.max_d_seen;
   sum.alignment.sampled = Sampled(m.shadow_side.stats.header);
-  if (as.capped_segments) {
-    m.warnings.push_back("alignment: " + std::to_string(as.capped_segments) +
-                         " stretches of the two runs differ by more than " + std::to_string(ao.max_d) +
-                         " launches; their " + std::to_string(as.capped_launches) +
-                         " shadow launches were matched greedily by key and range, in order, not aligned");
+  RecordInstances(tl, m);
+  if (tl.bounded_instances) {
+    m.warnings.push_back("alignment: in " + std::to_string(tl.bounded_instances) +
+                         " aligned range instances the two runs differ by more than " + std::to_string(to.max_d) +
+                         " launches (the search's work bound); their " + std::to_string(tl.bounded_launches) +
+                         " shadow launches were matched within the instance by key and token, in order, not "
+                         "aligned");
   }
 
   std::vector<bool> used(m.primary.size(), false);
@@ -177,19 +194,33 @@ void MatchLaunches(JoinedModel& m) {
       r.primary_from = TopLevelRange(m.primary[a0].path);
       r.primary_to = TopLevelRange(m.primary[a1 - 1].path);
     }
-    std::unordered_map<std::string, std::vector<size_t>> primary_of_kernel;
-    for (size_t a = a0; a < a1; ++a) primary_of_kernel[m.primary[a].kernel].push_back(a);
-    std::unordered_map<std::string, size_t> cursor;
-    std::unordered_map<std::string, uint64_t> shadow_kernels;
+    // Pairs only within one aligned pair of instances: (kernel, primary instance) -> launches in order.
+    auto key = [](uint32_t kernel, uint32_t instance) { return (uint64_t{kernel} << 32) | instance; };
+    std::unordered_map<uint64_t, std::vector<size_t>> primary_of_kernel;
+    std::unordered_set<uint32_t> primary_instances, shadow_instances;
+    for (size_t a = a0; a < a1; ++a) {
+      primary_of_kernel[key(sa.kernels[a], tl.instance_of_a[a])].push_back(a);
+      primary_instances.insert(tl.instance_of_a[a]);
+    }
+    std::unordered_map<uint64_t, size_t> cursor;
+    std::unordered_set<uint64_t> shadow_kernels;
     size_t last = a0;  // pairs stay in order on both sides
     for (size_t b = b0; b < b1; ++b) {
       region_of_shadow[b] = idx;
-      const std::string& k = m.shadow[b].kernel;
-      ++shadow_kernels[k];
+      const uint32_t si = tl.instance_of_b[b];
+      shadow_kernels.insert(key(sb.kernels[b], si));
+      shadow_instances.insert(si);
+      const int32_t partner = tl.partner_b[si];
+      if (partner < 0) {  // a whole instance only the shadow ran
+        ++r.inserted;
+        continue;
+      }
+      const uint64_t k = key(sb.kernels[b], static_cast<uint32_t>(partner));
       auto pk = primary_of_kernel.find(k);
       if (pk == primary_of_kernel.end()) {
         ++r.inserted;
-        if (a1 > a0) ++r.other_kernels;  // the primary launched something else here
+        if (primary_instances.count(static_cast<uint32_t>(partner)))
+          ++r.other_kernels;  // the primary launched something else here
         continue;
       }
       size_t& c = cursor[k];
@@ -208,7 +239,10 @@ void MatchLaunches(JoinedModel& m) {
     for (size_t a = a0; a < a1; ++a) {
       if (used[a]) continue;
       ++r.deleted;
-      if (b1 > b0 && !shadow_kernels.count(m.primary[a].kernel)) ++r.other_kernels;
+      const int32_t partner = tl.partner_a[tl.instance_of_a[a]];
+      if (partner >= 0 && shadow_instances.count(static_cast<uint32_t>(partner)) &&
+          !shadow_kernels.count(key(sa.kernels[a], static_cast<uint32_t>(partner))))
+        ++r.other_kernels;
     }
     shadow_runs.emplace_back(a0 == a1 ? b0 : 0, a0 == a1 ? b1 - b0 : 0);
     primary_runs.emplace_back(b0 == b1 ? a0 : 0, b0 == b1 ? a1 - a0 : 0);
@@ -283,6 +317,9 @@ void MatchLaunches(JoinedModel& m) {
     }
     if (mt.region >= 0 && m.divergences[static_cast<size_t>(mt.region)].positions > 1) mt.ambiguous = true;
   }
+  // The autotuner's launches (join/autotune.h), before the time-only pass pairs any of them.
+  MarkAutotuning(m, tl, sa.kernels, sb.kernels, region_of_shadow);
+
   // 3. Time only (join/time_only.h), for shadow launches the alignment left unpaired.
   TimeOnlyPass time_only(m);
   time_only.MatchPending(m, used, exact, exact_offset, region_of_shadow);

@@ -51,20 +51,26 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PrimaryLaunch, kernel, demangled, path, ordin
 // block_durations are not saved: only the join's why-slow reads them, while the model is built.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ShadowLaunch, seq, kernel, path, ordinal, hash, grid, block, cpu_ns, stream, blocks,
                                    blocks_working)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Match, kind, shadow, primary, shape_differs, ambiguous, region)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Match, kind, shadow, primary, shape_differs, ambiguous, region, autotuning)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(DivergenceRegion, shadow_launches, primary_launches, diverged, other_shape, inserted,
                                    deleted, other_kernels, first_seq, last_seq, first_primary, last_primary,
-                                   shadow_from, shadow_to, primary_from, primary_to, positions)
+                                   shadow_from, shadow_to, primary_from, primary_to, positions, autotuning_shadow,
+                                   autotuning_primary, autotuning_pairs)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(InstancePair, primary, shadow, primary_name, shadow_name, primary_launches,
+                                   shadow_launches, cls, bounded)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(DivergenceReason, code, text, remedy)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Summary::Alignment, identical, anchors, segments, capped_segments, capped_launches,
-                                   max_d, sampled)
+                                   max_d, sampled, depth, instances_primary, instances_shadow, instance_pairs,
+                                   bounded_instances)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Summary::Overlap, computed, window_start, window_end, primary_first_kernel,
                                    primary_last_kernel, primary_to_realtime, clock)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Summary, shadow_launches, exact, diverged, diverged_shape, time_only,
                                    unmatched_shadow, primary_target_launches, primary_target_unmatched,
                                    primary_target_without_kernel, shadow_without_blocks, time_only_evaluated,
                                    time_only_agree, overlapped_primary_kernels, in_divergence, primary_in_divergence,
-                                   ambiguous, ambiguous_regions, alignment, overlap, target_kernels)
+                                   ambiguous, ambiguous_regions, alignment, autotuning_shadow, autotuning_primary,
+                                   autotuning_pairs, autotuning_ranges_primary, autotuning_ranges_shadow,
+                                   autotuning_one_sided, overlap, target_kernels)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(DriftRow, range, exact, diverged, time_only, unmatched, shape_differs)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StepRow, range, kernels, kernel_ns, target_ns, targets, first_start_ns, last_end_ns)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SlowLaunch, match, dur_ns, ratio, verdicts, text)
@@ -88,12 +94,13 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RequestTable, present, trace_path, schedule_p
                                    steps_without_kernels, primary_steps_without_request, warnings)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JoinedModel, primary_path, shadow_path, primary_side, shadow_side, options, primary,
                                    shadow, matches, shadow_unmatched, primary_unmatched, summary, drift, steps, groups,
-                                   divergences, reasons, requests, primary_t0_ns, warnings, primary_to_realtime_ns)
+                                   divergences, instances, reasons, requests, primary_t0_ns, warnings,
+                                   primary_to_realtime_ns)
 
 namespace {
 
 constexpr const char* kFormat = "twinscope-join-model";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;  // 2: the instance pairing and the autotuner's launches
 
 // A trace as it was when joined: a later write or copy changes one of these.
 nlohmann::json FileStamp(const std::string& path) {

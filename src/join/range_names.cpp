@@ -78,9 +78,10 @@ std::string RangeNormalizer::Normalize(const std::string& path) const {
   if (path.empty()) return path;
   std::string s, t;
   const std::string& in = path;
-  // Instance numbers: "name#12/..." -> "name/...".
+  // Instance numbers: "name#12/..." -> "name/...". A "#k" right after a space is the name's own ("batch #3":
+  // the collector appends "#k" to the name as it is), and stays.
   for (size_t i = 0; i < in.size();) {
-    if (in[i] == '#') {
+    if (in[i] == '#' && (i == 0 || in[i - 1] != ' ')) {
       size_t e = i + 1;
       while (e < in.size() && Digit(in[e])) ++e;
       if (e > i + 1 && (e == in.size() || in[e] == '/')) {
@@ -92,7 +93,7 @@ std::string RangeNormalizer::Normalize(const std::string& path) const {
   }
   // Cheap checks first: most names hold none of these.
   for (const char* prefix :
-       {"unique_hlo_op_id=", "program_id=", "pid=", "pid:", "pid ", "prefill step ", "decode step "}) {
+       {"unique_hlo_op_id=", "program_id=", "pid=", "pid:", "pid ", "prefill step ", "decode step ", "mixed step "}) {
     if (s.find(prefix) == std::string::npos) continue;
     AfterPrefix(s, prefix, &t);
     s.swap(t);

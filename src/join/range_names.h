@@ -23,8 +23,10 @@ class RangeNormalizer {
 
   // The path with, in each element: XLA's `unique_hlo_op_id=NNN` and
   // `program_id=NNN`, hex pointers `0x...`, `pid=NNN` / `pid:NNN` / `pid NNN`
-  // and the demo server's `prefill|decode step NNN` numbers replaced by N; the
-  // user's patterns applied; the trailing instance number `#k` removed.
+  // and the serving engines' `prefill|decode|mixed step NNN` numbers replaced by
+  // N; the user's patterns applied; each element's instance number `#k`
+  // removed (not a `#k` right after a space: that is the name's own, as in
+  // `batch #3`).
   std::string Normalize(const std::string& path) const;
 
  private:

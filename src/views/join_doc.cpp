@@ -96,6 +96,8 @@ DivergenceDoc Divergence(const join::DivergenceRegion& r) {
   d.deleted = r.deleted;
   d.other_kernels = r.other_kernels;
   d.positions = r.positions;
+  d.autotuning_primary = r.autotuning_primary, d.autotuning_shadow = r.autotuning_shadow;
+  d.autotuning_pairs = r.autotuning_pairs;
   if (r.shadow_launches) d.shadow = DivergenceShadowDoc{r.first_seq, r.last_seq, r.shadow_from, r.shadow_to};
   if (r.primary_launches)
     d.primary = DivergencePrimaryDoc{r.first_primary, r.last_primary, r.primary_from, r.primary_to};
@@ -275,6 +277,12 @@ JoinDoc MakeJoinDoc(const JoinedModel& m, const join::JsonBounds& bounds,
   sm.ambiguous_regions = s.ambiguous_regions;
   sm.alignment = {s.alignment.identical,       s.alignment.anchors, s.alignment.segments, s.alignment.capped_segments,
                   s.alignment.capped_launches, s.alignment.max_d,   s.alignment.sampled};
+  sm.alignment.depth = s.alignment.depth;
+  sm.alignment.instances_primary = s.alignment.instances_primary;
+  sm.alignment.instances_shadow = s.alignment.instances_shadow;
+  sm.alignment.instance_pairs = s.alignment.instance_pairs;
+  sm.alignment.bounded_instances = s.alignment.bounded_instances;
+  sm.autotuning = {s.autotuning_primary, s.autotuning_shadow, s.autotuning_pairs, s.autotuning_one_sided};
   sm.target_kernels = s.target_kernels;
   if (s.overlap.computed)
     sm.overlap = OverlapDoc{{s.overlap.window_start, s.overlap.window_end},
@@ -286,6 +294,15 @@ JoinDoc MakeJoinDoc(const JoinedModel& m, const join::JsonBounds& bounds,
   for (const auto& r : m.divergences) dv.push_back(Divergence(r));
   auto& rs = d.reasons.emplace();
   for (const auto& r : m.reasons) rs.push_back({r.code, r.text, r.remedy});
+  auto& in = d.instances.emplace();
+  for (const auto& r : m.instances) {
+    InstanceDoc& row = in.emplace_back();
+    if (r.primary >= 0) row.primary = static_cast<uint64_t>(r.primary);
+    if (r.shadow >= 0) row.shadow = static_cast<uint64_t>(r.shadow);
+    row.primary_name = r.primary_name, row.shadow_name = r.shadow_name;
+    row.primary_launches = r.primary_launches, row.shadow_launches = r.shadow_launches;
+    row.cls = r.cls, row.bounded = r.bounded;
+  }
 
   std::vector<const join::DriftRow*> drift;
   for (const auto& r : m.drift) drift.push_back(&r);

@@ -86,7 +86,16 @@ struct AlignmentDoc {
   bool identical = false;
   uint64_t anchors = 0, segments = 0, capped_segments = 0, capped_launches = 0, max_d = 0;
   bool shadow_sampled = false;
+  // Range instances (docs/join.md, "Alignment"): their depth, each side's count, the aligned pairs, and the
+  // pairs past the search's work bound.
+  uint64_t depth = 1, instances_primary = 0, instances_shadow = 0, instance_pairs = 0, bounded_instances = 0;
   bool operator==(const AlignmentDoc&) const = default;
+};
+
+struct AutotuningDoc {  // launches an autotuner made (docs/join.md, "Autotuning")
+  uint64_t primary = 0, shadow = 0, pairs = 0;
+  bool one_sided = false;
+  bool operator==(const AutotuningDoc&) const = default;
 };
 
 struct OverlapDoc {  // a concurrent run's windows on the realtime clock
@@ -105,6 +114,7 @@ struct SummaryDoc {
   uint64_t overlapped_primary_kernels = 0;
   uint64_t divergence_regions = 0, in_divergence = 0, primary_in_divergence = 0, ambiguous = 0, ambiguous_regions = 0;
   AlignmentDoc alignment;
+  AutotuningDoc autotuning;
   std::vector<std::string> target_kernels;
   std::optional<OverlapDoc> overlap;  // computed for a concurrent run only
   bool operator==(const SummaryDoc&) const = default;
@@ -125,9 +135,21 @@ struct DivergencePrimaryDoc {
 struct DivergenceDoc {
   uint64_t shadow_launches = 0, primary_launches = 0, diverged = 0, other_shape = 0, inserted = 0, deleted = 0,
            other_kernels = 0, positions = 0;
-  std::optional<DivergenceShadowDoc> shadow;    // null without shadow launches
-  std::optional<DivergencePrimaryDoc> primary;  // null without primary launches
+  uint64_t autotuning_primary = 0, autotuning_shadow = 0, autotuning_pairs = 0;  // an autotuner's launches
+  std::optional<DivergenceShadowDoc> shadow;                                     // null without shadow launches
+  std::optional<DivergencePrimaryDoc> primary;                                   // null without primary launches
   bool operator==(const DivergenceDoc&) const = default;
+};
+
+// One row of the instance pairing: which range instance of the primary the alignment paired with which of
+// the shadow's (null: none on that side).
+struct InstanceDoc {
+  std::optional<uint64_t> primary, shadow;
+  std::string primary_name, shadow_name;
+  uint64_t primary_launches = 0, shadow_launches = 0;
+  std::string cls;  // "same", "differs", "primary_only", "shadow_only"
+  bool bounded = false;
+  bool operator==(const InstanceDoc&) const = default;
 };
 
 struct ReasonDoc {
@@ -287,7 +309,8 @@ struct JoinDoc {
   std::optional<SummaryDoc> summary;
   std::optional<std::vector<DivergenceDoc>> divergences;
   std::optional<std::vector<ReasonDoc>> reasons;
-  std::optional<std::vector<DriftDoc>> drift;  // drifting ranges first, bounded
+  std::optional<std::vector<InstanceDoc>> instances;  // the instance pairing, in order
+  std::optional<std::vector<DriftDoc>> drift;         // drifting ranges first, bounded
   std::optional<uint64_t> drift_total;
   std::optional<std::vector<StepDoc>> steps;  // bounded
   std::optional<uint64_t> steps_total;

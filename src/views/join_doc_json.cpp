@@ -76,6 +76,11 @@ void Fields(V& v, D& d) {
   v("capped_launches", d.capped_launches);
   v("max_d", d.max_d);
   v("shadow_sampled", d.shadow_sampled);
+  v("depth", d.depth);
+  v("instances_primary", d.instances_primary);
+  v("instances_shadow", d.instances_shadow);
+  v("instance_pairs", d.instance_pairs);
+  v("bounded_instances", d.bounded_instances);
 }
 
 template <class V, Is<OverlapDoc> D>
@@ -109,6 +114,7 @@ void Fields(V& v, D& d) {
   v("ambiguous", d.ambiguous);
   v("ambiguous_regions", d.ambiguous_regions);
   v("alignment", d.alignment);
+  v("autotuning", d.autotuning);
   v("target_kernels", d.target_kernels);
   v.Omit("overlap", d.overlap);
 }
@@ -139,8 +145,31 @@ void Fields(V& v, D& d) {
   v("deleted", d.deleted);
   v("other_kernels", d.other_kernels);
   v("positions", d.positions);
+  v("autotuning_primary", d.autotuning_primary);
+  v("autotuning_shadow", d.autotuning_shadow);
+  v("autotuning_pairs", d.autotuning_pairs);
   v("shadow", d.shadow);
   v("primary", d.primary);
+}
+
+template <class V, Is<InstanceDoc> D>
+void Fields(V& v, D& d) {
+  v("primary", d.primary);
+  v("shadow", d.shadow);
+  v("primary_name", d.primary_name);
+  v("shadow_name", d.shadow_name);
+  v("primary_launches", d.primary_launches);
+  v("shadow_launches", d.shadow_launches);
+  v("class", d.cls);
+  v("bounded", d.bounded);
+}
+
+template <class V, Is<AutotuningDoc> D>
+void Fields(V& v, D& d) {
+  v("primary", d.primary);
+  v("shadow", d.shadow);
+  v("pairs", d.pairs);
+  v("one_sided", d.one_sided);
 }
 
 template <class V, Is<ReasonDoc> D>
@@ -345,6 +374,7 @@ void Fields(V& v, D& d) {
   v.Omit("summary", d.summary);
   v.Omit("divergences", d.divergences);
   v.Omit("reasons", d.reasons);
+  v.Omit("instances", d.instances);
   v.Omit("drift", d.drift);
   v.Omit("drift_total", d.drift_total);
   v.Omit("steps", d.steps);

@@ -90,7 +90,7 @@ TEST(JoinDoc, JoinJsonIsWhatTheJoinWroteBefore) {
     auto blocks = join::ReadShadowBlocks(m.shadow_path, join::DetailSeqs(m, 32));
     ASSERT_TRUE(blocks.ok());
     EXPECT_EQ(testing_report::Sha256Hex(portable(views::JoinJson(m, {}, *blocks).dump(), slow)),
-              "769cd912878c2f42a3d509c5ee5b9bd7639605cba71d52f62ee578482db903ad");
+              "ea66a43fa7d002aaa5a94cdde9dea34a1ea9e6dc70dc6e7c1ac50adaf52425af");
   }
   const std::string served = dir + "/served";
   testing::WriteOptions wo;
@@ -104,14 +104,14 @@ TEST(JoinDoc, JoinJsonIsWhatTheJoinWroteBefore) {
   auto blocks = join::ReadShadowBlocks(m.shadow_path, join::DetailSeqs(m, 32));
   ASSERT_TRUE(blocks.ok());
   EXPECT_EQ(testing_report::Sha256Hex(portable(views::JoinJson(m, {}, *blocks).dump(), served)),
-            "56e9e8264f11cd7efe986c359315d41a163bd4653cbe9de8e1f46c52cc4e9780");
+            "7042dd73af6863cf3d494b8f787fe2eec15f2287a3b61b07d12662861cbe419f");
   join::JoinOptions plain;
   plain.requests.trace = testing::RequestTrace(served);
   m = Join(files, plain);
   blocks = join::ReadShadowBlocks(m.shadow_path, join::DetailSeqs(m, 32));
   ASSERT_TRUE(blocks.ok());
   EXPECT_EQ(testing_report::Sha256Hex(portable(views::JoinJson(m, {}, *blocks).dump(), served)),
-            "ea345c343aea4952bc03a0a200fc7ab6e7c11067ec519adef6c01c28a5f70f31");
+            "ce63ad46951ce9478f18f1c4633ab9d11e7c17cb1dffc5a8440b02b66b0cff2d");
 }
 
 TEST(JoinDoc, RoundTripOfADivergedJoin) {

@@ -1,0 +1,175 @@
+// Autotuning, named: benchmark stretches, another final choice and one-sided tuning on the aligned instances.
+#include "join/autotune.h"
+
+#include <algorithm>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "launchkey/launch_key.h"
+
+namespace twinscope::join {
+namespace {
+
+uint64_t Shape(Dim3 g, Dim3 b) {
+  uint64_t h = 1469598103934665603ull;
+  for (uint32_t v : {g.x, g.y, g.z, b.x, b.y, b.z}) h = (h ^ v) * 1099511628211ull;
+  return h;
+}
+
+struct Counts {
+  uint64_t n = 0;
+  std::set<uint64_t> shapes;
+};
+using KernelCounts = std::unordered_map<uint32_t, Counts>;
+
+// Per instance, kernel -> launches and shapes.
+std::vector<KernelCounts> PerInstance(const std::vector<Instance>& inst, const std::vector<uint32_t>& kernels,
+                                      const std::vector<uint64_t>& shapes) {
+  std::vector<KernelCounts> out(inst.size());
+  for (size_t x = 0; x < inst.size(); ++x)
+    for (uint32_t i = inst[x].begin; i < inst[x].end; ++i) {
+      Counts& c = out[x][kernels[i]];
+      ++c.n;
+      c.shapes.insert(shapes[i]);
+    }
+  return out;
+}
+
+// Median launches of each kernel per instance, over the instances that launch it (a kernel's usual count).
+class Medians {
+ public:
+  explicit Medians(const std::vector<KernelCounts>& counts) {
+    std::unordered_map<uint32_t, std::vector<uint64_t>> lists;
+    for (const auto& per : counts)
+      for (const auto& [k, c] : per) lists[k].push_back(c.n);
+    for (auto& [k, v] : lists) {
+      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+      median_[k] = v[v.size() / 2];
+    }
+  }
+  uint64_t Of(uint32_t kernel) const {
+    auto it = median_.find(kernel);
+    return it == median_.end() ? 0 : it->second;
+  }
+
+ private:
+  std::unordered_map<uint32_t, uint64_t> median_;
+};
+
+}  // namespace
+
+void MarkAutotuning(JoinedModel& m, const TwoLevelResult& tl, const std::vector<uint32_t>& kernels_a,
+                    const std::vector<uint32_t>& kernels_b, const std::vector<int32_t>& region_of_shadow) {
+  const size_t np = m.primary.size(), ns = m.shadow.size();
+  std::vector<uint64_t> shape_a(np), shape_b(ns);
+  for (size_t i = 0; i < np; ++i) shape_a[i] = Shape(m.primary[i].grid, m.primary[i].block);
+  for (size_t j = 0; j < ns; ++j) shape_b[j] = Shape(m.shadow[j].grid, m.shadow[j].block);
+  constexpr size_t kNone = SIZE_MAX;
+  std::vector<size_t> match_a(np, kNone), match_b(ns, kNone);
+  for (size_t k = 0; k < m.matches.size(); ++k) match_a[m.matches[k].primary] = k, match_b[m.matches[k].shadow] = k;
+  std::vector<uint8_t> auto_a(np, 0), auto_b(ns, 0);
+  // A launch of the benchmark: alone, it is the autotuner's; in a diverged pair, the pair is.
+  auto mark = [&](std::vector<uint8_t>& flags, const std::vector<size_t>& match, size_t i) {
+    if (match[i] == kNone) {
+      flags[i] = 1;
+    } else if (m.matches[match[i]].kind == MatchKind::kDiverged) {
+      m.matches[match[i]].autotuning = true;
+    }
+  };
+
+  // 1. Benchmark stretches in aligned pairs of instances.
+  const auto ca = PerInstance(tl.a, kernels_a, shape_a), cb = PerInstance(tl.b, kernels_b, shape_b);
+  const Medians med_a(ca), med_b(cb);
+  std::unordered_map<uint32_t, std::set<uint64_t>> bench_shapes;  // kernel -> shapes its benchmarks ran
+  auto benchmarks = [](const Counts& mine, uint64_t other, uint64_t median) {
+    const uint64_t ref = std::max<uint64_t>(1, std::min(other, median));
+    return mine.n >= kBenchmarkRatio * ref && mine.shapes.size() >= kBenchmarkShapes;
+  };
+  for (size_t x = 0; x < tl.a.size(); ++x) {
+    const int32_t y = tl.partner_a[x];
+    if (y < 0) continue;
+    const Instance &ia = tl.a[x], &ib = tl.b[static_cast<size_t>(y)];
+    const KernelCounts &ka = ca[x], &kb = cb[static_cast<size_t>(y)];
+    for (const auto& [k, c] : ka) {
+      auto o = kb.find(k);
+      if (!benchmarks(c, o == kb.end() ? 0 : o->second.n, med_a.Of(k))) continue;
+      bench_shapes[k].insert(c.shapes.begin(), c.shapes.end());
+      for (uint32_t i = ia.begin; i < ia.end; ++i)
+        if (kernels_a[i] == k) mark(auto_a, match_a, i);
+    }
+    for (const auto& [k, c] : kb) {
+      auto o = ka.find(k);
+      if (!benchmarks(c, o == ka.end() ? 0 : o->second.n, med_b.Of(k))) continue;
+      bench_shapes[k].insert(c.shapes.begin(), c.shapes.end());
+      for (uint32_t j = ib.begin; j < ib.end; ++j)
+        if (kernels_b[j] == k) mark(auto_b, match_b, j);
+    }
+  }
+  // 2. Another final choice: diverged pairs whose two shapes were both benchmarked.
+  for (Match& mt : m.matches) {
+    if (mt.kind != MatchKind::kDiverged || !mt.shape_differs || mt.autotuning) continue;
+    auto it = bench_shapes.find(kernels_a[mt.primary]);
+    if (it != bench_shapes.end() && it->second.count(shape_a[mt.primary]) && it->second.count(shape_b[mt.shadow]))
+      mt.autotuning = true;
+  }
+  // 3. One-sided: early primary-only launches of candidates the shadow never ran (a kernel, or a kernel in a
+  // shape), and the other early primary-only launches of those kernels. Early: before the first pair of
+  // instances with equal launches, or in the first quarter of the primary's launches.
+  size_t first_same = tl.a.size();
+  for (size_t x = 0; x < tl.a.size() && first_same == tl.a.size(); ++x) {
+    const int32_t y = tl.partner_a[x];
+    if (y >= 0 && tl.a[x].content == tl.b[static_cast<size_t>(y)].content &&
+        tl.a[x].end - tl.a[x].begin == tl.b[static_cast<size_t>(y)].end - tl.b[static_cast<size_t>(y)].begin)
+      first_same = x;
+  }
+  auto early = [&](size_t i) { return tl.instance_of_a[i] < first_same || i < np / 4; };
+  {
+    std::unordered_set<uint64_t> shadow_ran;  // (kernel, shape) hashes
+    std::unordered_set<uint32_t> shadow_kernels;
+    for (size_t j = 0; j < ns; ++j) shadow_ran.insert(shape_b[j] ^ (uint64_t{kernels_b[j]} * 0x9e3779b97f4a7c15ull));
+    std::unordered_set<uint32_t> tuned;
+    for (size_t i = 0; i < np; ++i) {
+      if (match_a[i] != kNone || auto_a[i] || !early(i)) continue;
+      if (!shadow_ran.count(shape_a[i] ^ (uint64_t{kernels_a[i]} * 0x9e3779b97f4a7c15ull))) tuned.insert(kernels_a[i]);
+    }
+    for (size_t i = 0; i < np; ++i) {
+      if (match_a[i] != kNone || auto_a[i] || !early(i) || !tuned.count(kernels_a[i])) continue;
+      auto_a[i] = 1;
+      m.summary.autotuning_one_sided = true;
+    }
+  }
+  // 4. Counts per region and in the summary; top-level ranges that hold only the autotuner's launches.
+  Summary& sum = m.summary;
+  sum.autotuning_primary = sum.autotuning_shadow = sum.autotuning_pairs = 0;
+  for (size_t r = 0; r < m.divergences.size(); ++r) {
+    DivergenceRegion& d = m.divergences[r];
+    if (!d.primary_launches) continue;
+    for (size_t i = d.first_primary; i <= d.last_primary; ++i) d.autotuning_primary += auto_a[i];
+  }
+  for (size_t j = 0; j < ns; ++j)
+    if (auto_b[j] && region_of_shadow[j] >= 0)
+      ++m.divergences[static_cast<size_t>(region_of_shadow[j])].autotuning_shadow;
+  for (const Match& mt : m.matches)
+    if (mt.autotuning) {
+      ++sum.autotuning_pairs;
+      if (mt.region >= 0) ++m.divergences[static_cast<size_t>(mt.region)].autotuning_pairs;
+    }
+  for (uint8_t f : auto_a) sum.autotuning_primary += f;
+  for (uint8_t f : auto_b) sum.autotuning_shadow += f;
+  auto tuning_only_ranges = [](auto& launches, const std::vector<uint8_t>& flags) {
+    std::unordered_map<std::string_view, std::pair<uint64_t, uint64_t>> per;  // range -> (launches, tuning)
+    for (size_t i = 0; i < launches.size(); ++i) {
+      auto& c = per[TopLevelRange(launches[i].path)];
+      ++c.first, c.second += flags[i];
+    }
+    uint64_t n = 0;
+    for (const auto& [name, c] : per) n += c.first == c.second ? 1 : 0;
+    return n;
+  };
+  sum.autotuning_ranges_primary = tuning_only_ranges(m.primary, auto_a);
+  sum.autotuning_ranges_shadow = tuning_only_ranges(m.shadow, auto_b);
+}
+
+}  // namespace twinscope::join
