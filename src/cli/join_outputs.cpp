@@ -10,6 +10,7 @@
 #include "join/joined_run.h"
 #include "join/model_file.h"
 #include "views/join_doc.h"
+#include "views/join_text.h"
 #include "views/join_writer.h"
 
 namespace twinscope::cli {
@@ -106,7 +107,7 @@ int JoinAndReport(const JoinOutputRequest& r, join::JoinedModel* model_out, view
     std::fprintf(stderr, "twinscope join: %s\n", run.status().message().c_str());
     return 1;
   }
-  join::PrintJoin(stdout, run->model, r.top);
+  views::PrintJoin(stdout, run->model, r.top);
   bool ok = true;
   if (!r.out_dir.empty()) ok = views::WriteJoinViews(&*run, r.out_dir, stdout, "twinscope join", defer_report);
   std::fflush(stdout);
@@ -171,7 +172,7 @@ int StatsOnJoin(const std::string& path, const std::string& shadow, bool json, s
     if (processes.is_object()) j["processes"] = processes;
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    join::PrintJoin(stdout, *model, top);
+    views::PrintJoin(stdout, *model, top);
   }
   return 0;
 }

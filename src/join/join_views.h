@@ -1,9 +1,9 @@
-// Views of the joined model that every front end shares: the text `twinscope
-// join`, `twin` and `stats` print, and the bounds of its JSON form (docs/join.md;
-// `stats --json` on a join, DIR/join.json, the report's data: src/views/join_doc.h).
+// What every view of the joined model shares: the launches' order, the launches
+// whose blocks the views draw, a divergence region in words, and the bounds of
+// the JSON form (docs/join.md; `stats --json` on a join, DIR/join.json, the
+// report's data: src/views/join_doc.h; the text: src/views/join_text.h).
 #pragma once
 
-#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -35,9 +35,5 @@ std::vector<size_t> SlowestFirst(const JoinedModel& m);
 
 // One divergence region as one line of text.
 std::string DivergenceText(const DivergenceRegion& d);
-
-// The text summary: sides, matches, drift, why slow, then the `top` slowest
-// matched launches (0 = none).
-void PrintJoin(std::FILE* out, const JoinedModel& m, size_t top);
 
 }  // namespace twinscope::join

@@ -9,7 +9,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -105,8 +104,5 @@ struct RequestJsonBounds {
   size_t max_rows = 0;   // requests; 0 = all
   size_t max_steps = 0;  // steps, those of the kept requests first; 0 = all
 };
-
-// A few lines for `stats` on a join: totals and the first `rows` requests.
-void PrintRequests(std::FILE* out, const JoinedModel& m, size_t rows);
 
 }  // namespace twinscope::join

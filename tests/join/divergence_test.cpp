@@ -13,6 +13,7 @@
 #include "join_fixture.h"
 #include "join_test_util.h"
 #include "views/join_doc.h"
+#include "views/join_text.h"
 
 namespace twinscope {
 namespace {
@@ -163,7 +164,7 @@ TEST(Divergence, RepackedStepIsDivergedNeverExact) {
   char* buf = nullptr;
   size_t len = 0;
   FILE* f = open_memstream(&buf, &len);
-  join::PrintJoin(f, m, 0);
+  views::PrintJoin(f, m, 0);
   std::fclose(f);
   std::string text(buf, len);
   std::free(buf);

@@ -14,6 +14,7 @@
 #include "join_fixture.h"
 #include "join_test_util.h"
 #include "views/join_doc.h"
+#include "views/join_text.h"
 
 namespace twinscope {
 namespace {
@@ -330,7 +331,7 @@ TEST(JoinViews, TextMatchesGolden) {
   char* buf = nullptr;
   size_t len = 0;
   FILE* f = open_memstream(&buf, &len);
-  join::PrintJoin(f, m, 5);
+  views::PrintJoin(f, m, 5);
   std::fclose(f);
   std::string text(buf, len);
   std::free(buf);

@@ -17,6 +17,7 @@
 #include "join_test_util.h"
 #include "served_scene.h"
 #include "views/join_doc.h"
+#include "views/join_text.h"
 
 namespace twinscope {
 namespace {
@@ -27,7 +28,7 @@ std::string Printed(const join::JoinedModel& m) {
   char* buf = nullptr;
   size_t len = 0;
   FILE* f = open_memstream(&buf, &len);
-  join::PrintJoin(f, m, 100);
+  views::PrintJoin(f, m, 100);
   std::fclose(f);
   std::string s(buf, len);
   std::free(buf);

@@ -17,6 +17,7 @@
 #include "join_test_util.h"
 #include "served_scene.h"
 #include "views/join_doc.h"
+#include "views/join_text.h"
 
 namespace twinscope {
 namespace {
@@ -341,7 +342,7 @@ TEST(Requests, StatsTextIsShortAndNamesTheFigures) {
   char* buf = nullptr;
   size_t len = 0;
   std::FILE* f = open_memstream(&buf, &len);
-  join::PrintJoin(f, m, 0);
+  views::PrintJoin(f, m, 0);
   std::fclose(f);
   std::string text(buf, len);
   std::free(buf);
