@@ -33,25 +33,54 @@ const char* MatchKindName(MatchKind k) {
 
 namespace {
 
-// The shadow's launch records and each launch's valid block durations.
+// The shadow's launch records and each launch's valid block durations as a bounded sample: its order
+// statistics, all of them up to kDurationSample blocks, else kDurationSample evenly ranked ones (docs/join.md,
+// "Why slow"). Blocks of one launch come together: each run of them is sorted and sampled when it ends, so the
+// sink holds one launch's durations at a time, not every block's.
 class ShadowSink : public RecordSink {
  public:
+  static constexpr size_t kDurationSample = 64;
+
   void OnLaunch(const LaunchRecord& r) override { launches[r.seq] = r; }
   void OnBlock(const BlockRecord& r) override {
     if (!(r.enter_ns && r.exit_ns && r.exit_ns >= r.enter_ns)) return;
-    // Blocks of one launch come together: look the launch up once per run of them.
-    if (!last_ || r.launch_seq != last_seq_) {
-      last_ = &durations[r.launch_seq];
-      last_seq_ = r.launch_seq;
+    if (run_.empty() || r.launch_seq != run_seq_) {
+      Flush();
+      run_seq_ = r.launch_seq;
     }
-    last_->push_back(r.exit_ns - r.enter_ns);
+    run_.push_back(r.exit_ns - r.enter_ns);
   }
+  // Ends the last run: call once the read is over.
+  void Finish() { Flush(); }
+
   std::unordered_map<uint64_t, LaunchRecord> launches;
-  std::unordered_map<uint64_t, std::vector<uint64_t>> durations;
+  std::unordered_map<uint64_t, std::vector<uint64_t>> durations;  // sorted sample per launch seq
+  std::unordered_map<uint64_t, uint64_t> sampled_from;            // valid blocks each sample stands for
 
  private:
-  std::vector<uint64_t>* last_ = nullptr;  // durations[last_seq_] (node-based map: stable)
-  uint64_t last_seq_ = 0;
+  void Flush() {
+    if (run_.empty()) return;
+    auto& sample = durations[run_seq_];
+    uint64_t& n = sampled_from[run_seq_];
+    if (!sample.empty()) {  // a launch's blocks came in two runs: the earlier sample, each point at its weight
+      for (size_t i = 0; i < sample.size(); ++i) {
+        const uint64_t from = i * n / sample.size(), to = (i + 1) * n / sample.size();
+        run_.insert(run_.end(), to - from, sample[i]);
+      }
+    }
+    std::sort(run_.begin(), run_.end());
+    n = run_.size();
+    if (run_.size() <= kDurationSample) {
+      sample.assign(run_.begin(), run_.end());
+    } else {
+      sample.resize(kDurationSample);
+      for (size_t i = 0; i < kDurationSample; ++i) sample[i] = run_[i * run_.size() / kDurationSample];
+    }
+    sample.shrink_to_fit();
+    run_.clear();
+  }
+  std::vector<uint64_t> run_;  // durations of the current run of one launch's blocks
+  uint64_t run_seq_ = 0;
 };
 
 bool ValidTimes(uint64_t start, uint64_t end, uint32_t flags) {
@@ -250,6 +279,7 @@ StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::str
     ShadowSink ss;
     TeeSink tee(sb, ss);
     ReadReport rep = sreader->Read(tee);
+    ss.Finish();
     m.shadow_side.stats = sb.Finish(sreader->strings(), sreader->header(), rep);
     m.shadow_side.stats.path = shadow_path;
     m.shadow_side.launches = ss.launches.size();
@@ -272,7 +302,7 @@ StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::str
       auto d = ss.durations.find(lr.seq);
       if (d != ss.durations.end()) {
         s.block_durations = std::move(d->second);
-        std::sort(s.block_durations.begin(), s.block_durations.end());
+        s.block_durations_of = ss.sampled_from[lr.seq];
       }
       m.shadow.push_back(std::move(s));
     }

@@ -52,8 +52,11 @@ struct ShadowLaunch {
   uint64_t cpu_ns = 0;  // launch time, CLOCK_MONOTONIC of the shadow
   uint32_t stream = 0;
   stats::LaunchBlockStats blocks;
-  std::vector<uint64_t> block_durations;  // sorted ascending (valid blocks)
-  uint64_t blocks_working = 0;            // set by why-slow, relative to its group's reference
+  // The valid blocks' durations, sorted ascending: all of them up to 64 blocks, else 64 evenly ranked order
+  // statistics standing for block_durations_of blocks (point i is the duration of rank i * of / 64).
+  std::vector<uint64_t> block_durations;
+  uint64_t block_durations_of = 0;
+  uint64_t blocks_working = 0;  // set by why-slow, relative to its group's reference
 };
 
 struct Match {

@@ -10,9 +10,14 @@
 namespace twinscope::join {
 namespace {
 
+// Blocks of `s` that ran at least `threshold`: exact up to 64 blocks; from the sample's ranks above (within
+// 1/64 of the blocks).
 uint64_t Working(const ShadowLaunch& s, uint64_t threshold) {
   const auto& d = s.block_durations;
-  return static_cast<uint64_t>(d.end() - std::lower_bound(d.begin(), d.end(), threshold));
+  const size_t j = static_cast<size_t>(std::lower_bound(d.begin(), d.end(), threshold) - d.begin());
+  const uint64_t n = std::max<uint64_t>(s.block_durations_of, d.size());
+  if (n == d.size()) return d.size() - j;
+  return j == d.size() ? 0 : n - j * n / d.size();
 }
 
 double TailShare(const stats::LaunchBlockStats& b) {
@@ -103,7 +108,9 @@ void ComputeWhySlow(JoinedModel& m) {
       s.blocks_working = Working(s, threshold);
     }
     if (list.size() >= m.options.min_group_launches) {
-      for (size_t k = 0; k < m.options.slow_per_group && k + 1 < list.size(); ++k) {
+      uint64_t under_floor = 0;  // stand out, but unchanged blocks and less than kMinExcessNs over the median
+      uint64_t under_floor_max = 0;
+      for (size_t k = 0; k + 1 < list.size(); ++k) {
         const size_t i = list[list.size() - 1 - k];
         if (!stands_out(i)) break;
         const Match& mt = m.matches[i];
@@ -139,6 +146,11 @@ void ComputeWhySlow(JoinedModel& m) {
                         std::to_string(s.blocks.straggler.sm) + " left " + Pct(share) +
                         " of the span after the median block (median launch: " + Pct(ref_share) + ")");
         }
+        if (why.empty() && sl.dur_ns - g.median_dur_ns < kMinExcessNs) {
+          ++under_floor;
+          under_floor_max = std::max(under_floor_max, sl.dur_ns);
+          continue;
+        }
         if (why.empty()) {
           why.push_back("its block structure matches the median launch (" + std::to_string(s.blocks_working) +
                         " blocks worked, " + std::to_string(s.blocks.sms_used) + " SMs, tail " + Pct(share) +
@@ -152,10 +164,17 @@ void ComputeWhySlow(JoinedModel& m) {
         if (m.primary[mt.primary].overlapped) sl.text += " [ran while the shadow had GPU work]";
         g.slow.push_back(std::move(sl));
       }
-      if (g.slow.empty() && g.median_dur_ns) {
+      if (g.slow.empty() && g.median_dur_ns && !under_floor) {
         g.note = "no launch of this shape stands out: the slowest is " +
                  Fixed(static_cast<double>(dur(list.back())) / static_cast<double>(g.median_dur_ns), 2) +
                  "x the median";
+      }
+      if (under_floor) {
+        g.note = std::string(g.slow.empty() ? "no finding: " : "") + std::to_string(under_floor) + " launch" +
+                 (under_floor == 1 ? "" : "es") + " at up to " +
+                 Fixed(static_cast<double>(under_floor_max) / static_cast<double>(g.median_dur_ns), 2) +
+                 "x the median (+" + HumanNs(under_floor_max - g.median_dur_ns) +
+                 ") with unchanged blocks: under the " + HumanNs(kMinExcessNs) + " floor, not a finding";
       }
     }
     m.groups.push_back(std::move(g));
