@@ -52,6 +52,9 @@ T=$ROOT/$BUILD/bin/twinscope
 say "venv with transformers' serving extras ($RUNS/venv)"
 "$PY" -m venv --system-site-packages "$RUNS/venv" >>"$LOG" 2>&1
 VPY=$RUNS/venv/bin/python
+# A venv made from a venv sees only the base interpreter's packages: point it at the torch venv's
+# site-packages (torch, transformers) with a .pth file, as scripts/gpu_wheel.sh does.
+"$PY" -c 'import site; print(site.getsitepackages()[0])' >"$("$VPY" -c 'import site; print(site.getsitepackages()[0])')/torch-site.pth"
 mapfile -t wheels < <(ls .whl/*.whl 2>/dev/null | grep -v -e '/nvidia_' -e '/twinscope')
 if ((${#wheels[@]})); then
   "$VPY" -m pip install -q --no-index --find-links .whl "${wheels[@]}" >>"$LOG" 2>&1 || true
