@@ -6,45 +6,93 @@
 
 namespace twinscope::join {
 
-bool MyersAlign(const uint32_t* a, size_t n, const uint32_t* b, size_t m, size_t max_d, uint32_t a_base,
-                uint32_t b_base, std::vector<AlignPair>* out) {
-  if (n == 0 || m == 0) return n + m <= max_d;
-  const int64_t N = static_cast<int64_t>(n), M = static_cast<int64_t>(m);
-  const int64_t dmax = static_cast<int64_t>(std::min<size_t>(max_d, n + m));
-  const int64_t off = dmax + 1;
-  std::vector<int64_t> v(static_cast<size_t>(2 * dmax + 3), 0);
-  // trace[d] holds v[-d-1 .. d+1] as it was before step d (what step d read).
-  std::vector<std::vector<int64_t>> trace;
-  int64_t end_d = -1;
-  for (int64_t d = 0; d <= dmax && end_d < 0; ++d) {
-    trace.emplace_back(v.begin() + (off - d - 1), v.begin() + (off + d + 2));
+namespace {
+
+struct Snake {
+  int64_t d = 0, x = 0, y = 0, u = 0, v = 0;  // D of the whole; the middle snake from (x, y) to (u, v)
+};
+
+// Myers' middle snake (section 4b of the paper): the forward and the reverse search meet on a snake of an
+// optimal path. O((N+M) D) time, O(D) memory. False when D exceeds dlimit.
+bool MiddleSnake(const uint32_t* a, int64_t n, const uint32_t* b, int64_t m, int64_t dlimit, std::vector<int64_t>& vf,
+                 std::vector<int64_t>& vb, Snake* s) {
+  const int64_t delta = n - m;
+  const bool odd = (delta % 2) != 0;
+  const int64_t maxd = std::min((n + m + 1) / 2, dlimit / 2 + 1);
+  const int64_t off = maxd + 1;
+  vf.assign(static_cast<size_t>(2 * maxd + 3), 0);
+  vb.assign(static_cast<size_t>(2 * maxd + 3), 0);
+  auto F = [&](int64_t k) -> int64_t& { return vf[static_cast<size_t>(off + k)]; };
+  auto B = [&](int64_t k) -> int64_t& { return vb[static_cast<size_t>(off + k)]; };
+  for (int64_t d = 0; d <= maxd; ++d) {
     for (int64_t k = -d; k <= d; k += 2) {
-      int64_t x = (k == -d || (k != d && v[off + k - 1] < v[off + k + 1])) ? v[off + k + 1] : v[off + k - 1] + 1;
+      int64_t x = (k == -d || (k != d && F(k - 1) < F(k + 1))) ? F(k + 1) : F(k - 1) + 1;
       int64_t y = x - k;
-      while (x < N && y < M && a[x] == b[y]) ++x, ++y;
-      v[off + k] = x;
-      if (x >= N && y >= M) {
-        end_d = d;
-        break;
+      const int64_t x0 = x, y0 = y;
+      while (x < n && y < m && a[x] == b[y]) ++x, ++y;
+      F(k) = x;
+      const int64_t c = delta - k;  // the same diagonal in the reverse search's coordinates
+      if (odd && c >= -(d - 1) && c <= d - 1 && F(k) + B(c) >= n) {
+        *s = {2 * d - 1, x0, y0, x, y};
+        return s->d <= dlimit;
+      }
+    }
+    for (int64_t k = -d; k <= d; k += 2) {
+      int64_t x = (k == -d || (k != d && B(k - 1) < B(k + 1))) ? B(k + 1) : B(k - 1) + 1;
+      int64_t y = x - k;
+      const int64_t x0 = x, y0 = y;
+      while (x < n && y < m && a[n - x - 1] == b[m - y - 1]) ++x, ++y;
+      B(k) = x;
+      const int64_t c = delta - k;
+      if (!odd && c >= -d && c <= d && B(k) + F(c) >= n) {
+        *s = {2 * d, n - x, m - y, n - x0, m - y0};
+        return s->d <= dlimit;
       }
     }
   }
-  if (end_d < 0) return false;
-  // Back from (N, M): each step d came from k+1 (an insertion) or k-1 (a deletion), then a snake.
-  std::vector<AlignPair> rev;
-  int64_t x = N, y = M;
-  for (int64_t d = end_d; d > 0; --d) {
-    const auto& t = trace[static_cast<size_t>(d)];
-    auto at = [&](int64_t k) { return t[static_cast<size_t>(k + d + 1)]; };
-    const int64_t k = x - y;
-    const int64_t pk = (k == -d || (k != d && at(k - 1) < at(k + 1))) ? k + 1 : k - 1;
-    const int64_t px = at(pk), py = px - pk;
-    const int64_t sx = pk == k + 1 ? px : px + 1;  // where the snake of step d starts
-    while (x > sx && y > sx - k) --x, --y, rev.emplace_back(static_cast<uint32_t>(x), static_cast<uint32_t>(y));
-    x = px, y = py;
+  return false;
+}
+
+// The pairs of one longest common subsequence by divide and conquer on middle snakes.
+bool LinearLcs(const uint32_t* a, int64_t n, const uint32_t* b, int64_t m, int64_t dlimit, uint32_t a_base,
+               uint32_t b_base, std::vector<int64_t>& vf, std::vector<int64_t>& vb, std::vector<AlignPair>* out) {
+  if (n == 0 || m == 0) return n + m <= dlimit;
+  Snake s;
+  if (!MiddleSnake(a, n, b, m, dlimit, vf, vb, &s)) return false;
+  if (s.d > 1) {
+    LinearLcs(a, s.x, b, s.y, s.d, a_base, b_base, vf, vb, out);
+    for (int64_t i = s.x; i < s.u; ++i)
+      out->emplace_back(static_cast<uint32_t>(a_base + i), static_cast<uint32_t>(b_base + s.y + (i - s.x)));
+    LinearLcs(a + s.u, n - s.u, b + s.v, m - s.v, s.d, static_cast<uint32_t>(a_base + s.u),
+              static_cast<uint32_t>(b_base + s.v), vf, vb, out);
+    return true;
   }
-  while (x > 0 && y > 0) --x, --y, rev.emplace_back(static_cast<uint32_t>(x), static_cast<uint32_t>(y));
-  for (size_t i = rev.size(); i-- > 0;) out->emplace_back(rev[i].first + a_base, rev[i].second + b_base);
+  // D <= 1: one sequence is the other with at most one item more.
+  for (int64_t i = 0, j = 0; i < n && j < m;) {
+    if (a[i] == b[j]) {
+      out->emplace_back(static_cast<uint32_t>(a_base + i), static_cast<uint32_t>(b_base + j));
+      ++i, ++j;
+    } else if (n > m) {
+      ++i;
+    } else {
+      ++j;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool MyersAlign(const uint32_t* a, size_t n, const uint32_t* b, size_t m, size_t max_d, uint32_t a_base,
+                uint32_t b_base, std::vector<AlignPair>* out) {
+  if (n == 0 || m == 0) return n + m <= max_d;
+  if ((n > m ? n - m : m - n) > max_d) return false;  // the length difference alone is past the bound
+  std::vector<int64_t> vf, vb;
+  std::vector<AlignPair> pairs;
+  if (!LinearLcs(a, static_cast<int64_t>(n), b, static_cast<int64_t>(m), static_cast<int64_t>(max_d), a_base, b_base,
+                 vf, vb, &pairs))
+    return false;
+  out->insert(out->end(), pairs.begin(), pairs.end());
   return true;
 }
 

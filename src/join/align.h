@@ -14,11 +14,13 @@ namespace twinscope::join {
 // A pair (index in a, index in b) of equal tokens.
 using AlignPair = std::pair<uint32_t, uint32_t>;
 
-// Myers' O(ND) greedy LCS of a and b (E. Myers, "An O(ND) Difference
-// Algorithm and Its Variations", 1986): appends the pairs of one longest
-// common subsequence, increasing on both sides, offset by (a_base, b_base).
-// Returns false (and appends nothing) when a and b differ by more than
-// `max_d` insertions plus deletions. Time O((N+M) D), memory O(D^2).
+// Myers' O(ND) LCS of a and b (E. Myers, "An O(ND) Difference Algorithm and
+// Its Variations", 1986), in linear space (the paper's middle-snake divide and
+// conquer): appends the pairs of one longest common subsequence, increasing on
+// both sides, offset by (a_base, b_base). Returns false (and appends nothing)
+// when a and b differ by more than `max_d` insertions plus deletions (at once
+// when their lengths do). Time O((N+M) D), memory O(N+M) for the pairs and
+// O(D) for the search.
 bool MyersAlign(const uint32_t* a, size_t n, const uint32_t* b, size_t m, size_t max_d, uint32_t a_base,
                 uint32_t b_base, std::vector<AlignPair>* out);
 

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -257,6 +258,29 @@ TEST(TwoLevel, SameInputGivesAByteIdenticalJoinJson) {
   EXPECT_EQ(j["instances"][0]["shadow_launches"], 21);
   EXPECT_EQ(j["summary"]["alignment"]["instance_pairs"], 10);
   EXPECT_EQ(j["summary"]["autotuning"]["pairs"], 10);
+}
+
+// The linear-space search keeps its work bound exactly: D edits pass at max_d = D and fail at D - 1, and a
+// length difference past the bound fails at once.
+TEST(LinearMyers, WorkBoundIsExact) {
+  std::mt19937 rng(31);
+  for (int round = 0; round < 200; ++round) {
+    const size_t n = 1 + rng() % 60, m = 1 + rng() % 60;
+    std::vector<uint32_t> a(n), b(m);
+    for (auto& x : a) x = rng() % 4;
+    for (auto& x : b) x = rng() % 4;
+    std::vector<join::AlignPair> p;
+    ASSERT_TRUE(join::MyersAlign(a.data(), n, b.data(), m, n + m, 0, 0, &p));
+    const size_t d = n + m - 2 * p.size();
+    std::vector<join::AlignPair> q;
+    EXPECT_TRUE(join::MyersAlign(a.data(), n, b.data(), m, d, 0, 0, &q)) << round;
+    EXPECT_EQ(q.size(), p.size());
+    if (d > 0) {
+      std::vector<join::AlignPair> r;
+      EXPECT_FALSE(join::MyersAlign(a.data(), n, b.data(), m, d - 1, 0, 0, &r)) << round;
+      EXPECT_TRUE(r.empty());
+    }
+  }
 }
 
 }  // namespace
