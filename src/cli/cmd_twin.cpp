@@ -15,7 +15,9 @@
 #include "cli/run_child.h"
 #include "cli/run_pairs.h"
 #include "cli/twin_command.h"
+#include "twin/engine_env.h"
 #include "twin/serve.h"
+#include "twin/shadow_replay.h"
 #include "twin/twin_runner.h"
 
 namespace twinscope::cli {
@@ -226,6 +228,29 @@ std::string ServedFile(const std::string& given, const char* name, const std::st
   return st.st_mtim.tv_sec + 1 >= since.tv_sec ? p : "";  // coarse file clocks: a second's slack
 }
 
+// The engine adapters' setup for this run: the mode, the shim folder (said on stderr).
+twin::EngineAdapterSetup AdapterSetup(const TwinSetup& f) {
+  twin::EngineAdapterSetup a;
+  a.mode = f.engine_adapter;
+  a.follow_step_timeout_s = f.follow_step_timeout;
+  if (a.mode == "off") {
+    std::fprintf(stderr, "twinscope twin: engine adapters off (--engine-adapter off)\n");
+    return a;
+  }
+  const twin::EngineShim shim = twin::FindEngineShim(ExecutableDir());
+  a.shim_dir = shim.dir;
+  if (shim.dir.empty())
+    std::fprintf(stderr, "twinscope twin: engine adapters off: %s\n", shim.where.c_str());
+  else
+    std::fprintf(stderr, "twinscope twin: engine adapters %s, from %s\n", a.mode.c_str(), shim.where.c_str());
+  return a;
+}
+
+twin::EnvList Plus(twin::EnvList a, const twin::EnvList& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 }  // namespace
 
 int ServeTwinAndJoin(const TwinSetup& f, const std::function<void(const twin::ServeEndpoints&)>& client,
@@ -238,15 +263,22 @@ int ServeTwinAndJoin(const TwinSetup& f, const std::function<void(const twin::Se
   r.out_dir = AbsolutePath(f.out);
   r.shadow_env = BlocksEnv(f.kernels, f.sampling);
   r.primary_env = PrimaryCuptiEnv(f.command);
+  if (!client) {  // twin --serve --concurrent: both record through their adapters (the demo has none)
+    const twin::EngineAdapterSetup adapters = AdapterSetup(f);
+    r.primary_env = Plus(r.primary_env, twin::EngineAdapterEnv(adapters, "primary", r.out_dir, false));
+    r.shadow_env = Plus(r.shadow_env, twin::EngineAdapterEnv(adapters, "shadow", r.out_dir, false));
+  }
   r.listen = f.listen;
   r.health_path = f.health_path;
   r.health_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.health_timeout * 1000));
   r.duration_s = f.duration;
+  r.max_requests = f.max_requests;
   r.shadow_device = f.shadow_device;
   r.progress = isatty(STDERR_FILENO);
   r.client = client;
   r.shadow_follows = f.shadow_follows;
-  std::fprintf(stderr, "twinscope twin --serve: primary and shadow servers, results in %s\n", r.out_dir.c_str());
+  std::fprintf(stderr, "twinscope twin --serve: primary and shadow servers at once, results in %s\n",
+               r.out_dir.c_str());
   timespec started{};
   clock_gettime(CLOCK_REALTIME, &started);
   twin::ServeOutcome o = twin::RunServe(r);
@@ -273,7 +305,194 @@ int ServeTwinAndJoin(const TwinSetup& f, const std::function<void(const twin::Se
   if (primary.term_signal == SIGTERM) primary.exit_code = 0;
   extra["stop_request"] = {
       {"asked", o.stop_request.asked}, {"answered", o.stop_request.answered}, {"no_answer", o.stop_request.waiting}};
+  if (!client) {
+    extra["adapters"] = {{"primary", twin::ReadAdapterStatus(r.out_dir, "primary")},
+                         {"shadow", twin::ReadAdapterStatus(r.out_dir, "shadow")}};
+  }
   return FinishTwin(f, r.out_dir, primary, o.shadow, o.primary_dir, o.shadow_dir, false, extra, model);
+}
+
+namespace {
+
+// The primary's exit as a saved run's twin.json has it (twin --replay DIR).
+twin::ChildExit SavedPrimaryExit(const nlohmann::json& t) {
+  twin::ChildExit e;
+  e.started = true;
+  e.exit_code = t.value("primary_exit", 0);
+  e.elapsed_s = t.value("primary_elapsed_s", 0.0);
+  e.start_realtime_ns = t.value("primary_start_realtime_ns", int64_t{0});
+  e.end_realtime_ns = t.value("primary_end_realtime_ns", int64_t{0});
+  return e;
+}
+
+}  // namespace
+
+int ServeSequentialAndJoin(const TwinSetup& setup) {
+  TwinSetup f = setup;
+  f.concurrent = false;
+  std::string primary_lib, shadow_lib;
+  if (!Libraries(&primary_lib, &shadow_lib)) return 1;
+  const bool replay_only = !f.replay_dir.empty();
+  const std::string out = AbsolutePath(replay_only ? f.replay_dir : f.out);
+  const twin::EngineAdapterSetup adapters = AdapterSetup(f);
+  nlohmann::json extra = {{"serve", true}, {"sequential", true}};
+  twin::ChildExit primary;
+  std::string primary_dir = twin::SideDir(out, "primary"), shadow_dir = twin::SideDir(out, "shadow");
+  int primary_port = 0;
+  timespec started{};
+  clock_gettime(CLOCK_REALTIME, &started);
+  if (replay_only) {
+    // A saved run: its primary stays; the shadow's outputs are replaced.
+    std::ifstream saved(out + "/twin.json");
+    nlohmann::json t = nlohmann::json::parse(saved, nullptr, false);
+    if (!t.is_object()) {
+      std::fprintf(stderr,
+                   "twinscope twin: --replay %s: no twin.json there: give the folder of an earlier `twin --serve` "
+                   "run (it holds twin.json, requests.jsonl and primary/)\n",
+                   out.c_str());
+      return 1;
+    }
+    primary = SavedPrimaryExit(t);
+    primary_port = t.value("primary_port", 0);
+    if (f.command.empty()) f.command = t.value("command", std::vector<std::string>{});
+    std::string error;
+    if (!twin::RemoveStaleOutput(shadow_dir + "/", &error) || !twin::MakeDirs(shadow_dir, &error)) {
+      std::fprintf(stderr, "twinscope twin: %s\n", error.c_str());
+      return 1;
+    }
+    for (const char* name : {"adapter-shadow.json", "schedule-shadow.jsonl", "requests-shadow.jsonl"})
+      unlink((out + "/" + name).c_str());
+    std::fprintf(stderr, "twinscope twin --replay: a new shadow for the run in %s\n", out.c_str());
+    extra["replayed_from"] = out;
+    for (const char* k : {"mirror_url", "primary_port", "mirror", "autotune", "stop_request", "not_replayable"})
+      if (t.contains(k)) extra[k] = t[k];
+  } else {
+    for (const char* name : {"adapter-primary.json", "adapter-shadow.json", "schedule-primary.jsonl",
+                             "schedule-shadow.jsonl", "requests-primary.jsonl", "requests-shadow.jsonl"})
+      unlink((out + "/" + name).c_str());
+    twin::ServeRequest r;
+    r.command = f.command;
+    r.primary_args = f.primary_args;
+    r.out_dir = out;
+    r.primary_library = primary_lib;
+    r.shadow_library = shadow_lib;
+    r.primary_env = Plus(PrimaryCuptiEnv(f.command), twin::EngineAdapterEnv(adapters, "primary", out, false));
+    r.listen = f.listen;
+    r.health_path = f.health_path;
+    r.health_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.health_timeout * 1000));
+    r.duration_s = f.duration;
+    r.max_requests = f.max_requests;
+    r.with_shadow = false;
+    r.progress = isatty(STDERR_FILENO);
+    std::fprintf(stderr,
+                 "twinscope twin --serve: 1/2 the primary serves alone behind the mirror (its GPU to itself), "
+                 "results in %s; then 2/2 a shadow replays its requests\n",
+                 out.c_str());
+    twin::ServeOutcome o = twin::RunServe(r);
+    if (!o.error.empty()) {
+      std::fprintf(stderr, "twinscope twin: %s\n", o.error.c_str());
+      return 1;
+    }
+    primary = o.primary;
+    if (primary.term_signal == SIGTERM)
+      primary.exit_code = 0;  // stopped as asked
+    else if (primary.exit_code || primary.term_signal)
+      std::fprintf(stderr,
+                   "twinscope twin: the primary died while serving: the shadow replays what it was sent, and the "
+                   "join covers what it served\n");
+    primary_port = o.primary_port;
+    primary_dir = o.primary_dir;
+    shadow_dir = o.shadow_dir;
+    extra.update({{"mirror_url", o.mirror_url},
+                  {"primary_port", o.primary_port},
+                  {"request_log", o.request_log},
+                  {"mirror", o.mirror_counters},
+                  {"autotune", o.autotune},
+                  {"not_replayable", o.not_replayable},
+                  {"stop_request",
+                   {{"asked", o.stop_request.asked},
+                    {"answered", o.stop_request.answered},
+                    {"no_answer", o.stop_request.waiting}}}});
+    std::fprintf(stderr, "twinscope twin: mirror: %s requests, %s logged without a replayable body\n",
+                 o.mirror_counters.value("requests", nlohmann::json(0)).dump().c_str(),
+                 o.mirror_counters.value("log_not_replayable", nlohmann::json(0)).dump().c_str());
+  }
+
+  // 2/2: the shadow.
+  const nlohmann::json pstatus = twin::ReadAdapterStatus(out, "primary");
+  const bool forced = !f.shadow_follows && adapters.mode != "off" && twin::AdapterRecorded(pstatus);
+  twin::ShadowReplayRequest q;
+  q.command = f.command;
+  q.shadow_args = f.shadow_args;
+  q.out_dir = out;
+  q.shadow_library = shadow_lib;
+  q.shadow_env = Plus(BlocksEnv(f.kernels, f.sampling), twin::EngineAdapterEnv(adapters, "shadow", out, forced));
+  q.request_log = out + "/requests.jsonl";
+  q.primary_port = primary_port;
+  q.shadow_device = f.shadow_device;
+  q.health_path = f.health_path;
+  q.health_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.health_timeout * 1000));
+  q.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.request_timeout * 1000));
+  q.all_at_once = forced;
+  q.follow_schedule = f.shadow_follows;
+  q.progress = isatty(STDERR_FILENO);
+  if (f.shadow_follows)
+    std::fprintf(stderr, "twinscope twin: 2/2 a shadow follows the primary's schedule (%s/schedule.jsonl)\n",
+                 out.c_str());
+  else
+    std::fprintf(stderr, "twinscope twin: 2/2 a shadow server replays the logged requests (%s)\n",
+                 q.request_log.c_str());
+  twin::ShadowReplayOutcome so = twin::RunShadowReplay(q);
+  if (!so.error.empty()) std::fprintf(stderr, "twinscope twin: %s\n", so.error.c_str());
+  const nlohmann::json sstatus = twin::ReadAdapterStatus(out, "shadow");
+  extra["shadow_port"] = so.shadow_port;
+  extra["replay"] = so.replay;
+  if (!so.error.empty()) extra["shadow_error"] = so.error;
+  extra["adapters"] = {{"mode", adapters.mode},
+                       {"shim", adapters.shim_dir},
+                       {"forced", forced},
+                       {"primary", pstatus},
+                       {"shadow", sstatus}};
+  extra["request_trace"] = ServedFile(f.request_trace, "requests-primary.jsonl", out, primary_port, started);
+  std::string schedule = ServedFile(f.schedule, "schedule.jsonl", out, primary_port, started);
+  if (schedule.empty()) schedule = ServedFile("", "schedule-primary.jsonl", out, primary_port, started);
+  extra["schedule"] = schedule;
+  if (replay_only) {
+    // The saved run's own inputs (written before this replay began).
+    struct stat st {};
+    if (extra["request_trace"] == "" && stat((out + "/requests-primary.jsonl").c_str(), &st) == 0)
+      extra["request_trace"] = out + "/requests-primary.jsonl";
+    for (const char* name : {"schedule.jsonl", "schedule-primary.jsonl"})
+      if (extra["schedule"] == "" && stat((out + "/" + name).c_str(), &st) == 0) extra["schedule"] = out + "/" + name;
+  }
+  // What each side's adapter did, and whether the batches were forced.
+  if (adapters.mode != "off" && !adapters.shim_dir.empty()) {
+    for (const auto& [role, st] : {std::pair<std::string, const nlohmann::json&>{"primary", pstatus},
+                                   std::pair<std::string, const nlohmann::json&>{"shadow", sstatus}}) {
+      std::fprintf(stderr, "twinscope twin: %s\n", twin::DescribeAdapter(st, role).c_str());
+      for (const auto& w : twin::AdapterWarnings(st))
+        std::fprintf(stderr, "twinscope twin: the %s's adapter: %s\n", role.c_str(), w.c_str());
+    }
+  }
+  if (!f.shadow_follows) {
+    if (!forced) {
+      std::fprintf(stderr,
+                   "twinscope twin: the batches were not forced: %s; the shadow batched the replayed requests on its "
+                   "own (sent at their arrival times), so its steps may differ from the primary's. To have them "
+                   "forced, serve an engine twinscope has an adapter for (docs/engines.md) with --engine-adapter "
+                   "auto\n",
+                   adapters.mode == "off"      ? "--engine-adapter off"
+                   : adapters.shim_dir.empty() ? "no engine adapter shim was found"
+                   : !pstatus.is_object()      ? "the primary's server loaded no engine adapter"
+                                               : "the primary's adapter recorded no schedule");
+    } else if (sstatus.is_object() && sstatus.value("mode", std::string()) != "force") {
+      std::fprintf(stderr, "twinscope twin: the shadow's adapter did not force the primary's batches (mode %s)\n",
+                   sstatus.value("mode", std::string("?")).c_str());
+    }
+  }
+  const int code = FinishTwin(f, out, primary, so.shadow, primary_dir, shadow_dir, false, extra, nullptr);
+  if (!so.error.empty() && !so.aborted) return code ? code : 1;
+  return code;
 }
 
 namespace {
@@ -294,20 +513,41 @@ CommandRegistration kTwin(
           ->capture_default_str();
       sub->add_flag("--concurrent", f->setup.concurrent,
                     "Run both at once (live input); the join flags primary kernels that ran while the shadow had "
-                    "GPU work. Default: the primary alone first, then the shadow");
+                    "GPU work. Default: the primary alone first, then the shadow (with --serve: the shadow server "
+                    "starts after the primary stopped and the logged requests are replayed to it)");
       sub->add_option("--shadow-device", f->setup.shadow_device, "Run the shadow on this GPU (CUDA_VISIBLE_DEVICES)")
           ->check(CLI::NonNegativeNumber);
       sub->add_option("--top", f->setup.top, "Slowest matched launches to print")->capture_default_str();
-      sub->add_option("command", f->setup.command, "The program and its arguments, after '--'")->required();
+      sub->add_option("command", f->setup.command,
+                      "The program and its arguments, after '--' (--replay: the saved run's command if left out)");
       sub->footer("Example: twinscope twin --kernel reshape_and_cache_flash -o run -- python infer.py");
       sub->add_flag("--serve", f->serve,
-                    "The command is a server: start a primary and a shadow of it on their own ports ({port} or "
-                    "TWINSCOPE_PORT), wait for GET /health, put the mirror in front, serve until Ctrl-C or --duration, "
-                    "then join");
+                    "The command is a server (its port from {port} or TWINSCOPE_PORT). The primary serves alone "
+                    "behind the mirror until Ctrl-C, --duration or --requests; then a shadow server starts, the "
+                    "logged requests are replayed to it (the primary's batches forced by an engine adapter where "
+                    "there is one), and the two are joined. --concurrent: both serve at once (a live twin)");
       sub->add_flag("--follow", f->follow,
-                    "--serve: the shadow follows the primary's step schedule (appends '--follow "
-                    "http://127.0.0.1:{primary_port} --exit-after-schedule' to the shadow's command, as "
-                    "twinscope-demo-server takes it); on stopping, the shadow finishes the schedule first");
+                    "--serve, for twinscope-demo-server: the shadow follows the primary's step schedule, the file "
+                    "DIR/schedule.jsonl after the primary (appends '--follow DIR/schedule.jsonl "
+                    "--exit-after-schedule'), or with --concurrent the live primary ('--follow "
+                    "http://127.0.0.1:{primary_port} --exit-after-schedule'; on stopping it finishes the schedule)");
+      sub->add_option("--requests", f->setup.max_requests, "--serve: stop after this many requests were served")
+          ->check(CLI::PositiveNumber);
+      sub->add_option("--replay", f->setup.replay_dir,
+                      "Replay a saved `twin --serve` run again: a new shadow server gets DIR/requests.jsonl, then "
+                      "the join (DIR's primary is kept)");
+      sub->add_option("--engine-adapter", f->setup.engine_adapter,
+                      "--serve: the engine adapter loaded into both servers (docs/engines.md): auto, off, or an "
+                      "adapter's name")
+          ->capture_default_str();
+      sub->add_option("--follow-step-timeout", f->setup.follow_step_timeout,
+                      "--serve: seconds the shadow's adapter waits for a step's requests to arrive")
+          ->capture_default_str()
+          ->check(CLI::PositiveNumber);
+      sub->add_option("--request-timeout", f->setup.request_timeout,
+                      "--serve: seconds one replayed request may take, connect to last byte")
+          ->capture_default_str()
+          ->check(CLI::PositiveNumber);
       sub->add_option("--listen", f->setup.listen, "--serve: where the mirror listens (HOST:PORT; port 0 picks one)")
           ->capture_default_str();
       sub->add_option("--duration", f->setup.duration, "--serve: stop after this many seconds of serving")
@@ -331,8 +571,35 @@ CommandRegistration kTwin(
       AddPairingFlags(sub, &f->setup.pairing);
       return [f]() {
         TwinSetup s = f->setup;
-        s.concurrent = s.concurrent || f->serve;
+        if (!s.replay_dir.empty()) {
+          if (s.concurrent || f->follow) {
+            std::fprintf(stderr,
+                         "twinscope twin: --replay replays the logged requests to a new shadow: it does not "
+                         "go with --concurrent or --follow\n");
+            return 2;
+          }
+          return ServeSequentialAndJoin(s);
+        }
+        if (s.command.empty()) {
+          std::fprintf(stderr,
+                       "twinscope twin: give the program to run after '--' (e.g. twinscope twin --kernel K "
+                       "-- python infer.py)\n");
+          return 2;
+        }
         if (!f->serve) return RunTwinAndJoin(s);
+        if (!s.concurrent) {
+          if (s.shadow_device >= 0)
+            std::fprintf(stderr,
+                         "twinscope twin: the shadow replays on GPU %d after the primary (forced batches); "
+                         "--concurrent for a live twin there instead\n",
+                         s.shadow_device);
+          if (f->follow) {
+            for (const char* a : {"--follow", "{dir}/schedule.jsonl", "--exit-after-schedule"})
+              s.shadow_args.push_back(a);
+            s.shadow_follows = true;
+          }
+          return ServeSequentialAndJoin(s);
+        }
         if (f->follow) {
           s.shadow_args.push_back("--follow");
           s.shadow_args.push_back("http://127.0.0.1:{primary_port}");

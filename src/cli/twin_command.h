@@ -30,6 +30,12 @@ struct TwinSetup {
   std::string health_path = "/health";
   std::vector<std::string> primary_args, shadow_args;
   bool shadow_follows = false;  // the shadow follows the primary's schedule and exits at its end (serve.h)
+  int max_requests = 0;         // --requests: stop serving after this many requests
+  // Sequential serving (the default with --serve): the engine adapters (docs/engines.md) and the replay.
+  std::string engine_adapter = "auto";  // --engine-adapter: auto, off or an adapter's name
+  double follow_step_timeout = 60;      // the shadow adapter's wait for a step's requests
+  double request_timeout = 600;         // one replayed request, connect to last byte
+  std::string replay_dir;               // --replay DIR: a saved run's primary, a new shadow
   // The primary's request trace and step schedule, for per-request views (join/requests.h); "{dir}" is
   // the output folder. Empty: DIR/requests-primary.jsonl and DIR/schedule.jsonl if this run wrote them.
   std::string request_trace, schedule;
@@ -46,6 +52,12 @@ int RunTwinAndJoin(const TwinSetup& setup);
 // null) receives the joined model.
 int ServeTwinAndJoin(const TwinSetup& setup, const std::function<void(const twin::ServeEndpoints&)>& client,
                      join::JoinedModel* model);
+
+// Sequential serving twin (twin --serve without --concurrent): the primary serves alone behind the
+// mirror until the stop, then the shadow starts and the logged requests are replayed to it (or, with
+// shadow_follows, it follows the primary's schedule file); then the join. With `replay_dir` set: only the
+// shadow and the join, over a saved run. Returns the primary's exit code, 1 if the shadow could not serve.
+int ServeSequentialAndJoin(const TwinSetup& setup);
 
 // After a twin run of either kind: reports both sides' exits (and each
 // process of a side that wrote several traces, and any shadow process that

@@ -203,8 +203,8 @@ ServeOutcome RunServe(const ServeRequest& r) {
                                out.primary_port, out.primary_port);
   ChildSpec shadow = SideSpec(r, r.shadow_args, r.shadow_library, out.shadow_dir, "shadow", r.shadow_env,
                               out.shadow_port, out.primary_port);
-  // The same autotune caches for both servers (they start together).
-  ShareAutotuneCaches(r.out_dir, nullptr, /*at_once=*/true).Apply(&primary.env, &shadow.env, &out.autotune);
+  // The same autotune caches for both servers (together, or the shadow later: twin/shadow_replay.h).
+  ShareAutotuneCaches(r.out_dir, nullptr, /*at_once=*/r.with_shadow).Apply(&primary.env, &shadow.env, &out.autotune);
   if (r.shadow_device >= 0) shadow.env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(r.shadow_device));
   const size_t pi = group.Start(primary);
   // Without a shadow, a placeholder child that is never started keeps the indices.
@@ -294,6 +294,7 @@ ServeOutcome RunServe(const ServeRequest& r) {
   mo.primary = "http://127.0.0.1:" + std::to_string(out.primary_port);
   if (r.with_shadow) mo.shadow = "http://127.0.0.1:" + std::to_string(out.shadow_port);
   mo.log_path = out.request_log;
+  mo.log_max_body_bytes = r.log_max_body_bytes;
   mirror::Mirror m(mo);
   Status st = m.Start();
   if (!st.ok()) {
@@ -338,6 +339,14 @@ ServeOutcome RunServe(const ServeRequest& r) {
       if (r.duration_s > 0 &&
           std::chrono::duration<double>(std::chrono::steady_clock::now() - serve_t0).count() >= r.duration_s)
         break;
+      if (r.max_requests > 0) {
+        const auto c = m.counters();
+        if (c.requests >= static_cast<uint64_t>(r.max_requests) && c.primary_inflight == 0) {
+          std::fprintf(stderr, "%stwinscope twin: %d requests served (--requests)\n", r.progress ? "\n" : "",
+                       r.max_requests);
+          break;
+        }
+      }
       group.Poll();
       if (!group.exit(pi).running) {
         std::fprintf(stderr, "\ntwinscope twin: the primary server exited while serving (code %d)\n",
@@ -353,10 +362,12 @@ ServeOutcome RunServe(const ServeRequest& r) {
   }
   out.stop_signal = ChildGroup::ForwardedSignal();
   if (r.progress) std::fputs("\r\033[K", stderr);
-  std::fprintf(stderr, "twinscope twin: stopping: mirror first (requests in flight finish), then both servers\n");
+  std::fprintf(stderr, "twinscope twin: stopping: mirror first (requests in flight finish), then %s\n",
+               r.with_shadow ? "both servers" : "the server");
   m.Shutdown();
   m.Wait();
   out.mirror_counters = m.counters().ToJson();
+  out.not_replayable = m.not_replayable_ids();
   stop_all();
   return out;
 #endif

@@ -38,6 +38,8 @@ struct ServeRequest {
   // traced process's summary.
   std::chrono::milliseconds stop_request_wait{std::chrono::seconds(10)};
   double duration_s = 0;  // > 0: stop after this long serving
+  int max_requests = 0;   // > 0: stop once this many requests came through the mirror and ended
+  uint64_t log_max_body_bytes = uint64_t{1} << 30;  // the request log's bound on body bytes (mirror.h)
   int shadow_device = -1;
   bool with_shadow = true;  // false: the primary alone behind the mirror (a shadow replays later)
   // The shadow follows the primary's schedule and exits at its end: on stopping, the primary gets SIGTERM
@@ -65,8 +67,9 @@ struct ServeOutcome {
   int primary_port = 0, shadow_port = 0;
   std::string mirror_url;
   nlohmann::json mirror_counters = nlohmann::json::object();
-  nlohmann::json autotune;  // the shared autotune caches (twin/autotune_env.h), for twin.json
-  int stop_signal = 0;      // the signal that ended serving, 0 if none
+  std::vector<std::string> not_replayable;  // requests the log holds without their body (mirror.h)
+  nlohmann::json autotune;                  // the shared autotune caches (twin/autotune_env.h), for twin.json
+  int stop_signal = 0;                      // the signal that ended serving, 0 if none
 };
 
 ServeOutcome RunServe(const ServeRequest& request);

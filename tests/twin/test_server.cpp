@@ -3,6 +3,11 @@
 // names its role (TWINSCOPE_ROLE) and port. Port from --port or
 // TWINSCOPE_PORT. Writes its pid to --pid-file. Exits 0 on SIGTERM; with
 // --exit-after-requests N it exits 3 after answering N non-health requests.
+// --record FILE appends a JSON line per non-health request (role, method, path, X-Request-Id, body and the
+// engine adapter variables twin sets); --life FILE appends "start|exit ROLE REALTIME_NS". --fake-adapter
+// plays an engine adapter: writes TWINSCOPE_ADAPTER_STATUS (record in the primary, force in a shadow given
+// TWINSCOPE_SCHEDULE_FOLLOW) and TWINSCOPE_SCHEDULE_OUT; --fake-adapter-raises writes the status of an
+// adapter that raised (disabled).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -12,10 +17,48 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <string>
 
 namespace {
+
+int64_t RealtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// A JSON string literal of `s` (printable ASCII kept, the rest escaped).
+std::string Quoted(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c >= 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+// The value of header `name` in a raw request ("" if absent); names compared as sent.
+std::string HeaderValue(const std::string& req, const std::string& name) {
+  const size_t at = req.find("\r\n" + name + ": ");
+  if (at == std::string::npos) return "";
+  const size_t from = at + 4 + name.size();
+  return req.substr(from, req.find("\r\n", from) - from);
+}
 
 volatile sig_atomic_t g_stop = 0;
 void OnTerm(int) { g_stop = 1; }
@@ -41,6 +84,30 @@ int main(int argc, char** argv) {
   const char* role = std::getenv("TWINSCOPE_ROLE");
   const std::string pid_file = Arg(argc, argv, "--pid-file", "");
   if (!pid_file.empty()) std::ofstream(pid_file) << getpid() << "\n";
+  const std::string record = Arg(argc, argv, "--record", "");
+  const std::string life = Arg(argc, argv, "--life", "");
+  const std::string role_name = role ? role : "?";
+  if (!life.empty()) std::ofstream(life, std::ios::app) << "start " << role_name << " " << RealtimeNs() << "\n";
+  const bool fake_adapter = Flag(argc, argv, "--fake-adapter");
+  const bool adapter_raises = Flag(argc, argv, "--fake-adapter-raises");
+  const std::string status_file = Env("TWINSCOPE_ADAPTER_STATUS");
+  auto write_status = [&](int steps) {
+    if (status_file.empty() || (!fake_adapter && !adapter_raises)) return;
+    std::ofstream st(status_file, std::ios::trunc);
+    if (adapter_raises) {
+      st << R"({"engine":"fake","version":"1.0","supported":true,"mode":"disabled","message":"twinscope adapter: )"
+         << R"(ValueError in schedule_batch: disabled","steps":0,"forced_steps":0,"timeouts":0,"errors":["ValueError"]})";
+      return;
+    }
+    const bool force = role_name == "shadow" && !Env("TWINSCOPE_SCHEDULE_FOLLOW").empty();
+    st << R"({"engine":"fake","version":"1.0","supported":true,"mode":")" << (force ? "force" : "record")
+       << R"(","message":"","steps":)" << steps << R"(,"forced_steps":)" << (force ? steps : 0)
+       << R"(,"timeouts":0,"errors":[],"capacity":{"warnings":["fake: kv_blocks 10 < 20"]}})";
+  };
+  write_status(0);
+  if (fake_adapter && !Env("TWINSCOPE_SCHEDULE_OUT").empty())
+    std::ofstream(Env("TWINSCOPE_SCHEDULE_OUT")) << R"({"type":"header","version":2,"engine":"fake"})"
+                                                 << "\n";
   struct sigaction sa {};
   sa.sa_handler = OnTerm;
   sigaction(SIGTERM, &sa, nullptr);
@@ -91,7 +158,23 @@ int main(int argc, char** argv) {
                        "\r\nConnection: close\r\n\r\n" + body;
     send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
     close(c);
+    if (!health && !record.empty()) {
+      const std::string first_line = req.substr(0, req.find("\r\n"));
+      const size_t sp1 = first_line.find(' '), sp2 = first_line.rfind(' ');
+      std::ofstream(record, std::ios::app)
+          << "{\"role\":" << Quoted(role_name) << ",\"method\":" << Quoted(first_line.substr(0, sp1))
+          << ",\"path\":" << Quoted(first_line.substr(sp1 + 1, sp2 - sp1 - 1))
+          << ",\"id\":" << Quoted(HeaderValue(req, "X-Request-Id"))
+          << ",\"hint\":" << Quoted(HeaderValue(req, "X-Hint"))
+          << ",\"body\":" << Quoted(head == std::string::npos ? "" : req.substr(head + 4))
+          << ",\"adapter\":" << Quoted(Env("TWINSCOPE_ENGINE_ADAPTER"))
+          << ",\"pythonpath\":" << Quoted(Env("PYTHONPATH"))
+          << ",\"follow\":" << Quoted(Env("TWINSCOPE_SCHEDULE_FOLLOW")) << ",\"at_ns\":" << RealtimeNs() << "}\n";
+    }
+    if (!health) write_status(served + 1);
     if (!health && exit_after && ++served >= exit_after) return 3;
+    if (!health && !exit_after) ++served;
   }
+  if (!life.empty()) std::ofstream(life, std::ios::app) << "exit " << role_name << " " << RealtimeNs() << "\n";
   return 0;
 }
