@@ -289,6 +289,16 @@ class Faults(unittest.TestCase):
         self.assertEqual(steps(s["schedule"])[:10], steps(self.p["schedule"])[:10])
         self.assertEqual(out["results"], self.p_out["results"])
 
+    def test_a_schedule_that_cannot_be_read_is_said_and_the_shadow_records_on_its_own(self):
+        out, err, s = run(self.tmp, "shadow", "nofile", follow=os.path.join(self.tmp, "missing.jsonl"), args=["--all-at-once"])
+        st = status(s)
+        self.assertEqual(st["mode"], "record")
+        self.assertIn("cannot be read", st["message"])
+        self.assertIn("batches will not be forced", st["message"])
+        self.assertIn("twinscope adapter: the schedule to follow", err)
+        self.assertGreater(len(steps(s["schedule"])), 0)
+        self.assertEqual(out["results"], self.p_out["results"])
+
     def test_async_batching_is_said(self):
         _, _, paths = run(self.tmp, "primary", "async", extra_env={"FAKE_ASYNC_BATCHING": "1"})
         st = status(paths)

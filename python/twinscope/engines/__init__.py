@@ -91,7 +91,10 @@ def _transformers_hooks(settings):
             import importlib
 
             scheduler_mod = importlib.import_module(tf.CB_SCHEDULER)
-        adapter.install(mod, scheduler_mod)
+        try:
+            adapter.install(mod, scheduler_mod)
+        except Exception as e:  # the wrappers pass through while the adapter is not active
+            adapter.fail("installing", e)
 
     return {"transformers": on_transformers, tf.CB_API: on_cb_api}
 

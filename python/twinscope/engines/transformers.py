@@ -103,18 +103,17 @@ class TransformersAdapter:
         if missing:
             self.disable("transformers %s lacks %s: the adapter is off" % (self.version, ", ".join(missing)))
             return
+        not_followed = ""  # why a shadow that was to force cannot (it still records its own steps)
         if self.settings.forcing:
             try:
                 header, steps, ended, note = common.read_schedule(self.settings.schedule_follow)
+                if header.get("engine") != ENGINE:
+                    raise common.ScheduleError(
+                        "the schedule to follow is of engine %r, not transformers" % header.get("engine")
+                    )
             except common.ScheduleError as e:
-                self.disable(str(e) + ": batches will not be forced")
-                return
-            if header.get("engine") != ENGINE:
-                self.disable(
-                    "the schedule to follow is of engine %r, not transformers: batches will not be forced"
-                    % header.get("engine")
-                )
-                return
+                not_followed = str(e) + ": batches will not be forced"
+        if self.settings.forcing and not not_followed:
             self.follow_header, self.follow = header, steps
             if note:
                 self.status.append("warnings", note)
@@ -154,10 +153,12 @@ class TransformersAdapter:
             message=(
                 "forcing the primary's %d steps (%s)" % (len(self.follow), self.settings.schedule_follow)
                 if self.forcing
-                else "recording every step"
+                else not_followed or "recording every step"
             ),
         )
         self.status.write()
+        if not_followed:
+            say(not_followed)
         atexit.register(self.close, "exit")
 
     def _wrap(self, cls, name, how):
