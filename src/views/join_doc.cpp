@@ -208,6 +208,8 @@ RequestsDoc Requests(const JoinedModel& m, const join::RequestJsonBounds& b) {
 
 }  // namespace
 
+LaunchDoc MakeLaunchDoc(const JoinedModel& m, size_t id) { return Launch(m, id); }
+
 JoinDoc MakeJoinDoc(const JoinedModel& m, const join::JsonBounds& bounds,
                     const std::vector<join::LaunchBlocks>& blocks) {
   const join::Summary& s = m.summary;
@@ -282,7 +284,7 @@ JoinDoc MakeJoinDoc(const JoinedModel& m, const join::JsonBounds& bounds,
   sm.alignment.instances_shadow = s.alignment.instances_shadow;
   sm.alignment.instance_pairs = s.alignment.instance_pairs;
   sm.alignment.bounded_instances = s.alignment.bounded_instances;
-  sm.autotuning = {s.autotuning_primary, s.autotuning_shadow, s.autotuning_pairs, s.autotuning_one_sided};
+  sm.autotuning = AutotuningDoc{s.autotuning_primary, s.autotuning_shadow, s.autotuning_pairs, s.autotuning_one_sided};
   sm.target_kernels = s.target_kernels;
   if (s.overlap.computed)
     sm.overlap = OverlapDoc{{s.overlap.window_start, s.overlap.window_end},

@@ -87,8 +87,8 @@ struct AlignmentDoc {
   uint64_t anchors = 0, segments = 0, capped_segments = 0, capped_launches = 0, max_d = 0;
   bool shadow_sampled = false;
   // Range instances (docs/join.md, "Alignment"): their depth, each side's count, the aligned pairs, and the
-  // pairs past the search's work bound.
-  uint64_t depth = 1, instances_primary = 0, instances_shadow = 0, instance_pairs = 0, bounded_instances = 0;
+  // pairs past the search's work bound (absent in a join.json written before them).
+  std::optional<uint64_t> depth, instances_primary, instances_shadow, instance_pairs, bounded_instances;
   bool operator==(const AlignmentDoc&) const = default;
 };
 
@@ -114,7 +114,7 @@ struct SummaryDoc {
   uint64_t overlapped_primary_kernels = 0;
   uint64_t divergence_regions = 0, in_divergence = 0, primary_in_divergence = 0, ambiguous = 0, ambiguous_regions = 0;
   AlignmentDoc alignment;
-  AutotuningDoc autotuning;
+  std::optional<AutotuningDoc> autotuning;  // absent in a join.json written before it
   std::vector<std::string> target_kernels;
   std::optional<OverlapDoc> overlap;  // computed for a concurrent run only
   bool operator==(const SummaryDoc&) const = default;
@@ -135,9 +135,9 @@ struct DivergencePrimaryDoc {
 struct DivergenceDoc {
   uint64_t shadow_launches = 0, primary_launches = 0, diverged = 0, other_shape = 0, inserted = 0, deleted = 0,
            other_kernels = 0, positions = 0;
-  uint64_t autotuning_primary = 0, autotuning_shadow = 0, autotuning_pairs = 0;  // an autotuner's launches
-  std::optional<DivergenceShadowDoc> shadow;                                     // null without shadow launches
-  std::optional<DivergencePrimaryDoc> primary;                                   // null without primary launches
+  std::optional<uint64_t> autotuning_primary, autotuning_shadow, autotuning_pairs;  // an autotuner's launches
+  std::optional<DivergenceShadowDoc> shadow;                                        // null without shadow launches
+  std::optional<DivergencePrimaryDoc> primary;                                      // null without primary launches
   bool operator==(const DivergenceDoc&) const = default;
 };
 
@@ -321,6 +321,9 @@ struct JoinDoc {
   std::optional<RequestsDoc> requests;
   bool operator==(const JoinDoc&) const = default;
 };
+
+// Launch `id` (a match index) of `m` as the document's "launches" hold it.
+LaunchDoc MakeLaunchDoc(const join::JoinedModel& m, size_t id);
 
 // The document of `m` within `bounds`; `blocks` (from ReadShadowBlocks) fills block_detail.
 JoinDoc MakeJoinDoc(const join::JoinedModel& m, const join::JsonBounds& bounds,

@@ -76,11 +76,11 @@ void Fields(V& v, D& d) {
   v("capped_launches", d.capped_launches);
   v("max_d", d.max_d);
   v("shadow_sampled", d.shadow_sampled);
-  v("depth", d.depth);
-  v("instances_primary", d.instances_primary);
-  v("instances_shadow", d.instances_shadow);
-  v("instance_pairs", d.instance_pairs);
-  v("bounded_instances", d.bounded_instances);
+  v.Omit("depth", d.depth);
+  v.Omit("instances_primary", d.instances_primary);
+  v.Omit("instances_shadow", d.instances_shadow);
+  v.Omit("instance_pairs", d.instance_pairs);
+  v.Omit("bounded_instances", d.bounded_instances);
 }
 
 template <class V, Is<OverlapDoc> D>
@@ -114,7 +114,7 @@ void Fields(V& v, D& d) {
   v("ambiguous", d.ambiguous);
   v("ambiguous_regions", d.ambiguous_regions);
   v("alignment", d.alignment);
-  v("autotuning", d.autotuning);
+  v.Omit("autotuning", d.autotuning);
   v("target_kernels", d.target_kernels);
   v.Omit("overlap", d.overlap);
 }
@@ -145,9 +145,9 @@ void Fields(V& v, D& d) {
   v("deleted", d.deleted);
   v("other_kernels", d.other_kernels);
   v("positions", d.positions);
-  v("autotuning_primary", d.autotuning_primary);
-  v("autotuning_shadow", d.autotuning_shadow);
-  v("autotuning_pairs", d.autotuning_pairs);
+  v.Omit("autotuning_primary", d.autotuning_primary);
+  v.Omit("autotuning_shadow", d.autotuning_shadow);
+  v.Omit("autotuning_pairs", d.autotuning_pairs);
   v("shadow", d.shadow);
   v("primary", d.primary);
 }

@@ -47,6 +47,9 @@ CREATE TABLE divergences (
   first_seq INTEGER, last_seq INTEGER, shadow_from TEXT, shadow_to TEXT,
   first_primary INTEGER, last_primary INTEGER, primary_from TEXT, primary_to TEXT);
 CREATE TABLE divergence_reasons (code TEXT, text TEXT, remedy TEXT);
+CREATE TABLE instance_pairs (
+  id INTEGER PRIMARY KEY, primary_instance INTEGER, shadow_instance INTEGER, primary_name TEXT, shadow_name TEXT,
+  primary_launches INTEGER, shadow_launches INTEGER, class TEXT NOT NULL, bounded INTEGER NOT NULL);
 CREATE TABLE blocks (
   launch_id INTEGER, launch_seq INTEGER, enter_ns INTEGER, exit_ns INTEGER, duration_ns INTEGER,
   rel_enter_ns INTEGER, rel_exit_ns INTEGER, block_linear INTEGER, block_order INTEGER,
@@ -329,6 +332,22 @@ void WriteModel(Db& db, const join::JoinedModel& m) {
   }
   Statement reason = db.Insert("divergence_reasons", 3);
   for (const auto& r : m.reasons) reason.Bind().Text(r.code).Text(r.text).Text(r.remedy).Insert();
+  // Which range instance of the primary the alignment paired with which of the shadow's (docs/join.md).
+  Statement inst = db.Insert("instance_pairs", 9);
+  for (size_t i = 0; i < m.instances.size(); ++i) {
+    const join::InstancePair& r = m.instances[i];
+    inst.Bind()
+        .I(i)
+        .Opt(r.primary >= 0, static_cast<uint64_t>(r.primary < 0 ? 0 : r.primary))
+        .Opt(r.shadow >= 0, static_cast<uint64_t>(r.shadow < 0 ? 0 : r.shadow))
+        .Text(r.primary_name)
+        .Text(r.shadow_name)
+        .I(r.primary_launches)
+        .I(r.shadow_launches)
+        .Text(r.cls)
+        .I(r.bounded)
+        .Insert();
+  }
   Statement drift = db.Insert("drift", 6);
   for (const auto& d : m.drift)
     drift.Bind().Text(d.range).I(d.exact).I(d.time_only).I(d.unmatched).I(d.shape_differs).I(d.diverged).Insert();
