@@ -410,5 +410,32 @@ TEST(Report, LongKernelNamesAreShortWithTheFullNameOnHover) {
             std::string::npos);
 }
 
+// "Why slow" lists the shapes with findings only (docs/join.md): a shape without one is counted in the
+// section's last line; past five launches with another block structure a shape says how many more there are.
+TEST(Report, WhySlowListsFindingsAndCountsTheRest) {
+  json j = MakeSampleJoin(SmallSampleJoin());
+  ASSERT_GE(j["why_slow"].size(), 1u);
+  json quiet = j["why_slow"][0];  // a shape without a finding
+  quiet["grid"] = {7, 1, 1};
+  quiet["slow"] = json::array();
+  j["why_slow"].push_back(quiet);
+  const size_t groups = j["why_slow"].size();
+  json& slow = j["why_slow"][0]["slow"];
+  size_t differ = 0;
+  json one;
+  for (const json& s : slow)
+    if (s["verdicts"] != json::array({"none"})) ++differ, one = s;
+  ASSERT_FALSE(one.is_null());
+  for (; differ < 8; ++differ) slow.push_back(one);
+  const std::string html = Render(j);
+  const size_t a = html.find("<section id=\"why-slow\">"), b = html.find("</section>", a);
+  ASSERT_NE(a, std::string::npos);
+  const std::string section = html.substr(a, b - a);
+  EXPECT_EQ(Occurrences(section, "<div class=\"group\">"), groups - 1) << section;
+  EXPECT_NE(section.find("3 more with another block structure"), std::string::npos) << section;
+  EXPECT_EQ(section.find("grid (7,1,1)"), std::string::npos) << "the shape without a finding is not listed";
+  EXPECT_NE(section.find(">1 of " + std::to_string(groups) + " shapes had no finding"), std::string::npos) << section;
+}
+
 }  // namespace
 }  // namespace twinscope

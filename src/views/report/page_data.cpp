@@ -27,8 +27,16 @@ void Renderer::Prepare() {
   // Why slow: groups and the roles of their launches.
   if (join_.why_slow) {
     const std::vector<views::WhySlowDoc>& ws = *join_.why_slow;
-    for (size_t g = 0; g < ws.size() && g < o_.max_why_slow_groups; ++g) {
+    for (size_t g = 0; g < ws.size(); ++g) {
       const views::WhySlowDoc& grp = ws[g];
+      if (grp.slow.empty()) {  // no finding: counted in one line (docs/join.md, "Why slow")
+        ++groups_quiet_;
+        continue;
+      }
+      if (groups_.size() >= o_.max_why_slow_groups) {
+        ++groups_left_out_;
+        continue;
+      }
       groups_.push_back(&grp);
       role_.emplace(Signed(grp.reference), "reference");
       for (const views::SlowDoc& s : grp.slow) {
@@ -38,7 +46,6 @@ void Renderer::Prepare() {
         verdicts_.emplace(Signed(s.launch), &s.verdicts);
       }
     }
-    groups_left_out_ = ws.size() - groups_.size();
   }
 
   // Block detail: in the join's order (reference and slow launches first), within both bounds.

@@ -96,7 +96,8 @@ class Renderer {
   size_t rows_ = 0;
   int64_t launches_total_ = 0;
   std::vector<const views::WhySlowDoc*> groups_;
-  size_t groups_left_out_ = 0;
+  size_t groups_left_out_ = 0;  // with findings, past max_why_slow_groups
+  size_t groups_quiet_ = 0;     // shapes without a finding: one line
   std::map<int64_t, std::string> role_;
   std::map<int64_t, const std::vector<std::string>*> verdicts_;
   std::vector<Detail> detail_;

@@ -169,38 +169,67 @@ int64_t Renderer::DriftingRanges() const {
 
 void Renderer::WhySlow(std::string& h) {
   h += "<section id=\"why-slow\">\n<h2>Why slow</h2>\n"
-       "<p class=\"note\">Per target kernel and shape, the slowest launches against the launch of median primary "
-       "duration (the reference), compared on the shadow's block structure. " +
+       "<p class=\"note\">Per target kernel and shape, the launches that stand out against the launch of median "
+       "primary duration (the reference), compared on the shadow's block structure; a launch slower with unchanged "
+       "blocks counts only when it is well over the median (docs/join.md, &ldquo;Why slow&rdquo;). " +
        std::string(kStretchNote) + "</p>\n";
-  if (groups_.empty()) {
-    h += join_.why_slow ? "<p>No launch was slower than the median of its shape.</p>\n"
-                        : "<p class=\"warn\">The join holds no &ldquo;why slow&rdquo; answer.</p>\n";
-  }
+  if (!join_.why_slow) h += "<p class=\"warn\">The join holds no &ldquo;why slow&rdquo; answer.</p>\n";
+  constexpr size_t kShown = 5;  // launches with another block structure per shape; the rest are counted
   for (const views::WhySlowDoc* gp : groups_) {
     const views::WhySlowDoc& g = *gp;
     h += "<div class=\"group\">\n<h3><code class=\"kernel\" title=\"" + Esc(g.kernel) + "\">" +
          Esc(ShortKernelName(g.kernel)) + "</code> <span class=\"shape\">grid " + Dims(g.grid) + " block " +
          Dims(g.block) + "</span></h3>\n";
-    h += "<p class=\"meta\">" + Cell(g.launches) + " launches of this shape; median primary duration " +
-         DurCell(g.median_dur_ns) + "; reference " + LaunchRef(Signed(g.reference)) + "</p>\n";
-    if (g.slow.empty()) {
-      h += "<p>No launch of this shape is slower than its median.</p>\n</div>\n";
-      continue;
-    }
+    h += "<p class=\"meta\">" + Cell(g.launches) + " launches of this shape, " + Count(g.slow.size()) +
+         " slow; median primary duration " + DurCell(g.median_dur_ns) + "; reference " +
+         LaunchRef(Signed(g.reference)) + "</p>\n";
     h += "<table class=\"slow\"><thead><tr><th>launch</th><th class=\"num\">primary</th><th class=\"num\">vs "
          "median</th><th>verdict</th><th>what differs</th></tr></thead><tbody>\n";
+    size_t shown = 0, more = 0, same = 0;
+    double lo = 0, hi = 0;
+    uint64_t same_max = 0;
     for (const views::SlowDoc& s : g.slow) {
+      const bool unchanged = s.verdicts.empty() || (s.verdicts.size() == 1 && s.verdicts[0] == "none");
+      if (unchanged) {
+        lo = same ? std::min(lo, s.ratio) : s.ratio, hi = same ? std::max(hi, s.ratio) : s.ratio;
+        same_max = std::max(same_max, s.dur_ns);
+        ++same;
+        continue;
+      }
+      if (shown >= kShown) {
+        ++more;
+        continue;
+      }
+      ++shown;
       char ratio[32];
       std::snprintf(ratio, sizeof ratio, "%.2f\xC3\x97", s.ratio);
       h += "<tr><td>" + LaunchRef(Signed(s.launch)) + "</td><td class=\"num\">" + DurCell(s.dur_ns) +
            "</td><td class=\"num\">" + ratio + "</td><td>" + VerdictBadges(s.verdicts) + "</td><td>" + Esc(s.text) +
            "</td></tr>\n";
     }
+    if (more)
+      h += "<tr><td colspan=\"5\">" + Count(more) +
+           " more with another block structure (join.json and join.sqlite &ldquo;why_slow&rdquo; hold every "
+           "one)</td></tr>\n";
+    if (same) {
+      char ratio[64];
+      if (same == 1 || lo == hi)
+        std::snprintf(ratio, sizeof ratio, "%.2f\xC3\x97", hi);
+      else
+        std::snprintf(ratio, sizeof ratio, "%.2f\xC3\x97&ndash;%.2f\xC3\x97", lo, hi);
+      h += "<tr><td>" + Count(same) + (same == 1 ? " launch" : " launches") + "</td><td class=\"num\">up to " +
+           DurCell(same_max) + "</td><td class=\"num\">" + ratio + "</td><td>" + VerdictBadges({"none"}) +
+           "</td><td>unchanged block structure: the time went elsewhere (contention, clocks, memory)</td></tr>\n";
+    }
     h += "</tbody></table>\n</div>\n";
   }
   if (groups_left_out_)
-    h += "<p class=\"note\">" + Count(groups_left_out_) + " more shape groups are in the join (twinscope stats " +
-         "on the join lists them) but not in this report.</p>\n";
+    h += "<p class=\"note\">" + Count(groups_left_out_) +
+         " more shape groups with findings are in the join (twinscope stats on the join lists them) but not in "
+         "this report.</p>\n";
+  if (join_.why_slow)
+    h += "<p>" + Count(groups_quiet_) + " of " + Count(join_.why_slow->size()) +
+         " shapes had no finding (no launch stands out by the rule of docs/join.md).</p>\n";
   h += "</section>\n";
 }
 
