@@ -127,5 +127,26 @@ TEST(WhySlowFindings, AbsoluteFloorBesideTheRatio) {
   EXPECT_EQ(t.find("grid [32,1,1]"), std::string::npos) << "a shape without a finding is not listed:\n" << t;
 }
 
+// A launch of 1,000 blocks keeps a sample of 64 block durations, not 1,000: the working blocks counted from it
+// are within 1/64 of the launch's blocks (here 600 of 1,000 ran, 400 returned at once).
+TEST(WhySlowFindings, LargeLaunchesCountWorkingBlocksFromTheirSample) {
+  std::vector<FakeLaunch> v = testing::EvenSteps(7, 1'000, 8);
+  v[4].dur_ns = 30'000;
+  for (auto& b : v[4].blocks)
+    if (b.block < 400) b.exit_ns = b.enter_ns + 50;
+  auto m = Join(WriteTwin(Dir(), v));
+  for (const auto& s : m.shadow) {
+    EXPECT_EQ(s.block_durations.size(), 64u);
+    EXPECT_EQ(s.block_durations_of, 1'000u);
+  }
+  ASSERT_EQ(m.groups.size(), 1u);
+  ASSERT_EQ(m.groups[0].slow.size(), 1u);
+  const auto& sl = m.groups[0].slow[0];
+  EXPECT_EQ(sl.verdicts, join::kVerdictFewerBlocks) << sl.text;
+  const auto& slow = m.shadow[m.matches[sl.match].shadow];
+  EXPECT_NEAR(static_cast<double>(slow.blocks_working), 600.0, 1'000.0 / 64) << sl.text;
+  EXPECT_EQ(m.shadow[m.matches[m.groups[0].reference].shadow].blocks_working, 1'000u);
+}
+
 }  // namespace
 }  // namespace twinscope
