@@ -62,6 +62,8 @@ class Medians {
 
 void MarkAutotuning(JoinedModel& m, const TwoLevelResult& tl, const std::vector<uint32_t>& kernels_a,
                     const std::vector<uint32_t>& kernels_b, const std::vector<int32_t>& region_of_shadow) {
+  // A sampling shadow leaves primary launches out by design: no count of it is comparable.
+  if (m.summary.alignment.sampled) return;
   const size_t np = m.primary.size(), ns = m.shadow.size();
   std::vector<uint64_t> shape_a(np), shape_b(ns);
   for (size_t i = 0; i < np; ++i) shape_a[i] = Shape(m.primary[i].grid, m.primary[i].block);

@@ -207,6 +207,21 @@ TEST(Autotuning, ThreeTimesInTwoShapesIsABenchmark) { Threshold({2, 0, 2}, true)
 TEST(Autotuning, TwiceInTwoShapesIsNot) { Threshold({2, 0}, false); }
 TEST(Autotuning, ThreeTimesInOneShapeIsNot) { Threshold({2, 2, 2}, false); }
 
+// A sampling shadow (--every 3) runs each kernel a third as often, in every shape: not a benchmark.
+TEST(Autotuning, SamplingShadowIsNotABenchmark) {
+  Twins r;
+  for (int k = 0; k < 6; ++k)
+    for (uint32_t c : {2u, 0u, 2u}) r.Add(Step(k), c).ordinal = static_cast<uint32_t>(r.v.size() % 3);
+  for (size_t i = 0; i < r.v.size(); ++i) r.v[i].in_shadow = i % 3 == 0;
+  testing::WriteOptions o;
+  o.shadow_every = 3;
+  auto m = Join(WriteTwin(Dir(), r.v, o));
+  EXPECT_TRUE(m.summary.alignment.sampled);
+  EXPECT_EQ(m.summary.exact, 6u);
+  EXPECT_EQ(m.summary.autotuning_primary, 0u);
+  EXPECT_FALSE(HasReason(m, "autotuning"));
+}
+
 // The pattern matched nothing in the primary. Today: "step_count" and "extra_work".
 TEST(TwoLevel, EmptyPrimaryIsSaidAsSuch) {
   Twins r;
