@@ -1,6 +1,7 @@
 // Writes every view of a join from one read of each trace (views/join_writer.h).
 #include "views/join_writer.h"
 
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -13,17 +14,6 @@
 
 namespace twinscope::views {
 namespace {
-
-bool WriteText(const std::string& path, const std::string& text, std::string* error) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-  f.close();
-  if (!f) {
-    *error = "cannot write " + path;
-    return false;
-  }
-  return true;
-}
 
 // What the report's copy of the model holds: the slowest launches, drifting
 // ranges first, steps; the report bounds it again on its own.
@@ -45,6 +35,44 @@ bool SayReport(const Status& written, const std::string& path, const ReportInfo&
   }
   std::fprintf(out, "report (one self-contained file, open it in a browser): %s (%.1f MB%s)\n", path.c_str(),
                static_cast<double>(info.bytes) / 1e6, info.charts ? "" : "; step chart drawn without Chart.js");
+  return true;
+}
+
+// join.json as JoinJson(m, {}, detail).dump() writes it, byte for byte, without holding it whole: the
+// document with its launches left out, cut where they go, and every launch (slowest first, as JoinJson orders
+// them) made, written and dropped one at a time. A join of millions of launches stays in the model's memory
+// (docs/join.md, "Reads").
+bool WriteJoinJson(const join::JoinedModel& m, const std::vector<join::LaunchBlocks>& detail, const std::string& path,
+                   std::string* error) {
+  join::JsonBounds few;
+  few.max_launches = 1;  // the launches why_slow names are kept too: made, then replaced below
+  nlohmann::json doc = ToJson(MakeJoinDoc(m, few, detail));
+  static const char* kCut = "twinscope: the launches go here";
+  doc["launches"] = kCut;
+  const std::string text = doc.dump();
+  doc = nlohmann::json();
+  const std::string quoted = std::string("\"") + kCut + "\"";
+  const size_t at = text.find(quoted);
+  if (at == std::string::npos) {
+    *error = "join.json: the document has no launches to write";  // cannot happen: MakeJoinDoc always fills them
+    return false;
+  }
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(text.data(), static_cast<std::streamsize>(at));
+  f << '[';
+  bool first = true;
+  for (size_t id : join::SlowestFirst(m)) {
+    if (!first) f << ',';
+    first = false;
+    f << ToJson(MakeLaunchDoc(m, id)).dump();
+  }
+  f << ']';
+  f.write(text.data() + at + quoted.size(), static_cast<std::streamsize>(text.size() - at - quoted.size()));
+  f.close();
+  if (!f) {
+    *error = "cannot write " + path;
+    return false;
+  }
   return true;
 }
 
@@ -78,7 +106,7 @@ bool WriteJoinViews(join::JoinedRun* run, const std::string& dir, FILE* out, con
 
   std::string error;
   const std::string json_path = dir + "/join.json";
-  if (!WriteText(json_path, views::JoinJson(m, {}, json_detail).dump(), &error)) {
+  if (!WriteJoinJson(m, json_detail, json_path, &error)) {
     std::fprintf(stderr, "%s: %s\n", command, error.c_str());
     return false;
   }
@@ -94,7 +122,16 @@ bool WriteJoinViews(join::JoinedRun* run, const std::string& dir, FILE* out, con
     auto r = exporters::ExportJoinPerfetto(*run, path);
     if (r.ok()) {
       for (const auto& w : r->warnings) std::fprintf(stderr, "%s: perfetto: %s\n", command, w.c_str());
-      std::fprintf(out, "timeline (open in https://ui.perfetto.dev): %s\n", path.c_str());
+      std::error_code ec;
+      const auto bytes = std::filesystem::file_size(path, ec);
+      const auto& b = r->blocks;
+      std::fprintf(
+          out,
+          "timeline (open in https://ui.perfetto.dev): %s (%.1f MB; blocks of %llu launches drawn, %llu "
+          "more as spans only past its bound of %zu launches / %llu blocks)\n",
+          path.c_str(), ec ? 0.0 : static_cast<double>(bytes) / 1e6, static_cast<unsigned long long>(b.launches_drawn),
+          static_cast<unsigned long long>(b.launches_over_bounds), exporters::kPerfettoBlockBounds.max_launches,
+          static_cast<unsigned long long>(exporters::kPerfettoBlockBounds.max_blocks));
     } else {
       std::fprintf(stderr, "%s: perfetto: %s\n", command, r.status().message().c_str());
       ok = false;

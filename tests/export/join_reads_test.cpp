@@ -6,12 +6,16 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "format/read_passes.h"
+#include "join/join_views.h"
 #include "join/joined_run.h"
 #include "join_scene.h"
 #include "stats/trace_stats.h"
 #include "views/export/join/join_export.h"
+#include "views/join_doc.h"
 #include "views/join_writer.h"
 
 namespace twinscope::exporters {
@@ -46,6 +50,13 @@ TEST_F(JoinReads, EveryViewFromOnePassOverThePrimaryAndTwoOverTheShadow) {
   EXPECT_TRUE(Exists("report.html"));
   EXPECT_EQ(Exists("join.perfetto-trace"), PerfettoAvailable());
   EXPECT_EQ(Exists("join.sqlite"), SqliteAvailable());
+  {  // join.json is written launch by launch, never whole: byte for byte what JoinJson makes
+    std::ifstream f(dir_ + "/join.json", std::ios::binary);
+    const std::string written((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const auto detail = join::DetailOf(run->detail, join::DetailSeqs(run->model, views::kDetailLaunches));
+    EXPECT_EQ(written, views::JoinJson(run->model, {}, detail).dump());
+    EXPECT_NE(written.find("\"launches\":[{"), std::string::npos);
+  }
   EXPECT_EQ(TraceReadPasses(files_.primary), 1u);
   EXPECT_EQ(TraceReadPasses(files_.shadow), 2u);
   // The detail pass brought the blocks every view draws: join.json's pictures and the timeline's.
