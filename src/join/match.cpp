@@ -74,7 +74,8 @@ void RecordInstances(const TwoLevelResult& tl, JoinedModel& m) {
       ++j;
     };
     if (i < tl.a.size() && j < tl.b.size() && tl.partner_a[i] == static_cast<int32_t>(j)) {
-      const bool same = tl.a[i].content == tl.b[j].content && tl.a[i].end - tl.a[i].begin == tl.b[j].end - tl.b[j].begin;
+      const bool same =
+          tl.a[i].content == tl.b[j].content && tl.a[i].end - tl.a[i].begin == tl.b[j].end - tl.b[j].begin;
       take_a(), take_b();
       row.cls = same ? "same" : "differs";
       ++al.instance_pairs;
