@@ -100,6 +100,9 @@ TWINSCOPE_SETTING(kDemoServer, "TWINSCOPE_DEMO_SERVER", Text, Cli, "", 0, 0, "",
                   "`twinscope demo`: the demo server to run")
 TWINSCOPE_SETTING(kProbeChild, "TWINSCOPE_PROBE_CHILD", Text, Cli, "", 0, 0, "", "none",
                   "internal: `twinscope probe` runs one experiment in a child")
+TWINSCOPE_SETTING(kLibcuda, "TWINSCOPE_LIBCUDA", Text, Cli, "", 0, 0, "", "`libcuda.so.1`",
+                  "the driver library the no-GPU check of `record`, `blocks` and `twin` loads (tests name a missing "
+                  "one to stand for a machine without a driver)")
 TWINSCOPE_SETTING(kNormalizeRange, "TWINSCOPE_NORMALIZE_RANGE", Text, Cli, "", 0, 0, "", "none",
                   "`join`/`twin`: `;`-separated regular expressions whose matches' digits are ignored in range names "
                   "when the twins' launch sequences are aligned (as `--normalize-range`; docs/join.md)")

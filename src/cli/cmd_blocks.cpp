@@ -1,6 +1,8 @@
 // twinscope blocks: run a program under the block probe (shadow trace).
 #include "cli/command.h"
 #include "cli/record_common.h"
+#include "cli/run_child.h"
+#include "probe/sanitizer_version.h"
 
 namespace twinscope::cli {
 namespace {
@@ -32,6 +34,10 @@ CommandRegistration kBlocks(
           "Example: twinscope blocks --kernel reshape_and_cache --budget 5 -o shadow.tsc -- python serve.py\n"
           "Modes and their cost: docs/block-probe.md");
       return [f]() {
+        GpuUsableOrSay("twinscope blocks", "Running the program anyway: it can launch no GPU work to trace");
+        // The Sanitizer API the block probe will load, its version, and a warning outside the measured ones.
+        if (auto lib = FindCollectorLibrary("libtwinscope_blocks.so"); lib.ok())
+          std::fputs(probe::DescribeSanitizer(probe::ResolveSanitizer(*lib), "twinscope blocks").c_str(), stderr);
         RecordRequest r;
         r.library = "libtwinscope_blocks.so";
         r.output = f->output;

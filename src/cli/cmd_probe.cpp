@@ -56,6 +56,7 @@ CommandRegistration probe_command(
           std::fprintf(stderr, "twinscope probe: %s\n", report.status().message().c_str());
           return 2;
         }
+        std::fputs(report->sanitizer_line.c_str(), stderr);  // which Sanitizer API, its version (and a warning)
         if (report->gpu) std::fputs(probe::FormatTable(*report).c_str(), stdout);
         if (!json_path->empty()) {
           std::ofstream out(*json_path);
@@ -65,11 +66,16 @@ CommandRegistration probe_command(
             return 2;
           }
         }
-        if (!report->gpu) {
+        // Exit codes (docs/block-probe.md, "twinscope probe"): 0 every experiment ran to the end, 1 no usable
+        // GPU, 2 the probe could not start, 3 an experiment did not run to the end.
+        const int code = probe::ProbeExitCode(*report);
+        if (!report->missing_library.empty() || !report->gpu)
           std::fprintf(stderr, "twinscope probe: %s\n", report->summary.c_str());
-          return 1;
-        }
-        return 0;
+        else if (code != 0)
+          std::fprintf(stderr,
+                       "twinscope probe: not every experiment ran to the end (the FAILED rows above): the summary "
+                       "stands on those that did; exit code 3\n");
+        return code;
       };
     });
 

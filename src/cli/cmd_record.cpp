@@ -53,6 +53,8 @@ CommandRegistration kRecord(
       sub->add_option("command", f->command, "The program and its arguments, after '--'")->required();
       sub->footer("Example: twinscope record -o run.tsc -- python infer.py --steps 10");
       return [f]() {
+        // No GPU: said first; the program still runs, and `record` exits with its code.
+        GpuUsableOrSay("twinscope record", "Running the program anyway: it can launch no GPU work to trace");
         RecordRequest r;
         r.library = "libtwinscope_cupti.so";
         r.output = f->output;

@@ -195,6 +195,7 @@ bool Libraries(std::string* primary, std::string* shadow) {
 }  // namespace
 
 int RunTwinAndJoin(const TwinSetup& f) {
+  if (const int no_gpu = RunOnceWithoutGpu(f.command); no_gpu >= 0) return no_gpu;  // said first, run once
   twin::TwinRequest r;
   if (!Libraries(&r.primary_library, &r.shadow_library)) return 1;
   r.command = f.command;
@@ -444,6 +445,11 @@ int ServeSequentialAndJoin(const TwinSetup& setup) {
                  q.request_log.c_str());
   twin::ShadowReplayOutcome so = twin::RunShadowReplay(q);
   if (!so.error.empty()) std::fprintf(stderr, "twinscope twin: %s\n", so.error.c_str());
+  // A shadow stopped by our SIGTERM after its replay ended as asked.
+  if (so.shadow.term_signal == SIGTERM && !so.shadow_died && so.error.empty()) {
+    so.shadow.term_signal = 0;
+    so.shadow.exit_code = 0;
+  }
   const nlohmann::json sstatus = twin::ReadAdapterStatus(out, "shadow");
   extra["shadow_port"] = so.shadow_port;
   extra["replay"] = so.replay;

@@ -17,6 +17,7 @@
 #include "cli/run_child.h"
 #include "cuptilib/cupti_library.h"
 #include "format/output_path.h"
+#include "probe/gpu_check.h"
 #include "twin/twin_runner.h"
 
 namespace twinscope::cli {
@@ -184,6 +185,39 @@ int RecordCommand(const RecordRequest& request) {
   }
   ReportRun(result, env_output, request.library);
   return result.exit_code;
+}
+
+bool GpuUsableOrSay(const char* tool, const char* then) {
+  const probe::GpuCheck c = probe::CheckGpu();
+  if (c.usable) {
+    if (!c.finished) std::fprintf(stderr, "%s: %s: going on as if there were a GPU\n", tool, c.reason.c_str());
+    return true;
+  }
+  std::fprintf(stderr, "%s: no usable NVIDIA GPU here: %s%s. %s\n", tool, c.reason.c_str(),
+               c.driver_version ? (" (driver for " + probe::DriverVersionText(c.driver_version) + ")").c_str() : "",
+               then);
+  return false;
+}
+
+int RunOnceWithoutGpu(const std::vector<std::string>& command) {
+  if (GpuUsableOrSay("twinscope twin",
+                     "Running the program once, without tracing (no primary and shadow): nothing will be joined; "
+                     "the exit code is the program's, or 1 where it exits 0"))
+    return -1;
+  ChildOptions options;
+  options.argv = command;
+  ChildResult result = RunChild(options);
+  if (!result.started) {
+    std::fprintf(stderr, "twinscope twin: %s\n", result.error.c_str());
+    return result.exit_code;
+  }
+  if (result.term_signal)
+    std::fprintf(stderr, "twinscope twin: the program was killed by %s after %.1fs; nothing joined (no GPU)\n",
+                 SignalName(result.term_signal).c_str(), result.elapsed_s);
+  else
+    std::fprintf(stderr, "twinscope twin: the program exited with code %d after %.1fs; nothing joined (no GPU)\n",
+                 result.exit_code, result.elapsed_s);
+  return result.exit_code ? result.exit_code : 1;
 }
 
 }  // namespace twinscope::cli

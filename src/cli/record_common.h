@@ -53,4 +53,15 @@ std::vector<std::pair<std::string, std::string>> BlocksEnv(const std::vector<std
 // not be started, 1 if the recording could not be set up.
 int RecordCommand(const RecordRequest& request);
 
+// Before a program runs: whether this machine has a usable NVIDIA GPU (probe/gpu_check.h, asked in a
+// child process). Where it has none, says so on stderr first (`tool`: "twinscope record") with
+// `then` (what the command does instead) and returns false. A check that cannot answer (it timed
+// out) is said and counts as a GPU.
+bool GpuUsableOrSay(const char* tool, const char* then);
+
+// `twin` on a machine without a usable GPU: runs `command` once, plainly (no collector, no shadow),
+// and returns its exit code, or 1 where it exited 0 (nothing was joined). -1 where there is a GPU
+// (nothing run: the twin goes on).
+int RunOnceWithoutGpu(const std::vector<std::string>& command);
+
 }  // namespace twinscope::cli

@@ -16,6 +16,7 @@
 
 #include "abi/cupti_versions.h"
 #include "probe/probe_experiments.h"
+#include "probe/sanitizer_version.h"
 
 extern char** environ;
 
@@ -29,24 +30,31 @@ uint64_t NowMs() {
 }
 
 struct ChildRun {
-  std::string out;
+  std::string out, err;
   int exit_code = -1;
   bool timed_out = false;
   std::string spawn_error;
 };
 
-// Runs `argv` with stdout captured, stderr inherited, killed after `timeout_s`,
+// Runs `argv` with stdout captured, stderr captured and passed on, killed after `timeout_s`,
 // with `cupti` (if given) preloaded as its libcupti.
 ChildRun RunChild(const std::vector<std::string>& argv, int timeout_s, const std::string& cupti) {
   ChildRun r;
-  int fds[2];
+  int fds[2], efds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
+    r.spawn_error = std::string("pipe: ") + std::strerror(errno);
+    return r;
+  }
+  if (pipe2(efds, O_CLOEXEC) != 0) {
+    close(fds[0]);
+    close(fds[1]);
     r.spawn_error = std::string("pipe: ") + std::strerror(errno);
     return r;
   }
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, efds[1], 2);
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -69,30 +77,50 @@ ChildRun RunChild(const std::vector<std::string>& argv, int timeout_s, const std
   int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   close(fds[1]);
+  close(efds[1]);
   if (rc != 0) {
     close(fds[0]);
+    close(efds[0]);
     r.spawn_error = "cannot start " + argv[0] + ": " + std::strerror(rc);
     return r;
   }
   const uint64_t deadline = NowMs() + uint64_t(timeout_s) * 1000;
   char buf[4096];
-  for (;;) {
+  bool out_open = true, err_open = true;
+  while (out_open || err_open) {
     const uint64_t now = NowMs();
     if (now >= deadline) {
       r.timed_out = true;
       kill(pid, SIGKILL);
       break;
     }
-    pollfd p{fds[0], POLLIN, 0};
-    int n = poll(&p, 1, int(deadline - now));
+    pollfd p[2] = {{out_open ? fds[0] : -1, POLLIN, 0}, {err_open ? efds[0] : -1, POLLIN, 0}};
+    int n = poll(p, 2, int(deadline - now));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) continue;
-    ssize_t got = read(fds[0], buf, sizeof buf);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    r.out.append(buf, size_t(got));
+    for (int k = 0; k < 2; ++k) {
+      if (!p[k].revents) continue;
+      ssize_t got = read(p[k].fd, buf, sizeof buf);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        (k == 0 ? out_open : err_open) = false;
+        continue;
+      }
+      if (k == 0) {
+        r.out.append(buf, size_t(got));
+      } else {
+        if (r.err.size() < 65536) r.err.append(buf, size_t(got));
+        ssize_t off = 0;  // passed on: the child's own messages stay visible
+        while (off < got) {
+          const ssize_t w = write(2, buf + off, size_t(got - off));
+          if (w <= 0) break;
+          off += w;
+        }
+      }
+    }
   }
   close(fds[0]);
+  close(efds[0]);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -122,7 +150,18 @@ bool ExperimentResult::SanitizerGotData() const {
   return ran && launches > 0 && sanitizer_launch_callbacks >= launches;
 }
 
-void ParseChildOutput(const std::string& out, int exit_code, bool timed_out, ExperimentResult* r) {
+// The library named by the dynamic loader's "error while loading shared libraries: LIB: ..." in `err`.
+std::string LoaderMissingLibrary(const std::string& err) {
+  const std::string key = "error while loading shared libraries: ";
+  const size_t at = err.find(key);
+  if (at == std::string::npos) return "";
+  const size_t from = at + key.size();
+  const size_t colon = err.find(':', from);
+  return colon == std::string::npos ? "" : err.substr(from, colon - from);
+}
+
+void ParseChildOutput(const std::string& out, int exit_code, bool timed_out, ExperimentResult* r,
+                      const std::string& err) {
   if (timed_out) {
     r->failure = "timed out (killed)";
     return;
@@ -130,6 +169,12 @@ void ParseChildOutput(const std::string& out, int exit_code, bool timed_out, Exp
   const std::string line = LastJsonLine(out);
   nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
   if (line.empty() || j.is_discarded() || !j.is_object()) {
+    r->missing_library = LoaderMissingLibrary(err);
+    if (!r->missing_library.empty()) {
+      r->failure =
+          "could not start: " + r->missing_library + " cannot be loaded (exit code " + std::to_string(exit_code) + ")";
+      return;
+    }
     r->failure = exit_code >= 128 ? "crashed (signal " + std::to_string(exit_code - 128) + ")"
                                   : "no result (exit code " + std::to_string(exit_code) + ")";
     return;
@@ -217,7 +262,19 @@ void Conclude(ProbeReport* report) {
     }
   }
   ConcludeCuptiClients(report);
-  if (!report->gpu) {
+  report->all_ran = !report->results.empty();
+  report->missing_library.clear();
+  for (const ExperimentResult& r : report->results) {
+    if (!r.ran) report->all_ran = false;
+    if (report->missing_library.empty()) report->missing_library = r.missing_library;
+  }
+  if (!report->missing_library.empty()) {
+    const std::string req = PipRequirementFor(report->missing_library);
+    report->summary = "UNKNOWN: no experiment could start: the probe child cannot load " + report->missing_library +
+                      (req.empty() ? std::string(" (see the loader's message above)")
+                                   : "; install it with: pip install '" + req +
+                                         "' (a dependency of the twinscope wheel; it is missing after --no-deps)");
+  } else if (!report->gpu) {
     report->summary = "no usable NVIDIA GPU here (" + report->no_gpu_reason +
                       "): the coexistence of CUPTI and the Compute Sanitizer could not be tested";
   } else if (report->both_in_one_process) {
@@ -241,6 +298,8 @@ StatusOr<ProbeReport> RunProbe(const ProbeOptions& options) {
   for (const std::string& id : options.only)
     if (!FindExperiment(id)) return Status::Error("unknown experiment '" + id + "'");
   ProbeReport report;
+  const SanitizerLibrary san = ResolveSanitizer(options.child_path);
+  report.sanitizer_line = DescribeSanitizer(san, "twinscope probe");
   for (const Experiment& e : Experiments()) {
     if (!options.only.empty() && std::find(options.only.begin(), options.only.end(), e.id) == options.only.end())
       continue;
@@ -253,10 +312,11 @@ StatusOr<ProbeReport> RunProbe(const ProbeOptions& options) {
     ChildRun c = RunChild({options.child_path, e.id, std::to_string(options.launches)}, options.timeout_s,
                           options.cupti_library);
     if (!c.spawn_error.empty()) return Status::Error(c.spawn_error);
-    ParseChildOutput(c.out, c.exit_code, c.timed_out, &r);
+    ParseChildOutput(c.out, c.exit_code, c.timed_out, &r, c.err);
     const bool no_gpu = r.failure.rfind("no GPU: ", 0) == 0;
+    const bool cannot_load = !r.missing_library.empty();
     report.results.push_back(std::move(r));
-    if (no_gpu) break;  // every other experiment would say the same
+    if (no_gpu || cannot_load) break;  // every other experiment would say the same
   }
   Conclude(&report);
   return report;
@@ -305,6 +365,12 @@ std::string FormatTable(const ProbeReport& report) {
   return o.str();
 }
 
+int ProbeExitCode(const ProbeReport& report) {
+  if (!report.missing_library.empty()) return 3;
+  if (!report.gpu) return 1;
+  return report.all_ran ? 0 : 3;
+}
+
 nlohmann::json ToJson(const ProbeReport& report) {
   nlohmann::json j = {
       {"gpu", report.gpu}, {"both_in_one_process", report.both_in_one_process}, {"summary", report.summary}};
@@ -313,6 +379,10 @@ nlohmann::json ToJson(const ProbeReport& report) {
   j["cupti_version"] = report.cupti_version;
   j["cupti_clients_stack"] = report.cupti_clients_stack;
   j["cupti_summary"] = report.cupti_summary;
+  j["all_ran"] = report.all_ran;
+  if (!report.missing_library.empty()) j["missing_library"] = report.missing_library;
+  j["sanitizer"] = report.sanitizer_line;
+  j["exit_code"] = ProbeExitCode(report);
   nlohmann::json list = nlohmann::json::array();
   for (const ExperimentResult& r : report.results) {
     nlohmann::json steps = nlohmann::json::array();

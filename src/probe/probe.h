@@ -46,6 +46,7 @@ struct ExperimentResult {
   int launches = 0;
   std::string cupti_library;  // as the child saw it
   uint32_t cupti_version = 0;
+  std::string missing_library;  // the library the child could not load (the loader's message), if so
 
   // Data arrived for every launch.
   bool CuptiGotData() const;
@@ -63,10 +64,19 @@ struct ProbeReport {
   uint32_t cupti_version = 0;
   bool cupti_clients_stack = false;  // two multi-subscriber clients both got data for every launch
   std::string cupti_summary;         // one line; empty if no two-client experiment ran
+  bool all_ran = false;              // every experiment ran to the end
+  std::string missing_library;       // a library the children could not load (then none ran)
+  std::string sanitizer_line;        // which Sanitizer API the child loads, its version (and a warning)
 };
 
-// Parses one child's stdout (its last JSON line) and exit status into `r`.
-void ParseChildOutput(const std::string& out, int exit_code, bool timed_out, ExperimentResult* r);
+// `twinscope probe`'s exit code (docs/block-probe.md, "twinscope probe"): 0 every experiment ran to the
+// end; 1 no usable GPU; 3 an experiment did not run to the end (a library the child cannot load, a
+// crash, a timeout). 2 (the probe could not start) is the CLI's own.
+int ProbeExitCode(const ProbeReport& report);
+
+// Parses one child's stdout (its last JSON line), stderr and exit status into `r`.
+void ParseChildOutput(const std::string& out, int exit_code, bool timed_out, ExperimentResult* r,
+                      const std::string& err = "");
 // Sets gpu/no_gpu_reason (from the results), both_in_one_process and summary.
 void Conclude(ProbeReport* report);
 

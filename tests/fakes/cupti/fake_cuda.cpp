@@ -15,6 +15,15 @@ FAKE_EXPORT CUresult cuDriverGetVersion(int* v) {
   return CUDA_SUCCESS;
 }
 
+// What twinscope's no-GPU check asks (src/probe/gpu_check.cpp): the fake driver counts as one GPU, so
+// `record` and `twin` over the fakes run as on a GPU machine.
+FAKE_EXPORT CUresult cuInit(unsigned int) { return CUDA_SUCCESS; }
+
+FAKE_EXPORT CUresult cuDeviceGetCount(int* n) {
+  *n = 1;
+  return CUDA_SUCCESS;
+}
+
 FAKE_EXPORT CUresult cuDeviceGet(CUdevice* dev, int ordinal) {
   if (ordinal < 0 || ordinal > 7) return CUDA_ERROR_INVALID_DEVICE;
   *dev = ordinal;
