@@ -177,6 +177,11 @@ TEST_F(JoinExport, SqliteGolden) {
   EXPECT_EQ(db.Rows("SELECT primary_enter_ns - 1000000, primary_exit_ns - 1000000 FROM blocks_on_primary b JOIN "
                     "launches s ON s.id = b.launch_id WHERE s.key_path = 'step#0' AND b.block_linear = 1"),
             "2588|8470\n");
+  // The instance pairing (docs/join.md, "Alignment"): steps 0-3 launched the same, step#4 another shape.
+  EXPECT_EQ(db.Rows("SELECT primary_instance, shadow_instance, primary_name, shadow_name, primary_launches, "
+                    "shadow_launches, class, bounded FROM instance_pairs ORDER BY id"),
+            "0|0|step#0|step#0|1|1|same|0\n1|1|step#1|step#1|1|1|same|0\n2|2|step#2|step#2|1|1|same|0\n"
+            "3|3|step#3|step#3|1|1|same|0\n4|4|step#4|step#4|1|1|differs|0\n");
 
   std::string text;
   auto section = [&](const std::string& title, const std::string& sql) {
