@@ -10,7 +10,9 @@
 #      CUDA libraries and what the wheel bundles;
 #   3. install it with --no-deps into a fresh venv (the CPU tests run over the
 #      fake CUPTI and fake Sanitizer, so nvidia-cuda-cupti and
-#      nvidia-cuda-sanitizer-api are not needed here), plus pandas;
+#      nvidia-cuda-sanitizer-api are not needed here), plus pandas; then, in a
+#      venv of its own, beside the lowest and the newest Sanitizer API that
+#      pyproject.toml allows (scripts/wheel_sanitizer_range.sh);
 #   4. run the CLI end-to-end tests against the installed copy (the test
 #      binaries listed in BUILD/installed-copy-tests.txt, with
 #      TWINSCOPE_TEST_INSTALLED_* pointing at the installed files:
@@ -97,6 +99,13 @@ rm -rf "$W/venv"
 "$W/venv/bin/pip" install -q --disable-pip-version-check "${PANDAS_REQ[@]}"
 PKG=$("$W/venv/bin/python" -c 'import os, twinscope; print(os.path.dirname(twinscope.__file__))')
 [[ $PKG == "$W/venv/"* ]] || { echo "wheel: twinscope imported from $PKG, not the venv" >&2; exit 1; }
+
+# 3b. The wheel beside the lowest and the newest Sanitizer API it allows (pyproject.toml's range), in a venv of
+# its own with its real dependencies: `pip check`, the loader finds libsanitizer-public.so for the block probe
+# and the probe child (13.0 keeps it in nvidia/cu13/lib, 13.5 in nvidia/cu13/compute-sanitizer), that library
+# defines every Sanitizer entry point they resolve, and `twinscope probe` names the version it loads. The
+# dependency wheels are downloaded from PyPI once into BUILD/wheel/deps and kept (cache-friendly).
+"$ROOT/scripts/wheel_sanitizer_range.sh" "$WHL" "$W" "$PY"
 
 # 4. The CLI end-to-end tests against the installed copy, then the Python API.
 export TWINSCOPE_TEST_INSTALLED_twinscope=$PKG/bin/twinscope
