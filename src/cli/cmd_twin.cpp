@@ -534,8 +534,9 @@ CommandRegistration kTwin(
                     "there is one), and the two are joined. --concurrent: both serve at once (a live twin)");
       sub->add_flag("--follow", f->follow,
                     "--serve, for twinscope-demo-server: the shadow follows the primary's step schedule, the file "
-                    "DIR/schedule.jsonl after the primary (appends '--follow DIR/schedule.jsonl "
-                    "--exit-after-schedule'), or with --concurrent the live primary ('--follow "
+                    "DIR/schedule.jsonl after the primary (the primary gets '--schedule-out DIR/schedule.jsonl', the "
+                    "shadow '--follow DIR/schedule.jsonl --exit-after-schedule'), or with --concurrent the live "
+                    "primary ('--follow "
                     "http://127.0.0.1:{primary_port} --exit-after-schedule'; on stopping it finishes the schedule)");
       sub->add_option("--requests", f->setup.max_requests, "--serve: stop after this many requests were served")
           ->check(CLI::PositiveNumber);
@@ -600,6 +601,9 @@ CommandRegistration kTwin(
                          "--concurrent for a live twin there instead\n",
                          s.shadow_device);
           if (f->follow) {
+            // As `twinscope demo` runs it: the primary writes its schedule file, the shadow runs it after.
+            if (std::find(s.primary_args.begin(), s.primary_args.end(), "--schedule-out") == s.primary_args.end())
+              for (const char* a : {"--schedule-out", "{dir}/schedule.jsonl"}) s.primary_args.push_back(a);
             for (const char* a : {"--follow", "{dir}/schedule.jsonl", "--exit-after-schedule"})
               s.shadow_args.push_back(a);
             s.shadow_follows = true;

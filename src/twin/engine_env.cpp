@@ -88,6 +88,7 @@ std::vector<std::string> AdapterWarnings(const nlohmann::json& st) {
     if (!list.is_array()) return;
     for (const auto& e : list) out.push_back(e.is_string() ? e.get<std::string>() : e.dump());
   };
+  take(st.value("warnings", nlohmann::json()));
   if (st.contains("capacity") && st["capacity"].is_object()) take(st["capacity"].value("warnings", nlohmann::json()));
   take(st.value("errors", nlohmann::json()));
   return out;

@@ -37,7 +37,7 @@ nlohmann::json ReadAdapterStatus(const std::string& out_dir, const std::string& 
 std::string DescribeAdapter(const nlohmann::json& status, const std::string& role);
 // The primary recorded a schedule a shadow can be forced to follow.
 bool AdapterRecorded(const nlohmann::json& primary_status);
-// The capacity warnings in a status file (its "capacity" object's "warnings", or "errors"): one per line.
+// The warnings in a status file (its "warnings", capacity ones among them, and "errors"): one per line.
 std::vector<std::string> AdapterWarnings(const nlohmann::json& status);
 
 }  // namespace twinscope::twin

@@ -252,6 +252,7 @@ TEST_F(DemoE2E, TwinServeJoinsTheRequestTraceItsPrimaryWrote) {
   Outcome r =
       Twinscope({"twin",
                  "--serve",
+                 "--concurrent",  // the live twin: the shadow follows the live primary's schedule
                  "--follow",
                  "--kernel",
                  "reshape_and_cache_flash",

@@ -237,5 +237,23 @@ TEST_F(Sequential, AShadowThatNeverBecomesHealthyIsSaidAndNothingIsLeft) {
   ExpectNothingRunning();
 }
 
+TEST_F(Sequential, FollowRunsTheScheduleFileInsteadOfAReplay) {
+  Start({"--follow"});
+  ASSERT_TRUE(WaitServing()) << Err();
+  Post(port_, "/v1/x");
+  kill(pid_, SIGINT);
+  Wait();
+  std::ifstream in(dir_ / "life.txt");
+  std::string w, what;
+  int64_t ns = 0;
+  std::string followed;
+  while (in >> w >> what >> ns)
+    if (w == "follow") followed = what;
+  EXPECT_EQ(followed, (dir_ / "run" / "schedule.jsonl").string()) << Err();
+  EXPECT_TRUE(Recorded("shadow").empty()) << "no request replay: the schedule drives the shadow";
+  EXPECT_NE(Err().find("a shadow follows the primary's schedule"), std::string::npos) << Err();
+  ExpectNothingRunning();
+}
+
 }  // namespace
 }  // namespace twinscope

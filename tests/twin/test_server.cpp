@@ -7,7 +7,8 @@
 // engine adapter variables twin sets); --life FILE appends "start|exit ROLE REALTIME_NS". --fake-adapter
 // plays an engine adapter: writes TWINSCOPE_ADAPTER_STATUS (record in the primary, force in a shadow given
 // TWINSCOPE_SCHEDULE_FOLLOW) and TWINSCOPE_SCHEDULE_OUT; --fake-adapter-raises writes the status of an
-// adapter that raised (disabled).
+// adapter that raised (disabled). --follow FILE --exit-after-schedule writes "follow FILE 0" to --life
+// and exits 0 at once (a demo server's shadow that ran its schedule).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -102,9 +103,14 @@ int main(int argc, char** argv) {
     const bool force = role_name == "shadow" && !Env("TWINSCOPE_SCHEDULE_FOLLOW").empty();
     st << R"({"engine":"fake","version":"1.0","supported":true,"mode":")" << (force ? "force" : "record")
        << R"(","message":"","steps":)" << steps << R"(,"forced_steps":)" << (force ? steps : 0)
-       << R"(,"timeouts":0,"errors":[],"capacity":{"warnings":["fake: kv_blocks 10 < 20"]}})";
+       << R"(,"timeouts":0,"errors":[],"warnings":["fake: kv_blocks 10 < 20"],"capacity":{"kv_blocks":10}})";
   };
   write_status(0);
+  // A demo server's shadow that follows a schedule file runs it by itself and exits at its end.
+  if (Flag(argc, argv, "--exit-after-schedule") && !Arg(argc, argv, "--follow", "").empty()) {
+    if (!life.empty()) std::ofstream(life, std::ios::app) << "follow " << Arg(argc, argv, "--follow", "") << " 0\n";
+    return 0;
+  }
   if (fake_adapter && !Env("TWINSCOPE_SCHEDULE_OUT").empty())
     std::ofstream(Env("TWINSCOPE_SCHEDULE_OUT")) << R"({"type":"header","version":2,"engine":"fake"})"
                                                  << "\n";
