@@ -117,15 +117,86 @@ Status Fail(ModelUnusable* why, ModelUnusable kind, const std::string& message) 
 
 }  // namespace
 
+namespace {
+
+// CBOR as nlohmann::json::to_cbor writes it, a value at a time: the saved model's three long lists (its
+// launches on each side and the matches) are written element by element, so the file never sits in memory
+// whole (a join of millions of launches would hold several times its model as JSON). The bytes are those of
+// to_cbor of the whole document (tests/join/model_file_test.cpp checks).
+class CborOut {
+ public:
+  explicit CborOut(std::ofstream& f) : f_(f) {}
+  void Value(const nlohmann::json& j) {
+    const std::vector<uint8_t> b = nlohmann::json::to_cbor(j);
+    f_.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+  }
+  // The head of an array (major type 4) or map (5) of n items, in its shortest form.
+  void Head(uint8_t major, uint64_t n) {
+    const uint8_t base = static_cast<uint8_t>(major << 5);
+    if (n <= 0x17) return Byte(static_cast<uint8_t>(base | n));
+    const int bytes = n <= 0xFF ? 1 : n <= 0xFFFF ? 2 : n <= 0xFFFFFFFF ? 4 : 8;
+    Byte(static_cast<uint8_t>(base | (bytes == 1 ? 24 : bytes == 2 ? 25 : bytes == 4 ? 26 : 27)));
+    for (int i = bytes - 1; i >= 0; --i) Byte(static_cast<uint8_t>(n >> (8 * i)));
+  }
+  template <typename T>
+  void List(const std::vector<T>& v) {
+    Head(4, v.size());
+    for (const T& x : v) Value(nlohmann::json(x));
+  }
+
+ private:
+  void Byte(uint8_t b) { f_.put(static_cast<char>(b)); }
+  std::ofstream& f_;
+};
+
+}  // namespace
+
 Status SaveModel(const JoinedModel& m, const std::string& path) {
-  nlohmann::json j = {{"format", kFormat},
-                      {"version", kVersion},
-                      {"primary", FileStamp(m.primary_path)},
-                      {"shadow", FileStamp(m.shadow_path)},
-                      {"model", m}};
-  const std::vector<uint8_t> bytes = nlohmann::json::to_cbor(j);
+  // The model without its long lists, as JSON (they are put back before returning).
+  auto& lists = const_cast<JoinedModel&>(m);  // NOLINT: only moved out and back, never changed
+  std::vector<PrimaryLaunch> primary = std::move(lists.primary);
+  std::vector<ShadowLaunch> shadow = std::move(lists.shadow);
+  std::vector<Match> matches = std::move(lists.matches);
+  nlohmann::json rest;
+  try {
+    rest = nlohmann::json(m);
+  } catch (...) {
+    lists.primary = std::move(primary), lists.shadow = std::move(shadow), lists.matches = std::move(matches);
+    throw;
+  }
+  lists.primary = std::move(primary), lists.shadow = std::move(shadow), lists.matches = std::move(matches);
+
+  // {"format", "model", "primary", "shadow", "version"}, keys in order as to_cbor writes an object.
+  const nlohmann::json head = {{"format", kFormat},
+                               {"version", kVersion},
+                               {"primary", FileStamp(m.primary_path)},
+                               {"shadow", FileStamp(m.shadow_path)}};
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  CborOut out(f);
+  out.Head(5, head.size() + 1);
+  bool model_done = false;
+  auto model = [&] {
+    out.Value("model");
+    out.Head(5, rest.size());
+    for (const auto& [key, value] : rest.items()) {
+      out.Value(key);
+      if (key == "primary")
+        out.List(m.primary);
+      else if (key == "shadow")
+        out.List(m.shadow);
+      else if (key == "matches")
+        out.List(m.matches);
+      else
+        out.Value(value);
+    }
+    model_done = true;
+  };
+  for (const auto& [key, value] : head.items()) {
+    if (!model_done && std::string("model") < key) model();
+    out.Value(key);
+    out.Value(value);
+  }
+  if (!model_done) model();
   f.close();
   if (!f) return Status::Error("cannot write " + path);
   return Status::Ok();

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <vector>
 
 #include "join/join_views.h"
 #include "join_fixture.h"
@@ -106,6 +108,15 @@ TEST(ModelFile, ARichModelReadsBackWithTheSameViews) {
   auto back = join::LoadModel(path, r.files.primary, r.files.shadow, &why);
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(why, join::ModelUnusable::kNone);
+  {  // Written a value at a time, the file is still the one CBOR document nlohmann writes for it.
+    std::ifstream f(path, std::ios::binary);
+    const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const nlohmann::json doc = nlohmann::json::from_cbor(bytes);
+    EXPECT_EQ(nlohmann::json::to_cbor(doc), bytes);
+    EXPECT_EQ(doc["model"]["primary"].size(), m.primary.size());
+    EXPECT_EQ(doc["model"]["matches"].size(), m.matches.size());
+  }
+  EXPECT_FALSE(m.primary.empty()) << "the model's lists are back after saving";
   // Every view of the model is the same: the JSON (whole, with requests), the text.
   EXPECT_EQ(views::JoinJson(*back, {}, {}).dump(1), views::JoinJson(m, {}, {}).dump(1));
   EXPECT_EQ(Printed(*back), Printed(m));
