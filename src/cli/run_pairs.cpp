@@ -34,8 +34,9 @@ procs::ProcessRef RefOf(const RunTrace& t) {
   const auto devices = t.last_status.find("devices");
   if (devices != t.last_status.end() && devices->is_array())
     for (const auto& d : *devices) {
-      if (d.is_number_unsigned()) r.devices.push_back(d.get<uint32_t>());
-      if (d.is_object() && d.contains("ordinal") && d["ordinal"].is_number_unsigned())
+      if (d.is_number_integer() && d.get<int64_t>() >= 0) r.devices.push_back(d.get<uint32_t>());
+      if (d.is_object() && d.contains("ordinal") && d["ordinal"].is_number_integer() &&
+          d["ordinal"].get<int64_t>() >= 0)
         r.devices.push_back(d["ordinal"].get<uint32_t>());
     }
   r.command_line = t.process.command_line;

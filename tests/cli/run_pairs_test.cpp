@@ -238,6 +238,45 @@ TEST_F(RunPairsTest, RankTablesFromProcessesJsonEqualTheJoins) {
   EXPECT_TRUE(AddRunRanksToDatabase(out, copy).ok());
 }
 
+// Issue 32: a run of two ranks prints its processes table and its rank comparison once each (the text a
+// `twin` of torchrun ends with); processes.json names each process's host and the devices it used.
+TEST_F(RunPairsTest, TwoRanksPrintEachTableOnceAndNameHostsAndDevices) {
+  RunSide p{"primary", dir_, {}}, s{"shadow", dir_, {}};
+  for (int r = 0; r < 2; ++r) {
+    const auto f = testing::WriteTwin(dir_ + "/two" + std::to_string(r), Launches(r == 1 ? 2 : -1));
+    RunTrace pt = Traced(f.primary, 1000 + r, r, 10 + r), st = Traced(f.shadow, 2000 + r, r, 10 + r);
+    pt.process.host = st.process.host = "node-a";
+    pt.last_status["devices"] = nlohmann::json::array({{{"ordinal", r}, {"name", "GPU"}}});  // the collector's
+    st.last_status["devices"] = nlohmann::json::array({r});                                  // the block probe's
+    p.traces.push_back(pt);
+    s.traces.push_back(st);
+  }
+  RunJoinRequest req;
+  req.out_dir = dir_ + "/two";
+  fs::create_directories(req.out_dir);
+  ::testing::internal::CaptureStdout();
+  const int rc = JoinRunPairs(p, s, req);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  ASSERT_EQ(rc, 0) << out;
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = out.find(what); at != std::string::npos; at = out.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("processes (docs/processes.md)"), 1u) << out;
+  EXPECT_EQ(count("ranks compared"), 1u) << out;
+  EXPECT_EQ(count("  rank 1: most kernel time"), 1u) << out;
+  const auto j = nlohmann::json::parse(Slurp(req.out_dir + "/processes.json"));
+  ASSERT_EQ(j["pairs"].size(), 2u);
+  for (const auto& pr : j["pairs"]) {
+    const int64_t rank = pr["primary"]["rank"].get<int64_t>();
+    EXPECT_EQ(pr["primary"]["host"], "node-a") << pr.dump();
+    EXPECT_EQ(pr["shadow"]["host"], "node-a") << pr.dump();
+    EXPECT_EQ(pr["primary"]["devices"], nlohmann::json::array({rank})) << pr.dump();
+    EXPECT_EQ(pr["shadow"]["devices"], nlohmann::json::array({rank})) << pr.dump();
+  }
+}
+
 TEST_F(RunPairsTest, OneProcessPairGivesTheReportOfALoneJoin) {
   const auto f = testing::WriteTwin(dir_ + "/one", Launches(2));
   RunSide p{"primary", dir_, {Traced(f.primary, 1000, std::nullopt, 1)}};
