@@ -66,7 +66,7 @@ CommandRegistration probe_command(
             return 2;
           }
         }
-        // Exit codes (docs/block-probe.md, "twinscope probe"): 0 every experiment ran to the end, 1 no usable
+        // Exit codes (README, "Exit codes"): 0 every experiment ran to the end, 1 no usable
         // GPU, 2 the probe could not start, 3 an experiment did not run to the end.
         const int code = probe::ProbeExitCode(*report);
         if (!report->missing_library.empty() || !report->gpu)

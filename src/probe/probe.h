@@ -69,7 +69,7 @@ struct ProbeReport {
   std::string sanitizer_line;        // which Sanitizer API the child loads, its version (and a warning)
 };
 
-// `twinscope probe`'s exit code (docs/block-probe.md, "twinscope probe"): 0 every experiment ran to the
+// `twinscope probe`'s exit code (README, "Exit codes"): 0 every experiment ran to the
 // end; 1 no usable GPU; 3 an experiment did not run to the end (a library the child cannot load, a
 // crash, a timeout). 2 (the probe could not start) is the CLI's own.
 int ProbeExitCode(const ProbeReport& report);
