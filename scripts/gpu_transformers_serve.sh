@@ -7,6 +7,8 @@
 #   record  `twinscope record` of the server with the adapter recording (TWINSCOPE_ROLE=primary): step times alone
 #   auto    `twin --serve --kernel index_copy_kernel_impl` (adapter auto: the shadow forces the primary's steps)
 #   off     the same with `--engine-adapter off` (the twins batch on their own)
+#   engine  no server, no twinscope CLI: tests/engines/real_cb.py (a tiny random Llama on the GPU) as primary,
+#           then as shadow forcing its schedule, with synchronous and with async batching: schedules equal?
 # Needs, on the GPU machine: /opt/torch/.venv (torch, transformers 5.17.0) and transformers' serving extras as
 # cp312 wheels in .whl/ (FACTS: fastapi, starlette, uvicorn, pydantic, pydantic-core, openai, httpx2,
 # httpcore2, truststore, jiter, sniffio, typing-inspection, annotated-types, opentelemetry-api,
@@ -14,7 +16,7 @@
 # venv layered on the torch venv ($RUNS/venv). transformers serve flags (5.17 cli/serve.py): MODEL (preloaded),
 # --continuous-batching, --cb-num-blocks, --cb-max-batch-tokens (always both, or the KV cache takes 90% of free
 # memory), --host, --port, --log-level.
-# Usage: scripts/gpu_transformers_serve.sh [build-dir] [run...]   (default: build-gpu, plain record auto off)
+# Usage: scripts/gpu_transformers_serve.sh [build-dir] [run...]   (default: build-gpu, engine plain record auto off)
 # Logs, schedules, statuses and the table go to $OUT (default gpu-logs)/transformers-serve.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +24,7 @@ ROOT=$PWD
 BUILD=${1:-build-gpu}
 shift || true
 SCEN=("$@")
-((${#SCEN[@]})) || SCEN=(plain record auto off)
+((${#SCEN[@]})) || SCEN=(engine plain record auto off)
 source scripts/gpu_common.sh
 [[ ${ENGINE:-gpu} == cpu ]] || require_gpu "gpu_transformers_serve"
 export PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
@@ -196,6 +198,43 @@ for s in "${SCEN[@]}"; do
       # twins are joined; allow it the time of the replay.
       stop_and_wait "$pid" "${REPLAY_TIMEOUT:-400}"
       cat "$RUNS/$s.twin.log" >>"$LOG"
+      ;;
+    engine)
+      # The adapter on the real engine without a server: primary, then a shadow given the requests at once in
+      # reverse that forces the primary's schedule; sync and async batching (async needs CUDA).
+      for mode in sync async; do
+        e=$RUNS/engine-$mode
+        mkdir -p "$e"
+        flag=()
+        [[ $mode == async ]] && flag=(--async-batching)
+        for role in primary shadow; do
+          extra=()
+          envs=(PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}" TWINSCOPE_ROLE=$role
+            TWINSCOPE_SCHEDULE_OUT="$e/schedule-$role.jsonl" TWINSCOPE_REQUEST_TRACE="$e/requests-$role.jsonl"
+            TWINSCOPE_ADAPTER_STATUS="$e/adapter-$role.json")
+          if [[ $role == shadow ]]; then
+            extra=(--all-at-once)
+            envs+=(TWINSCOPE_SCHEDULE_FOLLOW="$e/schedule-primary.jsonl")
+          fi
+          env "${envs[@]}" "$VPY" tests/engines/real_cb.py --out "$e/$role.json" "${flag[@]}" "${extra[@]}" \
+            >"$e/$role.log" 2>&1
+        done
+        "$VPY" - "$e" <<'PYEOF' | tee -a "$LOG"
+import json, os, sys
+e = sys.argv[1]
+def steps(p):
+    try:
+        return [{k: v for k, v in json.loads(l).items() if k not in ("start_us", "dur_us")} for l in open(p) if json.loads(l).get("type") == "step"]
+    except Exception:
+        return []
+a, b = steps(os.path.join(e, "schedule-primary.jsonl")), steps(os.path.join(e, "schedule-shadow.jsonl"))
+st = json.load(open(os.path.join(e, "adapter-shadow.json"))) if os.path.exists(os.path.join(e, "adapter-shadow.json")) else {}
+r = [json.load(open(os.path.join(e, x + ".json"))).get("results") if os.path.exists(os.path.join(e, x + ".json")) else None for x in ("primary", "shadow")]
+print("engine %s: %d primary steps (%d mixed), shadow %d, equal %s, forced %s, tokens equal %s, shadow adapter: %s" % (
+    os.path.basename(e), len(a), sum(s["kind"] == "mixed" for s in a), len(b), bool(a) and a == b,
+    st.get("forced_steps"), r[0] == r[1] and r[0] is not None, st.get("message")))
+PYEOF
+      done
       ;;
     *) say "unknown run $s" ;;
   esac
