@@ -38,13 +38,14 @@ def steps(path):
     return [{k: v for k, v in d.items() if k not in ("start_us", "dur_us")} for d in docs if d.get("type") == "step"]
 
 
-@unittest.skipUnless(has_adapters(), "TWINSCOPE_TEST_BIN is not a twinscope whose `twin` takes --engine-adapter")
+@unittest.skipUnless(BIN, "set TWINSCOPE_TEST_BIN to the built twinscope (ctest does)")
 class TwinServe(unittest.TestCase):
     def test_the_shadow_runs_the_primarys_steps(self):
+        self.assertTrue(has_adapters(), "%s twin has no --engine-adapter" % BIN)
         run = tempfile.mkdtemp(prefix="twinscope-engines-serve-")
         port = free_port()
         env = dict(os.environ, PYTHONPATH=FAKE, TWINSCOPE_ENGINES_DIR=os.path.join(SOURCE, "python", "twinscope", "engines"))
-        for k in [k for k in env if k.startswith("FAKE_")]:
+        for k in [k for k in env if k.startswith(("FAKE_", "TWINSCOPE_TEST_"))]:
             del env[k]
         twin = subprocess.Popen(
             [BIN, "twin", "--serve", "--kernel", "index_copy", "--listen", "127.0.0.1:%d" % port, "--duration", "4",
@@ -56,7 +57,9 @@ class TwinServe(unittest.TestCase):
             try:
                 c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
                 c.request("GET", "/health")
-                if c.getresponse().status == 200:
+                ok = c.getresponse().status == 200
+                c.close()
+                if ok:
                     break
             except OSError:
                 time.sleep(0.1)
@@ -68,6 +71,7 @@ class TwinServe(unittest.TestCase):
             c.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json", "X-Request-Id": "client-%d" % i})
             r = c.getresponse()
             got["client-%d" % i] = (r.status, r.read())
+            c.close()
 
         threads = [threading.Thread(target=one, args=(i,)) for i in range(6)]
         for t in threads:
@@ -75,6 +79,8 @@ class TwinServe(unittest.TestCase):
         for t in threads:
             t.join()
         out, _ = twin.communicate(timeout=90)
+        if os.environ.get("TWINSCOPE_TEST_VERBOSE"):
+            print(out)
         self.assertEqual(sorted(s for s, _ in got.values()), [200] * 6, out)
         primary, shadow = os.path.join(run, "schedule-primary.jsonl"), os.path.join(run, "schedule-shadow.jsonl")
         self.assertTrue(os.path.exists(primary), out)
