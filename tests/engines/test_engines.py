@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -58,6 +59,20 @@ def run(tmp, role, name, workload=WORKLOAD, follow=None, extra_env=None, args=()
     return out, p.stderr, paths
 
 
+_TMP = []
+
+
+def mkdtemp():
+    d = tempfile.mkdtemp(prefix="twinscope-engines-")
+    _TMP.append(d)
+    return d
+
+
+def tearDownModule():
+    for d in _TMP:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def said(err):
     return [x for x in err.splitlines() if x.startswith("twinscope adapter: ")]
 
@@ -90,7 +105,7 @@ class Record(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="twinscope-engines-")
+        cls.tmp = mkdtemp()
         cls.out, cls.err, cls.paths = run(cls.tmp, "primary", "primary")
 
     def test_schedule_header_steps_and_end(self):
@@ -167,7 +182,7 @@ class Force(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="twinscope-engines-")
+        cls.tmp = mkdtemp()
         cls.p_out, _, cls.p = run(cls.tmp, "primary", "primary")
         cls.s_out, cls.s_err, cls.s = run(cls.tmp, "shadow", "shadow", follow=cls.p["schedule"], args=["--all-at-once"])
 
@@ -201,7 +216,7 @@ class Preemption(unittest.TestCase):
     """A cache too small for the batch: the primary's engine preempts; the shadow preempts the same requests."""
 
     def test_preemptions_are_recorded_and_forced(self):
-        tmp = tempfile.mkdtemp(prefix="twinscope-engines-")
+        tmp = mkdtemp()
         small = ["--num-blocks", "30", "--scheduler", "prefill_first"]
         p_out, _, p = run(tmp, "primary", "primary", args=small)
         pre = [i for s in steps(p["schedule"]) for i in s["preempted"]]
@@ -219,7 +234,7 @@ class Preemption(unittest.TestCase):
 class Faults(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="twinscope-engines-")
+        cls.tmp = mkdtemp()
         cls.p_out, _, cls.p = run(cls.tmp, "primary", "primary")
 
     def test_a_step_whose_request_never_comes_times_out_said_and_the_engine_batches_on(self):
@@ -310,7 +325,7 @@ class Shim(unittest.TestCase):
     """The shim runs a user's own sitecustomize first, and does nothing outside `twin --serve`."""
 
     def test_the_users_sitecustomize_runs_and_the_adapter_still_records(self):
-        tmp = tempfile.mkdtemp(prefix="twinscope-engines-")
+        tmp = mkdtemp()
         user = os.path.join(tmp, "user")
         os.mkdir(user)
         marker = os.path.join(tmp, "ran")
@@ -327,15 +342,37 @@ class Shim(unittest.TestCase):
         self.assertIn("broken on purpose", err)
         self.assertGreater(len(steps(paths["schedule"])), 0)
 
+    def test_a_second_process_of_the_server_leaves_the_files_to_the_first(self):
+        tmp = mkdtemp()
+        status_path = os.path.join(tmp, "adapter-primary.json")
+        env = dict(
+            {k: v for k, v in os.environ.items() if not k.startswith(("TWINSCOPE_", "FAKE_"))},
+            PYTHONPATH=os.pathsep.join([SHIM, FAKE]),
+            TWINSCOPE_ROLE="primary",
+            TWINSCOPE_ADAPTER_STATUS=status_path,
+            TWINSCOPE_SCHEDULE_OUT=os.path.join(tmp, "schedule-primary.jsonl"),
+        )
+        code = "import sys, transformers; sys.stdout.write('imported\\n'); sys.stdout.flush(); sys.stdin.read()"
+        first = subprocess.Popen([sys.executable, "-c", code], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, universal_newlines=True)
+        self.assertEqual(first.stdout.readline(), "imported\n")
+        second = subprocess.run([sys.executable, "-c", "import transformers"], env=env, stderr=subprocess.PIPE,
+                                universal_newlines=True, timeout=60)
+        first.communicate("", timeout=60)
+        self.assertIn("process %d of this server has the adapter" % first.pid, second.stderr)
+        with open(status_path) as f:
+            self.assertEqual(json.load(f)["message"], "transformers 5.17.0: waiting for continuous batching")
+        self.assertFalse(os.path.exists(status_path + ".lock"))  # removed at exit
+
     def test_without_a_role_nothing_is_written(self):
-        tmp = tempfile.mkdtemp(prefix="twinscope-engines-")
+        tmp = mkdtemp()
         _, err, paths = run(tmp, "", "norole")
         self.assertFalse(os.path.exists(paths["schedule"]))
         self.assertFalse(os.path.exists(paths["status"]))
         self.assertEqual(said(err), [])
 
     def test_an_unknown_adapter_name_is_said(self):
-        tmp = tempfile.mkdtemp(prefix="twinscope-engines-")
+        tmp = mkdtemp()
         _, err, paths = run(tmp, "primary", "vllm", extra_env={"TWINSCOPE_ENGINE_ADAPTER": "vllm"})
         self.assertIn("no engine adapter named 'vllm' (known: transformers, auto, off)", status(paths)["message"])
         self.assertIn("twinscope adapter: no engine adapter named 'vllm'", err)

@@ -3,6 +3,7 @@
 import http.client
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -43,6 +44,7 @@ class TwinServe(unittest.TestCase):
     def test_the_shadow_runs_the_primarys_steps(self):
         self.assertTrue(has_adapters(), "%s twin has no --engine-adapter" % BIN)
         run = tempfile.mkdtemp(prefix="twinscope-engines-serve-")
+        self.addCleanup(shutil.rmtree, run, True)
         port = free_port()
         env = dict(os.environ, PYTHONPATH=FAKE, TWINSCOPE_ENGINES_DIR=os.path.join(SOURCE, "python", "twinscope", "engines"))
         for k in [k for k in env if k.startswith(("FAKE_", "TWINSCOPE_TEST_"))]:

@@ -113,7 +113,7 @@ def install(env=None):
         _state["status"] = status
         if settings.adapter == "off":
             status.set(message="engine adapters are off (--engine-adapter off): batches are not recorded or forced")
-            status.write()
+            status.write_if_absent()
             return
         names = list(ENGINES) if settings.adapter == "auto" else [settings.adapter]
         unknown = [n for n in names if n not in ENGINES]
@@ -122,7 +122,7 @@ def install(env=None):
                 message="no engine adapter named %r (known: %s, auto, off): batches will not be forced"
                 % (settings.adapter, ", ".join(sorted(ENGINES)))
             )
-            status.write()
+            status.write_if_absent()
             say(status.doc["message"] + ": disabled")
             return
         watch = {}
@@ -134,7 +134,7 @@ def install(env=None):
             message="no engine twinscope has an adapter for (%s) has been imported: batches are not recorded"
             % ", ".join(names)
         )
-        status.write()
+        status.write_if_absent()
         sys.meta_path.insert(0, _Hook(watch))
     except Exception as e:
         say("the adapters could not be installed (%s: %s): disabled" % (type(e).__name__, e))

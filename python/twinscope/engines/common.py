@@ -105,6 +105,14 @@ class Status:
         if self._dirty and time.monotonic() - self._last_write >= STATUS_EVERY_S:
             self.write()
 
+    def write_if_absent(self):
+        """The first word of a server's first Python process; any later process (a worker, a tool the server
+        runs) leaves an existing status file alone."""
+        import os
+
+        if self.path and not os.path.exists(self.path):
+            self.write()
+
     def write(self):
         """Writes the file now (temporary file + rename, so a reader never sees half of it); never raises."""
         if not self.path:

@@ -68,13 +68,48 @@ class TransformersAdapter:
         self.requests = {}  # id -> what the request trace needs
         self.ended = False
         self.refused = False
+        self.lock_path = None
+        self.lock_fd = None
         for b in settings.bad:
             self.status.append("warnings", b)
 
     # ---- install -------------------------------------------------------------------------------------
 
+    def claim(self):
+        """One process per server writes the files: the first that imports transformers (a lock beside the
+        status file). Another process of the same server (a worker that imports transformers too) is left
+        alone, said on its stderr."""
+        base = self.settings.status_path or self.settings.schedule_out
+        if not base:
+            return True
+        import fcntl
+        import os
+
+        self.lock_path = base + ".lock"
+        fd = os.open(self.lock_path, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip()
+            os.close(fd)
+            self.lock_path = None
+            say(
+                "process %d imports transformers too, but process %s of this server has the adapter: this one is "
+                "left as it is" % (os.getpid(), holder or "?")
+            )
+            return False
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self.lock_fd = fd
+        atexit.register(self.release)
+        return True
+
     def check_version(self):
         """At `import transformers`: an unknown version is refused here, before the server serves."""
+        if not self.claim():
+            self.refused = True
+            self.status.path = ""  # the other process's status
+            return False
         if self.version not in SUPPORTED:
             self.refused = True
             self.disable(
@@ -686,3 +721,15 @@ class TransformersAdapter:
         except Exception as e:
             self.status.append("errors", "at exit: %s: %s" % (type(e).__name__, e))
         self.status.write()
+        self.release()
+
+    def release(self):
+        if self.lock_path:
+            import os
+
+            try:
+                os.unlink(self.lock_path)
+                os.close(self.lock_fd)
+            except OSError:
+                pass
+            self.lock_path = None
