@@ -30,8 +30,16 @@ fetch "nvidia-cuda-sanitizer-api==$lo" "nvidia_cuda_sanitizer_api-$lo-*.whl"
 fetch "nvidia-cuda-sanitizer-api==$hi" "nvidia_cuda_sanitizer_api-$hi-*.whl"
 fetch "$cupti_req" "nvidia_cuda_cupti-*.whl"
 rm -rf "$V"
-"$PY" -m venv "$V"
-pipi=("$V/bin/pip" install "${pipq[@]}" --no-index --find-links "$DEPS")
+# A venv without pip of its own (ensurepip alone takes tens of seconds on a loaded machine): this Python's pip
+# installs into it (pip >= 22.3, --python); an older pip gets a venv with pip.
+if "$PY" -m venv --without-pip "$V" && "$PY" -m pip --python "$V/bin/python" --version >/dev/null 2>&1; then
+  vpip=("$PY" -m pip --python "$V/bin/python")
+else
+  rm -rf "$V"
+  "$PY" -m venv "$V"
+  vpip=("$V/bin/python" -m pip)
+fi
+pipi=("${vpip[@]}" install "${pipq[@]}" --no-index --find-links "$DEPS")
 "${pipi[@]}" "$WHL" "nvidia-cuda-sanitizer-api==$lo"
 PKG=$("$V/bin/python" -c 'import os, twinscope; print(os.path.dirname(twinscope.__file__))')
 users=("$PKG/lib/libtwinscope_blocks.so" "$PKG/bin/twinscope_probe_child")
@@ -40,9 +48,9 @@ mapfile -t needed < <(nm -D --undefined-only "${users[@]}" | awk '$2 ~ /^sanitiz
 ((${#needed[@]})) || { echo "wheel: no sanitizer* symbol needed by ${users[*]}: the check would be empty" >&2; exit 1; }
 for v in "$lo" "$hi"; do
   [[ $v == "$lo" ]] || "${pipi[@]}" "nvidia-cuda-sanitizer-api==$v"
-  got=$("$V/bin/python" -m pip show nvidia-cuda-sanitizer-api 2>/dev/null | sed -n 's/^Version: //p')
+  got=$("${vpip[@]}" show nvidia-cuda-sanitizer-api 2>/dev/null | sed -n 's/^Version: //p')
   [[ $got == "$v" ]] || { echo "wheel: nvidia-cuda-sanitizer-api $v asked, $got installed" >&2; exit 1; }
-  "$V/bin/python" -m pip check >/dev/null || { "$V/bin/python" -m pip check >&2; exit 1; }
+  "${vpip[@]}" check >/dev/null || { "${vpip[@]}" check >&2; exit 1; }
   for u in "${users[@]}"; do
     lib=$(ldd "$u" | awk '$1 == "libsanitizer-public.so" {print $3}')
     [[ -n $lib && $lib != not ]] ||
