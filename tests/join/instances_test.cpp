@@ -144,6 +144,21 @@ TEST(Autotuning, OneSidedTuningWithSharedCaches) {
   EXPECT_FALSE(HasReason(m, "missing_work"));
 }
 
+// Both started together and the shadow tuned in step 0 (9 launches in 5 shapes against the primary's 1): a
+// benchmark stretch on the shadow's side, autotuning (not one-sided, not extra work).
+TEST(Autotuning, ShadowBenchmarkInAnAlignedStepIsAutotuning) {
+  Twins r;
+  for (uint32_t c : {0u, 1u, 3u, 4u})
+    for (int i = 0; i < 2; ++i) r.Add(Step(0), c).in_primary = false;
+  for (int k = 0; k < 10; ++k) r.Add(Step(k), 2);
+  auto m = Join(WriteTwin(Dir(), r.v));
+  EXPECT_EQ(m.summary.exact, 10u);
+  EXPECT_FALSE(m.summary.autotuning_one_sided);
+  EXPECT_EQ(m.summary.autotuning_shadow, 8u);
+  EXPECT_TRUE(HasReason(m, "autotuning"));
+  EXPECT_FALSE(HasReason(m, "extra_work"));
+}
+
 // Step 5 (with the only evaluation launches, two shapes) is missing from the shadow and step 6 was repacked
 // (another grid). Today: the shadow's step 6 pairs with the primary's step 5 (one region over both steps),
 // and the evaluation kernel, which the shadow does not launch in that region, reads as "autotuning".
