@@ -112,6 +112,24 @@ TWINSCOPE_SETTING(kRole, "TWINSCOPE_ROLE", Choice, Program, "", 0, 0, "primary,s
                   "`twin`: which side this process is")
 TWINSCOPE_SETTING(kPort, "TWINSCOPE_PORT", Int, Program, "", 1, 65535, "", "none",
                   "`twin --serve`: the port this side's server listens on")
+// The engine adapters' contract (docs/engines.md, docs/sequential-serving.md): set by `twin --serve`.
+TWINSCOPE_SETTING(kEngineAdapter, "TWINSCOPE_ENGINE_ADAPTER", Text, Program, "auto", 0, 0, "", "",
+                  "`twin --serve`: the engine adapter the servers load (`auto`, `off` or an adapter's name; "
+                  "`--engine-adapter`)")
+TWINSCOPE_SETTING(kScheduleOut, "TWINSCOPE_SCHEDULE_OUT", Text, Program, "", 0, 0, "", "none",
+                  "`twin --serve`: where this side's adapter writes its step schedule (`DIR/schedule-<role>.jsonl`)")
+TWINSCOPE_SETTING(kScheduleFollow, "TWINSCOPE_SCHEDULE_FOLLOW", Text, Program, "", 0, 0, "", "none",
+                  "`twin --serve`: the primary's schedule the shadow's adapter forces (set when the primary's "
+                  "adapter recorded one)")
+TWINSCOPE_SETTING(kRequestTrace, "TWINSCOPE_REQUEST_TRACE", Text, Program, "", 0, 0, "", "none",
+                  "`twin --serve`: where this side's adapter writes its request trace (`DIR/requests-<role>.jsonl`)")
+TWINSCOPE_SETTING(kAdapterStatus, "TWINSCOPE_ADAPTER_STATUS", Text, Program, "", 0, 0, "", "none",
+                  "`twin --serve`: this side's adapter status file (`DIR/adapter-<role>.json`), read back by `twin`")
+TWINSCOPE_SETTING(kFollowStepTimeout, "TWINSCOPE_FOLLOW_STEP_TIMEOUT_S", Real, Program, "60", 0, 1e9, "", "",
+                  "`twin --serve`: seconds the shadow's adapter waits for a forced step's requests "
+                  "(`--follow-step-timeout`)")
+TWINSCOPE_SETTING(kEnginesDir, "TWINSCOPE_ENGINES_DIR", Text, Cli, "", 0, 0, "", "beside `twinscope`",
+                  "`twin --serve`: the engine adapters' folder; its `shim/` goes first on the servers' `PYTHONPATH`")
 
 // ---- Scripts and tests only --------------------------------------------------------------------------------
 TWINSCOPE_SETTING(kFuzzSeconds, "TWINSCOPE_FUZZ_SECONDS", Int, Tools, "20", 0, 86400, "", "",

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/env_names.h"
+
 namespace twinscope::twin {
 
 namespace {
@@ -20,7 +22,7 @@ bool IsFile(const std::string& p) {
 
 EngineShim FindEngineShim(const std::string& exe_dir) {
   EngineShim s;
-  if (const char* env = std::getenv("TWINSCOPE_ENGINES_DIR"); env && *env) {
+  if (const char* env = std::getenv(env::kEnginesDir); env && *env) {
     const std::string dir = std::string(env) + "/shim";
     if (IsFile(dir + "/sitecustomize.py")) return {dir, "$TWINSCOPE_ENGINES_DIR (" + dir + ")"};
     return {"", "$TWINSCOPE_ENGINES_DIR is set but " + dir + "/sitecustomize.py does not exist"};
@@ -41,17 +43,17 @@ EnvList EngineAdapterEnv(const EngineAdapterSetup& setup, const std::string& rol
                          bool follow) {
   EnvList env;
   const std::string mode = setup.shim_dir.empty() ? "off" : setup.mode;
-  env.emplace_back("TWINSCOPE_ENGINE_ADAPTER", mode);
+  env.emplace_back(env::kEngineAdapter, mode);
   if (mode == "off") return env;
   const char* user = std::getenv("PYTHONPATH");
   env.emplace_back("PYTHONPATH", setup.shim_dir + (user && *user ? ":" + std::string(user) : std::string()));
-  env.emplace_back("TWINSCOPE_SCHEDULE_OUT", out_dir + "/schedule-" + role + ".jsonl");
-  env.emplace_back("TWINSCOPE_REQUEST_TRACE", out_dir + "/requests-" + role + ".jsonl");
-  env.emplace_back("TWINSCOPE_ADAPTER_STATUS", out_dir + "/adapter-" + role + ".json");
-  if (follow) env.emplace_back("TWINSCOPE_SCHEDULE_FOLLOW", out_dir + "/schedule-primary.jsonl");
+  env.emplace_back(env::kScheduleOut, out_dir + "/schedule-" + role + ".jsonl");
+  env.emplace_back(env::kRequestTrace, out_dir + "/requests-" + role + ".jsonl");
+  env.emplace_back(env::kAdapterStatus, out_dir + "/adapter-" + role + ".json");
+  if (follow) env.emplace_back(env::kScheduleFollow, out_dir + "/schedule-primary.jsonl");
   std::ostringstream t;
   t << setup.follow_step_timeout_s;
-  env.emplace_back("TWINSCOPE_FOLLOW_STEP_TIMEOUT_S", t.str());
+  env.emplace_back(env::kFollowStepTimeout, t.str());
   return env;
 }
 
