@@ -13,10 +13,11 @@
 namespace twinscope::join {
 
 struct JsonBounds {
-  size_t max_launches = 0;     // slowest first; 0 = all (launches named by why_slow are always kept)
-  size_t max_drift_rows = 0;   // 0 = all (drifting ranges first)
-  size_t max_step_rows = 0;    // 0 = all
-  RequestJsonBounds requests;  // the per-request views ("requests"; 0 = all)
+  size_t max_launches = 0;       // slowest first; 0 = all (launches named by why_slow are always kept)
+  size_t max_drift_rows = 0;     // 0 = all (drifting ranges first)
+  size_t max_step_rows = 0;      // 0 = all
+  size_t max_instance_rows = 0;  // the instance pairing, in order; 0 = all (summary.alignment has the counts)
+  RequestJsonBounds requests;    // the per-request views ("requests"; 0 = all)
 };
 
 // Requests whose slowest matched target launch DetailSeqs adds to the views' block pictures.

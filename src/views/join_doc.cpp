@@ -298,6 +298,7 @@ JoinDoc MakeJoinDoc(const JoinedModel& m, const join::JsonBounds& bounds,
   for (const auto& r : m.reasons) rs.push_back({r.code, r.text, r.remedy});
   auto& in = d.instances.emplace();
   for (const auto& r : m.instances) {
+    if (bounds.max_instance_rows && in.size() >= bounds.max_instance_rows) break;
     InstanceDoc& row = in.emplace_back();
     if (r.primary >= 0) row.primary = static_cast<uint64_t>(r.primary);
     if (r.shadow >= 0) row.shadow = static_cast<uint64_t>(r.shadow);

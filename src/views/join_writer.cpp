@@ -22,6 +22,7 @@ join::JsonBounds ReportJsonBounds() {
   b.max_launches = 2000;
   b.max_drift_rows = 1000;
   b.max_step_rows = 0;
+  b.max_instance_rows = 1000;
   b.requests.max_rows = 1000;
   b.requests.max_steps = 2000;
   return b;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "join/join_model.h"
+#include "join/join_views.h"
 #include "join/range_names.h"
 #include "join_fixture.h"
 #include "join_test_util.h"
@@ -288,6 +289,12 @@ TEST(TwoLevel, SameInputGivesAByteIdenticalJoinJson) {
   EXPECT_EQ(j["instances"][0]["shadow_launches"], 21);
   EXPECT_EQ(j["summary"]["alignment"]["instance_pairs"], 10);
   EXPECT_EQ(j["summary"]["autotuning"]["pairs"], 10);
+  // The report's copy is bounded; the counts stay whole.
+  join::JsonBounds b;
+  b.max_instance_rows = 3;
+  const auto bounded = views::JoinJson(Join(files), b, {});
+  EXPECT_EQ(bounded["instances"].size(), 3u);
+  EXPECT_EQ(bounded["summary"]["alignment"]["instances_primary"], 10);
 }
 
 // The linear-space search keeps its work bound exactly: D edits pass at max_d = D and fail at D - 1, and a
