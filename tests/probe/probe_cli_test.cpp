@@ -126,6 +126,19 @@ TEST_F(ProbeCli, RecordWithoutLibcudaSaysNoGpuFirstAndExitsWithTheProgramsCode) 
   EXPECT_EQ(o.code, 7) << o.err;
 }
 
+#ifdef TWINSCOPE_HAVE_BLOCKS
+// `blocks` names the Sanitizer API its collector will load, with the version, before the program runs.
+TEST_F(ProbeCli, BlocksNamesTheSanitizerApiItLoads) {
+  Outcome o = Sh("TWINSCOPE_LIBCUDA=/nonexistent/libcuda.so.1",
+                 std::string(TWINSCOPE_BIN) + " blocks --kernel k -o b.tsc -- true");
+  EXPECT_EQ(o.code, 0) << o.err;
+  const size_t at = o.err.find("twinscope blocks: Compute Sanitizer API ");
+  ASSERT_NE(at, std::string::npos) << o.err;
+  EXPECT_LT(at, o.err.find("the program exited")) << o.err;
+  EXPECT_NE(o.err.find("libsanitizer-public.so", at), std::string::npos) << o.err;
+}
+#endif
+
 // `twin` without a usable GPU ran the program twice, then said nothing was traced. Now: said first, the
 // program once, exit 1 where it exited 0 (nothing joined), its own code otherwise.
 TEST_F(ProbeCli, TwinWithoutGpuRunsTheProgramOnce) {
