@@ -179,6 +179,13 @@ TEST_F(ProbeCli, GpuCheckNamesWhyNot) {
   EXPECT_NE(c.reason.find("CUDA_VISIBLE_DEVICES"), std::string::npos) << c.reason;
   unsetenv("CUDA_VISIBLE_DEVICES");
 #endif
+  // A driver too old for the cu13 libraries: named with its version.
+  ASSERT_EQ(setenv("TWINSCOPE_LIBCUDA", OLD_DRIVER_LIB, 1), 0);
+  c = CheckGpu();
+  EXPECT_FALSE(c.usable);
+  EXPECT_EQ(c.devices, 1);
+  EXPECT_EQ(c.driver_version, 12040);
+  EXPECT_NE(c.reason.find("supports CUDA 12.4 only"), std::string::npos) << c.reason;
   unsetenv("TWINSCOPE_LIBCUDA");
   EXPECT_EQ(DriverVersionText(12040), "CUDA 12.4");
 }
