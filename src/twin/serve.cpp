@@ -321,8 +321,9 @@ ServeOutcome RunServe(const ServeRequest& r) {
     stail.Poll();
     const auto c = m.counters();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - serve_t0).count();
-    std::fprintf(stderr, "\r\033[Ktwinscope twin --serve: %.0fs, %s requests, primary %s launches, shadow %s launches",
-                 s, Count(c.requests).c_str(), Count(ptail.launches()).c_str(), Count(stail.launches()).c_str());
+    std::fprintf(stderr, "\r\033[Ktwinscope twin --serve: %.0fs, %s requests, primary %s launches%s%s", s,
+                 Count(c.requests).c_str(), Count(ptail.launches()).c_str(), r.with_shadow ? ", shadow launches " : "",
+                 r.with_shadow ? Count(stail.launches()).c_str() : "");
     std::fflush(stderr);
   };
   if (r.client) {
