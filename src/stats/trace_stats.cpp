@@ -199,18 +199,73 @@ void StatsBuilder::OnLaunch(const LaunchRecord& r) {
   launch_blocks_expected_ += uint64_t{r.grid.x} * r.grid.y * r.grid.z;
   launch_blocks_claimed_ += r.blocks_recorded;
   if (keep_launches_) launches_[r.seq] = r;
+  // A launch record read after its blocks (their run over): they may be whole now.
+  if (keep_launches_ && r.seq != last_block_seq_ && blocks_.count(r.seq)) CompleteIfWhole(r.seq);
 }
+
+void StatsBuilder::CompleteIfWhole(uint64_t seq) {
+  const auto bi = blocks_.find(seq);
+  const auto li = launches_.find(seq);
+  if (bi == blocks_.end() || li == launches_.end()) return;
+  const Dim3 grid = li->second.grid;
+  const uint64_t expected = uint64_t{grid.x} * grid.y * grid.z;
+  if (expected == 0 || bi->second.size() != expected) return;
+  LaunchBlockStats st = ComputeLaunchBlockStats(seq, grid, bi->second);
+  if (st.blocks_unique != expected || st.duplicates || st.out_of_grid) return;  // kept: more may come
+  complete_.emplace(seq, st);
+  blocks_held_ -= bi->second.size();
+  blocks_.erase(bi);
+}
+
+namespace {
+
+// A block record of a launch whose blocks were all in (so it is a duplicate, or out of the grid): counted into
+// the statistics computed without it.
+void AddLateBlock(LaunchBlockStats& s, const BlockRecord& b) {
+  ++s.blocks_seen;
+  if (s.blocks_expected && b.block_linear >= s.blocks_expected) {
+    ++s.out_of_grid;
+    ++s.blocks_unique;
+  } else {
+    ++s.duplicates;
+  }
+  if (b.enter_ns == 0 || b.exit_ns == 0 || b.exit_ns < b.enter_ns) {
+    ++s.invalid_times;
+    return;
+  }
+  if (b.exit_ns > s.straggler.exit_ns) {
+    s.straggler = BlockRef{b.block_linear, b.sm, b.order, b.enter_ns, b.exit_ns};
+    s.last_exit_ns = b.exit_ns;
+  }
+  if (b.enter_ns < s.first_enter_ns) s.first_enter_ns = b.enter_ns;
+  s.span_ns = s.last_exit_ns - s.first_enter_ns;
+  s.tail_ns = s.last_exit_ns - s.median_exit_ns;
+  s.block_duration_max_ns = std::max(s.block_duration_max_ns, b.exit_ns - b.enter_ns);
+}
+
+}  // namespace
 
 void StatsBuilder::OnBlock(const BlockRecord& r) {
   if (!block_count_) block_count_ = &counts_["block"];
   ++*block_count_;
   keep_launches_ = true;
-  // Blocks of one launch come together: look the launch up once per run of them.
+  // Blocks of one launch come together: look the launch up once per run of them. When a run ends, that
+  // launch's statistics are computed if its blocks are all in, and its records dropped.
   if (!last_blocks_ || r.launch_seq != last_block_seq_) {
-    last_blocks_ = &blocks_[r.launch_seq];
+    if (last_blocks_) {
+      last_blocks_ = nullptr;
+      CompleteIfWhole(last_block_seq_);
+    }
     last_block_seq_ = r.launch_seq;
+    if (const auto c = complete_.find(r.launch_seq); c != complete_.end()) {
+      ++blocks_after_complete_;
+      AddLateBlock(c->second, r);
+      return;
+    }
+    last_blocks_ = &blocks_[r.launch_seq];
   }
   last_blocks_->push_back(r);
+  ++blocks_held_;
 }
 
 void StatsBuilder::OnStatus(const nlohmann::json& status, bool is_summary) {
@@ -328,7 +383,8 @@ TraceStats StatsBuilder::Finish(const std::unordered_map<StringId, std::string>&
   });
 
   // Shadow: per launch, then per kernel.
-  s.shadow = s.role == "shadow" || !blocks_.empty();
+  s.shadow = s.role == "shadow" || !blocks_.empty() || !complete_.empty();
+  s.blocks_after_complete = blocks_after_complete_;
   if (s.shadow) {
     for (const counters::CounterInfo& c : counters::kTable)
       if (c.collector != counters::Collector::kCupti) s.probe_counters[std::string(c.name)] = 0;
@@ -362,11 +418,17 @@ TraceStats StatsBuilder::Finish(const std::unordered_map<StringId, std::string>&
       } else {
         sl.kernel = "<launch record missing>";
       }
-      auto bi = blocks_.find(seq);
-      sl.blocks = ComputeLaunchBlockStats(seq, sl.grid, bi == blocks_.end() ? kNone : bi->second);
+      if (auto ci = complete_.find(seq); ci != complete_.end()) {
+        sl.blocks = ci->second;
+      } else {
+        auto bi = blocks_.find(seq);
+        sl.blocks = ComputeLaunchBlockStats(seq, sl.grid, bi == blocks_.end() ? kNone : bi->second);
+      }
       s.shadow_launches.push_back(std::move(sl));
     }
     blocks_.clear();
+    complete_.clear();
+    blocks_held_ = 0;
     last_blocks_ = nullptr;
 
     std::map<std::string, std::vector<const ShadowLaunch*>> per_kernel;
@@ -665,6 +727,7 @@ nlohmann::json StatsToJson(const TraceStats& s, size_t top) {
     }
     j["shadow_launches"] = launches;
     j["blocks_without_launch"] = s.blocks_without_launch;
+    if (s.blocks_after_complete) j["blocks_after_complete"] = s.blocks_after_complete;
     j["probe_counters"] = s.probe_counters;
   }
   auto problems = StrictProblems(s);

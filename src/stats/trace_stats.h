@@ -5,7 +5,10 @@
 // StatsBuilder is a RecordSink: feed it records (from a TraceReader or built
 // by hand in tests), then Finish() computes TraceStats. Kernel durations are
 // kept per kernel name (8 bytes per valid kernel record) for exact
-// percentiles; block records are kept only until Finish(). Not thread-safe.
+// percentiles. Block records are kept per launch only until that launch's
+// blocks are all in (one record per block of its grid, its launch record
+// read): then its LaunchBlockStats are computed and the records let go, so
+// memory grows with the launches, not the blocks. Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -136,6 +139,10 @@ struct TraceStats {
   std::vector<ShadowKernelSummary> shadow_kernels;  // by launches, descending
   std::vector<ShadowLaunch> shadow_launches;        // by seq
   uint64_t blocks_without_launch = 0;               // block records whose launch record is missing
+  // Block records that arrived after their launch's blocks were all in and its statistics computed (a
+  // duplicate or an out-of-grid record read late): counted into its duplicates, out_of_grid, invalid_times,
+  // blocks_seen and latest exit; its medians and SM counts stay those of the complete set (docs/join.md, "Reads").
+  uint64_t blocks_after_complete = 0;
   // Shadow: every counter of the probe and both collectors in the counter table (0 where the trace has
   // none), and any counter this build does not know.
   nlohmann::json probe_counters = nlohmann::json::object();
@@ -165,6 +172,9 @@ class StatsBuilder : public RecordSink {
   // never show them; docs/join.md, "Reads").
   void set_kernel_percentiles(bool keep) { kernel_percentiles_ = keep; }
 
+  // Block records held now: those of launches whose blocks are not all in yet.
+  uint64_t block_records_held() const { return blocks_held_; }
+
   // Computes the statistics; `strings` (a TraceReader's strings()) resolves
   // names. Call once, after the last record.
   TraceStats Finish(const std::unordered_map<StringId, std::string>& strings, const nlohmann::json& header,
@@ -185,6 +195,8 @@ class StatsBuilder : public RecordSink {
     uint64_t count = 0, unclosed = 0, total_ns = 0, max_ns = 0;
   };
   DeviceAcc& Device(uint32_t device);
+  // Computes the statistics of launch `seq` and drops its block records when they are exactly its grid.
+  void CompleteIfWhole(uint64_t seq);
   void Activity(DeviceAcc& d, uint32_t stream, uint64_t start, uint64_t end, bool valid);
 
   bool kernel_percentiles_ = true;
@@ -197,7 +209,10 @@ class StatsBuilder : public RecordSink {
   uint64_t launch_blocks_expected_ = 0, launch_blocks_claimed_ = 0;  // over all launch records
   std::map<std::string, uint64_t> counts_at_status_;                 // counts_ at the last STATUS/SUMMARY
   std::unordered_map<uint64_t, LaunchRecord> launches_;
-  std::unordered_map<uint64_t, std::vector<BlockRecord>> blocks_;
+  std::unordered_map<uint64_t, std::vector<BlockRecord>> blocks_;  // launches whose blocks are not all in
+  std::unordered_map<uint64_t, LaunchBlockStats> complete_;        // launches whose blocks were, computed
+  uint64_t blocks_after_complete_ = 0;
+  uint64_t blocks_held_ = 0;                         // records in blocks_
   std::vector<BlockRecord>* last_blocks_ = nullptr;  // blocks_[last_block_seq_] (node-based map: stable)
   uint64_t last_block_seq_ = 0;
   uint64_t* block_count_ = nullptr;  // counts_["block"]

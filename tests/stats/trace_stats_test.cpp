@@ -288,6 +288,93 @@ TEST(StatsBuilder, ShadowLaunchesAndKernels) {
   for (const auto& p : problems) EXPECT_EQ(p.find("without a kernel record"), std::string::npos) << p;
 }
 
+// A launch's block records are let go once its blocks are all in (its run over, its launch record read): the
+// builder holds only the launches still open, so memory does not grow with the blocks (docs/join.md, "Reads").
+TEST(StatsBuilder, LetsGoOfTheBlocksOfEachCompleteLaunch) {
+  StatsBuilder b;
+  b.set_keep_launches(true);
+  for (uint64_t seq = 1; seq <= 100; ++seq) {
+    b.OnLaunch(Launch(seq, 7, 50));
+    for (uint32_t i = 0; i < 50; ++i) b.OnBlock(Block(seq, i, i, i % 4, 1000 * seq + i, 1000 * seq + 100 + i));
+  }
+  // The last run is still open; every earlier one is computed and dropped.
+  EXPECT_EQ(b.block_records_held(), 50u);
+  // A launch record read after its blocks: they complete when it comes.
+  for (uint32_t i = 0; i < 3; ++i) b.OnBlock(Block(200, i, i, 0, 5000 + i, 5100 + i));
+  b.OnBlock(Block(201, 0, 0, 0, 6000, 6100));
+  EXPECT_EQ(b.block_records_held(), 4u);
+  b.OnLaunch(Launch(200, 7, 3));
+  EXPECT_EQ(b.block_records_held(), 1u);
+  TraceStats t = b.Finish(kStrings, {{"role", "shadow"}}, ReadReport{});
+  ASSERT_EQ(t.shadow_launches.size(), 102u);
+  EXPECT_EQ(t.shadow_launches[0].blocks.blocks_unique, 50u);
+  EXPECT_EQ(t.shadow_launches[0].blocks.straggler.block_linear, 49u);
+  EXPECT_EQ(t.shadow_launches[100].blocks.seq, 200u);
+  EXPECT_EQ(t.shadow_launches[100].blocks.blocks_unique, 3u);
+  EXPECT_EQ(t.blocks_without_launch, 1u);
+  EXPECT_EQ(t.blocks_after_complete, 0u);
+}
+
+// Computed per launch as its blocks end or at the end of the read, the statistics are the same: blocks split
+// over two runs, an incomplete launch, a duplicate in the first run.
+TEST(StatsBuilder, BlockStatisticsDoNotDependOnWhenALaunchCompletes) {
+  std::vector<BlockRecord> a, c;
+  for (uint32_t i = 0; i < 8; ++i) a.push_back(Block(1, i, 7 - i, i % 3, 100 + i, 300 + 7 * i));
+  c = {Block(3, 0, 0, 0, 10, 20), Block(3, 0, 1, 1, 11, 25), Block(3, 1, 2, 1, 12, 40)};  // 0 twice, 2 missing
+  StatsBuilder b;
+  b.set_keep_launches(true);
+  b.OnLaunch(Launch(1, 7, 8));
+  b.OnLaunch(Launch(3, 7, 3));
+  for (size_t i = 0; i < 5; ++i) b.OnBlock(a[i]);
+  for (const auto& r : c) b.OnBlock(r);  // launch 1's run ends incomplete
+  for (size_t i = 5; i < 8; ++i) b.OnBlock(a[i]);
+  b.OnBlock(Block(9, 0, 0, 0, 1, 2));
+  EXPECT_EQ(b.block_records_held(), 4u);  // launch 3 (a duplicate: kept) and 9 (no launch record)
+  TraceStats t = b.Finish(kStrings, {{"role", "shadow"}}, ReadReport{});
+  ASSERT_EQ(t.shadow_launches.size(), 3u);
+  const LaunchBlockStats want1 = ComputeLaunchBlockStats(1, {8, 1, 1}, a);
+  const LaunchBlockStats want3 = ComputeLaunchBlockStats(3, {3, 1, 1}, c);
+  const LaunchBlockStats& got1 = t.shadow_launches[0].blocks;
+  const LaunchBlockStats& got3 = t.shadow_launches[1].blocks;
+  EXPECT_EQ(got1.inversions, want1.inversions);
+  EXPECT_EQ(got1.median_exit_ns, want1.median_exit_ns);
+  EXPECT_EQ(got1.straggler.block_linear, want1.straggler.block_linear);
+  EXPECT_EQ(got1.sms_used, want1.sms_used);
+  EXPECT_EQ(got1.blocks_unique, 8u);
+  EXPECT_EQ(got3.duplicates, want3.duplicates);
+  EXPECT_EQ(got3.duplicates, 1u);
+  EXPECT_EQ(got3.blocks_unique, want3.blocks_unique);
+  EXPECT_EQ(got3.tail_ns, want3.tail_ns);
+}
+
+// A record read after its launch's blocks were all in is counted, never dropped: a duplicate (in the grid) or
+// out of the grid, and its exit moves the straggler.
+TEST(StatsBuilder, ABlockAfterItsLaunchCompletedIsCounted) {
+  StatsBuilder b;
+  b.set_keep_launches(true);
+  b.OnLaunch(Launch(1, 7, 4));
+  b.OnLaunch(Launch(2, 7, 2));
+  for (uint32_t i = 0; i < 4; ++i) b.OnBlock(Block(1, i, i, 0, 100 + i, 200 + i));
+  b.OnBlock(Block(2, 0, 0, 0, 10, 20));
+  b.OnBlock(Block(2, 1, 1, 0, 10, 20));
+  b.OnBlock(Block(1, 2, 4, 1, 150, 900));  // launch 1 again: block 2 twice, the latest exit
+  b.OnBlock(Block(1, 6, 5, 1, 150, 160));  // out of its grid of 4
+  TraceStats t = b.Finish(kStrings, {{"role", "shadow"}}, ReadReport{});
+  ASSERT_EQ(t.shadow_launches.size(), 2u);
+  const LaunchBlockStats& l1 = t.shadow_launches[0].blocks;
+  EXPECT_EQ(t.blocks_after_complete, 2u);
+  EXPECT_EQ(l1.blocks_seen, 6u);
+  EXPECT_EQ(l1.duplicates, 1u);
+  EXPECT_EQ(l1.out_of_grid, 1u);
+  EXPECT_EQ(l1.straggler.exit_ns, 900u);
+  EXPECT_EQ(l1.last_exit_ns, 900u);
+  EXPECT_EQ(StatsToJson(t, 0)["blocks_after_complete"], 2u);
+  bool incomplete = false;
+  for (const auto& p : StrictProblems(t))
+    incomplete |= p.find("1 traced launches without exactly one record per block") != std::string::npos;
+  EXPECT_TRUE(incomplete);
+}
+
 TEST(ComputeTraceStats, ReadsAFileWrittenWithTraceWriter) {
   char path[] = "/tmp/twinscope_stats_testXXXXXX";
   int fd = mkstemp(path);
