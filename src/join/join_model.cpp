@@ -98,8 +98,8 @@ class PrimarySink : public RecordSink {
   void OnLaunch(const LaunchRecord& r) override {
     if (!IsTarget(r.kernel)) return;
     PrimaryLaunch p;
-    p.kernel = std::string(reader_.String(r.kernel));
-    p.path = std::string(reader_.String(r.key.path));
+    p.kernel = Name(reader_.String(r.kernel));
+    p.path = Name(reader_.String(r.key.path));
     p.ordinal = r.key.ordinal;
     p.hash = r.key.hash;
     p.grid = r.grid;
@@ -149,8 +149,8 @@ class PrimarySink : public RecordSink {
     for (auto& [tie, list] : orphan_kernels_) {
       for (const KernelRecord& r : list) {
         PrimaryLaunch p;
-        p.kernel = std::string(reader_.String(r.name));
-        p.path = std::string(reader_.String(r.key.path));
+        p.kernel = Name(reader_.String(r.name));
+        p.path = Name(reader_.String(r.key.path));
         p.ordinal = r.key.ordinal;
         p.hash = r.key.hash;
         p.grid = r.grid;
@@ -284,6 +284,7 @@ StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::str
     m.shadow_side.stats.path = shadow_path;
     m.shadow_side.launches = ss.launches.size();
     Warn(m, "shadow", rep);
+    m.shadow.reserve(m.shadow_side.stats.shadow_launches.size());
     for (auto& sl : m.shadow_side.stats.shadow_launches) {
       auto li = ss.launches.find(sl.blocks.seq);
       if (li == ss.launches.end()) continue;  // blocks without a launch record: counted by stats
@@ -292,6 +293,7 @@ StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::str
       s.seq = lr.seq;
       s.kernel = sl.kernel;
       s.path = sl.key_path;
+      std::string().swap(sl.kernel), std::string().swap(sl.key_path);  // interned now: let the copies go
       s.ordinal = sl.key_ordinal;
       s.hash = sl.key_hash;
       s.grid = lr.grid;
@@ -307,7 +309,7 @@ StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::str
       m.shadow.push_back(std::move(s));
     }
     // The per-launch detail now lives in m.shadow; the side keeps the totals.
-    m.shadow_side.stats.shadow_launches.clear();
+    std::vector<stats::ShadowLaunch>().swap(m.shadow_side.stats.shadow_launches);  // and its memory
   }
 
   std::unordered_set<std::string> targets;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "join/name.h"
 #include "join/requests.h"
 #include "stats/block_stats.h"
 #include "stats/trace_stats.h"
@@ -27,9 +28,9 @@ const char* MatchKindName(MatchKind k);
 // One launch of a target kernel in the primary (a launch record, a kernel
 // record, or both tied by correlation id and key).
 struct PrimaryLaunch {
-  std::string kernel;     // name as in the launch key (mangled where known)
-  std::string demangled;  // for display ("" if unknown)
-  std::string path;       // key path
+  Name kernel;     // name as in the launch key (mangled where known)
+  Name demangled;  // for display ("" if unknown)
+  Name path;       // key path
   uint32_t ordinal = 0;
   uint64_t hash = 0;
   Dim3 grid{0, 0, 0}, block{0, 0, 0};
@@ -44,8 +45,8 @@ struct PrimaryLaunch {
 // One traced launch of the shadow, with its block statistics.
 struct ShadowLaunch {
   uint64_t seq = 0;
-  std::string kernel;
-  std::string path;
+  Name kernel;
+  Name path;
   uint32_t ordinal = 0;
   uint64_t hash = 0;
   Dim3 grid{0, 0, 0}, block{0, 0, 0};
@@ -214,6 +215,9 @@ struct JoinOptions {
   size_t align_max_d = 2000;
   // A serving run's request trace (and schedule): per-request views (join/requests.h).
   RequestInputs requests;
+  // join.sqlite's `blocks` table holds every shadow block (`--sqlite-blocks all`), not only those of the
+  // launches people query (docs/sqlite-schema.md, "Bounds"). An output choice: not saved in join.model.
+  bool sqlite_all_blocks = false;
   // What reading the options assumed (e.g. a twin folder's missing twin.json): the model's warnings start with these.
   std::vector<std::string> warnings;
 };

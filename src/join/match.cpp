@@ -122,12 +122,12 @@ void MatchLaunches(JoinedModel& m) {
   side(sb, m.shadow.size());
   for (size_t i = 0; i < m.primary.size(); ++i) {
     const PrimaryLaunch& p = m.primary[i];
-    sa.paths[i] = &p.path, sa.tokens[i] = tokens.Of(p.path, p.kernel, p.grid, p.block);
+    sa.paths[i] = &p.path.str(), sa.tokens[i] = tokens.Of(p.path, p.kernel, p.grid, p.block);
     sa.kernels[i] = kernel_id(p.kernel), sa.keys[i] = p.hash;
   }
   for (size_t i = 0; i < m.shadow.size(); ++i) {
     const ShadowLaunch& s = m.shadow[i];
-    sb.paths[i] = &s.path, sb.tokens[i] = tokens.Of(s.path, s.kernel, s.grid, s.block);
+    sb.paths[i] = &s.path.str(), sb.tokens[i] = tokens.Of(s.path, s.kernel, s.grid, s.block);
     sb.kernels[i] = kernel_id(s.kernel), sb.keys[i] = s.hash;
   }
   const std::vector<uint32_t>& tp = sa.tokens;

@@ -401,6 +401,7 @@ TraceStats StatsBuilder::Finish(const std::unordered_map<StringId, std::string>&
       }
     }
     std::sort(seqs.begin(), seqs.end());
+    s.shadow_launches.reserve(seqs.size());
     static const std::vector<BlockRecord> kNone;
     for (uint64_t seq : seqs) {
       ShadowLaunch sl;
@@ -420,6 +421,7 @@ TraceStats StatsBuilder::Finish(const std::unordered_map<StringId, std::string>&
       }
       if (auto ci = complete_.find(seq); ci != complete_.end()) {
         sl.blocks = ci->second;
+        complete_.erase(ci);  // let go as the launches are made
       } else {
         auto bi = blocks_.find(seq);
         sl.blocks = ComputeLaunchBlockStats(seq, sl.grid, bi == blocks_.end() ? kNone : bi->second);

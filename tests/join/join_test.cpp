@@ -68,6 +68,33 @@ TEST(Join, IdenticalRunsMatchExactly) {
   EXPECT_TRUE(m.warnings.empty());
 }
 
+// Names are interned (docs/join.md, "Reads"): equal values are one string, each launch holds a reference to it,
+// not a copy (before, each launch copied its kernel and path: ~500 bytes a launch at issue 31's scale).
+TEST(Join, LaunchNamesAreOneStringPerDistinctName) {
+  const join::Name a(std::string("a_kernel_name_longer_than_the_small_string_buffer"));
+  const size_t table = join::Name::TableSize();
+  const join::Name b(std::string("a_kernel_name_longer_than_the_small_string_buffer"));
+  EXPECT_EQ(join::Name::TableSize(), table);
+  EXPECT_EQ(a.c_str(), b.c_str());
+  EXPECT_TRUE(a == b);
+  EXPECT_TRUE(a == std::string("a_kernel_name_longer_than_the_small_string_buffer"));
+  EXPECT_FALSE(a == join::Name("another"));
+  EXPECT_EQ(join::Name::TableSize(), table + 1);
+  EXPECT_TRUE(join::Name("abc") < join::Name("abd"));
+  EXPECT_TRUE(join::Name().empty());
+  EXPECT_EQ(nlohmann::json(a).get<join::Name>(), a);
+  EXPECT_EQ(a + "!", "a_kernel_name_longer_than_the_small_string_buffer!");
+
+  auto m = Join(WriteTwin(Dir(), Steps(4, 3)));
+  ASSERT_EQ(m.primary.size(), 12u);
+  for (const auto& p : m.primary) {
+    EXPECT_EQ(p.kernel.c_str(), m.primary[0].kernel.c_str());
+    EXPECT_EQ(p.demangled.c_str(), m.primary[0].demangled.c_str());
+  }
+  for (const auto& s : m.shadow) EXPECT_EQ(s.kernel.c_str(), m.primary[0].kernel.c_str());
+  EXPECT_EQ(m.primary[3].path.c_str(), m.shadow[3].path.c_str());  // the same step's path: one string
+}
+
 TEST(Join, StretchedShadowFoolsTheTimeOnlyJoinButNotTheKeys) {
   testing::WriteOptions o;
   o.shadow_stretch = 1.6;  // instrumentation slows the shadow down
