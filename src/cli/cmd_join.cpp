@@ -15,6 +15,7 @@ struct JoinFlags {
   bool concurrent = false;
   size_t top = 10;
   std::vector<std::string> normalize_range;
+  std::string sqlite_blocks = "bounded";
   procs::PairingOptions pairing;
 };
 
@@ -42,6 +43,11 @@ CommandRegistration kJoin(
                       "Regular expression: in range names, the digits of each match are ignored when the two runs' "
                       "launches are aligned (numbers a framework assigns per process); repeatable; see docs/join.md")
           ->allow_extra_args(false);
+      sub->add_option("--sqlite-blocks", f->sqlite_blocks,
+                      "join.sqlite's blocks table: 'bounded' (the launches the views and why slow name, and the "
+                      "first 100 of each kernel and shape; docs/sqlite-schema.md) or 'all' (every shadow block)")
+          ->check(CLI::IsMember({"bounded", "all"}))
+          ->capture_default_str();
       sub->add_option("--top", f->top, "Slowest matched launches to print")->capture_default_str();
       AddPairingFlags(sub, &f->pairing);
       sub->footer("Example: twinscope join run/primary run/shadow -o run");
@@ -59,6 +65,7 @@ CommandRegistration kJoin(
           rr.options.concurrent = f->concurrent;
           rr.options.requests = {f->requests, f->schedule};
           rr.options.normalize_range = f->normalize_range;
+          rr.options.sqlite_all_blocks = f->sqlite_blocks == "all";
           rr.pairing = f->pairing;
           rr.top = f->top;
           return JoinRunPairs(*pside, *sside, rr);
@@ -78,6 +85,7 @@ CommandRegistration kJoin(
         r.options.concurrent = f->concurrent;
         r.options.requests = {f->requests, f->schedule};
         r.options.normalize_range = f->normalize_range;
+        r.options.sqlite_all_blocks = f->sqlite_blocks == "all";
         r.top = f->top;
         return JoinAndReport(r);
       };

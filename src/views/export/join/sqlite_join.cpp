@@ -9,7 +9,10 @@
 #ifdef TWINSCOPE_HAVE_SQLITE
 
 #include <cmath>
+#include <map>
+#include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "join/join_views.h"
 #include "launchkey/launch_key.h"
@@ -173,31 +176,80 @@ class KernelSink : public RecordSink {
   std::unordered_map<StringId, std::string> top_of_;
 };
 
+// The shadow launches whose blocks the `blocks` table holds unless every block is asked for
+// (docs/sqlite-schema.md, "Bounds"): those the views picture (DetailSeqs), every launch "why slow" names and
+// its group's reference, and the first kBlocksPerShape launches of each kernel and shape, in seq order.
+constexpr size_t kBlocksPerShape = 100;
+constexpr size_t kBlocksDetail = 32;
+
+std::unordered_set<uint64_t> BlockSeqs(const join::JoinedModel& m) {
+  std::unordered_set<uint64_t> keep;
+  for (uint64_t seq : join::DetailSeqs(m, kBlocksDetail)) keep.insert(seq);
+  auto add_match = [&](size_t match) {
+    if (match < m.matches.size() && m.matches[match].shadow < m.shadow.size())
+      keep.insert(m.shadow[m.matches[match].shadow].seq);
+  };
+  for (const auto& g : m.groups) {
+    add_match(g.reference);
+    for (const auto& sl : g.slow) add_match(sl.match);
+  }
+  std::map<std::tuple<std::string, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>, size_t> per_shape;
+  for (const auto& s : m.shadow) {
+    size_t& n = per_shape[{s.kernel, s.grid.x, s.grid.y, s.grid.z, s.block.x, s.block.y, s.block.z}];
+    if (n++ < kBlocksPerShape) keep.insert(s.seq);
+  }
+  return keep;
+}
+
 // The shadow's block records, each tied to its launch (times also relative
-// to the launch's first block entry).
+// to the launch's first block entry); within the bound above unless the options ask for all.
 class BlockSink : public RecordSink {
  public:
-  BlockSink(Db& db, const join::JoinedModel& m) : stmt_(db.Insert("blocks", 13)) {
-    for (size_t j = 0; j < m.shadow.size(); ++j)
-      launches_.emplace(m.shadow[j].seq, std::make_pair(m.primary.size() + j, m.shadow[j].blocks.first_enter_ns));
+  BlockSink(Db& db, const join::JoinedModel& m) : stmt_(db.Insert("blocks", 13)), all_(m.options.sqlite_all_blocks) {
+    const std::unordered_set<uint64_t> keep = all_ ? std::unordered_set<uint64_t>{} : BlockSeqs(m);
+    for (size_t j = 0; j < m.shadow.size(); ++j) {
+      const bool kept = all_ || keep.count(m.shadow[j].seq);
+      launches_.emplace(m.shadow[j].seq, Launch{m.primary.size() + j, m.shadow[j].blocks.first_enter_ns, kept});
+      if (kept) ++launches_kept;
+    }
+    launches_left_out = m.shadow.size() - launches_kept;
   }
   void OnBlock(const BlockRecord& r) override {
     const bool v = ValidSpan(r.enter_ns, r.exit_ns);
     if (!v) ++invalid;
     auto it = launches_.find(r.launch_seq);
     const bool known = it != launches_.end();
-    const uint64_t t0 = known ? it->second.second : 0;
+    if (known && !it->second.kept) {
+      ++left_out;
+      return;
+    }
+    const uint64_t t0 = known ? it->second.first_enter : 0;
     Row row = stmt_.Bind();
-    row.Opt(known, known ? it->second.first : 0).I(r.launch_seq).Span(r.enter_ns, r.exit_ns, v);
+    row.Opt(known, known ? it->second.id : 0).I(r.launch_seq).Span(r.enter_ns, r.exit_ns, v);
     row.Opt(v && known && t0, r.enter_ns - t0).Opt(v && known && t0, r.exit_ns - t0);
     BindBlockPlace(row, r).Insert();
     ++blocks;
   }
-  uint64_t invalid = 0, blocks = 0;
+  // The bound, for `meta` (key blocks_bound) and the warning that says what is left out.
+  std::string BoundJson() const {
+    return nlohmann::json{{"all", all_},
+                          {"per_shape", kBlocksPerShape},
+                          {"launches_with_blocks", launches_kept},
+                          {"launches_left_out", launches_left_out},
+                          {"blocks_written", blocks},
+                          {"blocks_left_out", left_out}}
+        .dump();
+  }
+  uint64_t invalid = 0, blocks = 0, left_out = 0, launches_kept = 0, launches_left_out = 0;
 
  private:
+  struct Launch {
+    uint64_t id = 0, first_enter = 0;  // launches.id, its first block's entry
+    bool kept = false;
+  };
   Statement stmt_;
-  std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> launches_;  // seq -> (launches.id, first enter)
+  bool all_ = false;
+  std::unordered_map<uint64_t, Launch> launches_;  // by seq
 };
 
 // The per-request views of a serving run (join/requests.h): its requests,
@@ -456,6 +508,7 @@ class JoinSqliteDb : public JoinSqlite {
       put("block_times",
           "blocks.enter_ns/exit_ns are the shadow's GPU clock, stretched by instrumentation; blocks_on_primary scales "
           "them onto the primary kernel's interval");
+      put("blocks_bound", blocks_.BoundJson());
       db_.Commit(kIndexesAndViews);
       result.written = db_.rows();
       if (kernels_invalid_)
@@ -465,6 +518,12 @@ class JoinSqliteDb : public JoinSqlite {
       if (blocks_.invalid)
         result.warnings.push_back(std::to_string(blocks_.invalid) +
                                   " shadow blocks have invalid times (duration_ns NULL)");
+      if (blocks_.left_out)
+        result.warnings.push_back("join.sqlite: the blocks of " + std::to_string(blocks_.launches_left_out) + " of " +
+                                  std::to_string(m.shadow.size()) + " shadow launches left out (" +
+                                  std::to_string(blocks_.left_out) +
+                                  " block records; their summaries are in `launches`, the bound in meta.blocks_bound): "
+                                  "--sqlite-blocks all writes every block");
       if (!replay_error_.empty()) result.warnings.push_back(replay_error_);
       AddReadWarnings(prep, &result.warnings);
       std::vector<std::string> shadow_warnings;
