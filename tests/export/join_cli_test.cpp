@@ -57,6 +57,19 @@ TEST_F(JoinCli, JoinWritesEveryViewItHas) {
   }
 }
 
+// --sqlite-blocks: 'bounded' (the default) or 'all' (docs/sqlite-schema.md, "Bounds"); anything else is refused
+// with the choices named.
+TEST_F(JoinCli, SqliteBlocksTakesBoundedOrAll) {
+  const std::string out = dir_ + "/out";
+  fs::create_directories(out);
+  Outcome r = Twinscope({"join", dir_ + "/primary.tsc", dir_ + "/shadow.tsc", "-o", out, "--sqlite-blocks", "all"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  Outcome bad = Twinscope({"join", dir_ + "/primary.tsc", dir_ + "/shadow.tsc", "-o", out, "--sqlite-blocks", "some"});
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--sqlite-blocks"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("bounded"), std::string::npos) << bad.err;
+}
+
 TEST_F(JoinCli, ExportOfATwinFolder) {
   Outcome r = Twinscope({"export", dir_, "--format", "chrome", "--max-block-launches", "2", "-o", dir_ + "/j.json"});
   ASSERT_EQ(r.code, 0) << r.err;
