@@ -148,6 +148,9 @@ bool WriteJoinViews(join::JoinedRun* run, const std::string& dir, FILE* out, con
                  : StatusOr<exporters::ExportResult>(Status::Error("shadow: " + run->detail_error));
     if (r.ok()) {
       std::fprintf(out, "database (docs/sqlite-schema.md): %s\n", sqlite_path.c_str());
+      // What its bounded blocks table left out (docs/sqlite-schema.md, "Bounds").
+      for (const auto& w : r->warnings)
+        if (w.find("--sqlite-blocks all") != std::string::npos) std::fprintf(stderr, "%s: %s\n", command, w.c_str());
     } else {
       std::fprintf(stderr, "%s: sqlite: %s\n", command, r.status().message().c_str());
       ok = false;
