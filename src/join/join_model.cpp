@@ -116,7 +116,7 @@ class PrimarySink : public RecordSink {
     } else {
       waiting_[tie].push_back(launches.size());
     }
-    Append(std::move(p));
+    launches.push_back(std::move(p));
   }
 
   void OnKernel(const KernelRecord& r) override {
@@ -158,7 +158,7 @@ class PrimarySink : public RecordSink {
         p.cpu_ns = r.start_ns;  // the CUPTI clock: best estimate of the launch time
         p.graph = (r.flags & kFlagGraph) != 0;
         Attach(p, r);
-        Append(std::move(p));
+        launches.push_back(std::move(p));
       }
     }
     orphan_kernels_.clear();
@@ -210,13 +210,6 @@ class PrimarySink : public RecordSink {
       it = step_index_.emplace(path, idx).first;
     }
     return steps[it->second];
-  }
-
-  // Grows the launches by a quarter, not double: at ten million launches (~110 bytes each) doubling holds 16.7
-  // million slots (~1.8 GB) and copies them from 8.4 million (bench/RESULTS.md, "Join at scale").
-  void Append(PrimaryLaunch&& p) {
-    if (launches.size() == launches.capacity()) launches.reserve(std::max<size_t>(1024, launches.size() / 4 * 5));
-    launches.push_back(std::move(p));
   }
 
   const TraceReader& reader_;
