@@ -52,7 +52,7 @@ def run(tmp, role, name, workload=WORKLOAD, follow=None, extra_env=None, args=()
         universal_newlines=True,
         timeout=60,
     )
-    if p.returncode != 0:
+    if p.returncode != 0 and not (p.returncode == -15 and "--die-by-sigterm" in args):
         raise AssertionError("the fake engine failed (%d): %s" % (p.returncode, p.stderr))
     with open(paths["out"]) as f:
         out = json.load(f)
@@ -98,6 +98,24 @@ def status(paths):
 def step_launches(out):
     """The fake GPU's launches of served steps: (range, kernel, tokens), and whether each ran on the range's thread."""
     return [tuple(x[:3]) for x in out["launches"] if x[0] and " step " in x[0]], all(x[3] for x in out["launches"])
+
+
+class RecordUntilSigterm(unittest.TestCase):
+    """A server that dies by SIGTERM after its shutdown (uvicorn raises the signal again: atexit never runs) still
+    has its last step and every request that ended, written when the engine stopped."""
+
+    def test_the_last_step_and_every_request_are_written_at_the_engines_stop(self):
+        tmp = mkdtemp()
+        out, _, paths = run(tmp, "primary", "sigterm", args=["--die-by-sigterm"])
+        trace = {d["id"]: d for d in lines(paths["trace"])}
+        self.assertEqual(sorted(trace), sorted(r["id"] for r in WORKLOAD))
+        self.assertTrue(all(d["status"] == 200 for d in trace.values()))
+        ss = steps(paths["schedule"])
+        last = max(max(d["steps"]) for d in trace.values())
+        self.assertEqual(len(ss), last + 1)  # the step in which the last request ended is in the schedule
+        launches, _ = step_launches(out)
+        self.assertEqual([s["name"] for s in ss], [r for r, k, _ in launches if k == "index_copy_kernel_impl"])
+        self.assertEqual(status(paths)["steps"], len(ss))
 
 
 class Record(unittest.TestCase):

@@ -178,6 +178,9 @@ class TransformersAdapter:
         self._wrap(proc, "prepare_next_batch", self._wrap_prepare)
         self._wrap(proc, "_generation_step", self._wrap_step)
         self._wrap(proc, "warmup", self._wrap_warmup)
+        mgr = getattr(cb_api, "ContinuousBatchingManager", None)
+        if mgr is not None and "stop" in mgr.__dict__:
+            self._wrap(mgr, "stop", self._wrap_manager_stop)
         self.schedule = common.ScheduleWriter(self.settings.schedule_out)
         self.trace = common.RequestTrace(self.settings.request_trace)
         self.active = True
@@ -605,6 +608,29 @@ class TransformersAdapter:
             return result
 
         return finish_request
+
+    def _wrap_manager_stop(self, orig):
+        adapter = self
+
+        def stop(mgr, *a, **kw):
+            result = orig(mgr, *a, **kw)
+            if adapter.active:
+                try:
+                    adapter.flush_at_stop()
+                except Exception as e:
+                    adapter.fail("writing the last step at the engine's stop", e)
+            return result
+
+        return stop
+
+    def flush_at_stop(self):
+        """The engine stopped its generation thread (a server's shutdown): the last step and the requests that
+        ended in it are written now, not at the next step or at exit. uvicorn (`transformers serve`) raises its
+        stop signal again after its shutdown, so the process dies by SIGTERM and atexit never runs."""
+        self.settle()
+        with self.lock:
+            self._flush_pending()
+        self.status.write()
 
     def _wrap_cancel(self, orig):
         adapter = self

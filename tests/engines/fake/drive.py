@@ -20,6 +20,11 @@ def main():
     ap.add_argument("--max-batch-tokens", type=int, default=32)
     ap.add_argument("--scheduler", default="fifo")
     ap.add_argument("--wait-s", type=float, default=20.0)
+    ap.add_argument(
+        "--die-by-sigterm",
+        action="store_true",
+        help="after the stop, die by SIGTERM as uvicorn does after its shutdown (no atexit)",
+    )
     a = ap.parse_args()
     with open(a.workload) as f:
         work = json.load(f)
@@ -59,6 +64,12 @@ def main():
     }
     with open(a.out, "w") as f:
         json.dump(out, f)
+    if a.die_by_sigterm:
+        import os
+        import signal
+
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
     return 0
 
 
