@@ -192,7 +192,7 @@ TEST_F(ProbeCli, GpuCheckNamesWhyNot) {
 
 // The version of a pip wheel's library from its dist-info; a warning outside the measured list.
 TEST_F(ProbeCli, SanitizerVersionFromTheWheelAndAWarningOutsideTheMeasuredOnes) {
-  for (const std::string v : {"13.0.85", "13.5.25"}) {
+  for (const std::string v : {"13.0.85", "13.3.75", "13.5.25"}) {
     const fs::path site = dir_ / v;
     fs::create_directories(site / "nvidia/cu13/lib");
     fs::create_directories(site / ("nvidia_cuda_sanitizer_api-" + v + ".dist-info"));
@@ -209,6 +209,8 @@ TEST_F(ProbeCli, SanitizerVersionFromTheWheelAndAWarningOutsideTheMeasuredOnes) 
     EXPECT_EQ(line.find("warning") != std::string::npos, !SanitizerVersionMeasured(v)) << line;
   }
   EXPECT_TRUE(SanitizerVersionMeasured("13.0.85"));
+  EXPECT_TRUE(SanitizerVersionMeasured("13.5.25"));
+  EXPECT_FALSE(SanitizerVersionMeasured("13.3.75"));  // inside the range, never run on a GPU: warned of
   SanitizerLibrary missing;
   missing.missing = true;
   EXPECT_NE(DescribeSanitizer(missing, "twinscope blocks").find("pip install"), std::string::npos);
