@@ -47,6 +47,7 @@ join::JoinOptions TwinOptions(const std::string& dir) {
   if (!j.is_object())
     return assume(j.is_discarded() ? "is not valid JSON (damaged or cut short)" : "is not a JSON object");
   o.concurrent = j.value("concurrent", false);
+  o.serving = j.value("serve", false);
   o.shadow_window_start_realtime_ns = j.value("shadow_start_realtime_ns", uint64_t{0});
   o.shadow_window_end_realtime_ns = j.value("shadow_end_realtime_ns", uint64_t{0});
   o.primary_start_realtime_ns = j.value("primary_start_realtime_ns", uint64_t{0});

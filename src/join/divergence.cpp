@@ -39,7 +39,7 @@ void ExplainDivergence(JoinedModel& m) {
     return;
   }
   // Which frameworks the names show (kernels and range paths of both sides).
-  bool xla = false, inductor = false, triton = false, cudnn = false, serving = m.requests.present;
+  bool xla = false, inductor = false, triton = false, cudnn = false, serving = m.requests.present || m.options.serving;
   {
     std::unordered_set<std::string> seen;
     auto look = [&](const std::string& kernel, const std::string& path) {

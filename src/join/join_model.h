@@ -215,6 +215,9 @@ struct JoinOptions {
   size_t align_max_d = 2000;
   // A serving run's request trace (and schedule): per-request views (join/requests.h).
   RequestInputs requests;
+  // The twins served requests (`twin --serve`, `twinscope demo`; twin.json's "serve"): the reasons speak of a
+  // server's batches even without a request trace or step ranges (a server without an engine adapter).
+  bool serving = false;
   // join.sqlite's `blocks` table holds every shadow block (`--sqlite-blocks all`), not only those of the
   // launches people query (docs/sqlite-schema.md, "Bounds"). An output choice: not saved in join.model.
   bool sqlite_all_blocks = false;

@@ -274,6 +274,28 @@ TEST(TwoLevel, RepackedServingStepSaysTheShadowDidNotRunThePrimarysBatches) {
   EXPECT_NE(b->remedy.find("--engine-adapter auto"), std::string::npos) << b->remedy;
 }
 
+// A server without an engine adapter opens no step ranges and writes no request trace: `twin --serve` says it
+// served (twin.json's "serve"), and another grid there is still the shadow not running the primary's batches
+// (on the H200, transformers serve under `--engine-adapter off` was told to "give both runs the same inputs").
+TEST(TwoLevel, ServingWithoutStepRangesSaysTheShadowDidNotRunThePrimarysBatches) {
+  Twins r;
+  for (int k = 0; k < 5; ++k) {
+    FakeLaunch& l = r.Add("", 2);
+    if (k == 3) l.shadow_grid = {9, 1, 1};
+  }
+  const auto files = WriteTwin(Dir(), r.v);
+  const auto* plain = Reason(Join(files), "batching");
+  ASSERT_NE(plain, nullptr);
+  EXPECT_NE(plain->remedy.find("same inputs"), std::string::npos) << plain->remedy;  // not a server: inputs
+  join::JoinOptions o;
+  o.serving = true;
+  auto m = Join(files, o);
+  const auto* b = Reason(m, "batching");
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(b->text.find("the shadow did not run the primary's batches"), std::string::npos) << b->text;
+  EXPECT_NE(b->remedy.find("--engine-adapter auto"), std::string::npos) << b->remedy;
+}
+
 // The same inputs give the same join.json, byte for byte, with the instance pairing in it.
 TEST(TwoLevel, SameInputGivesAByteIdenticalJoinJson) {
   const auto files = WriteTwin(Dir(), Benchmark(3).v);
