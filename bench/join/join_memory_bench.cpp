@@ -18,6 +18,7 @@
 #include <string>
 
 #include "bench_traces.h"
+#include "bench_views.h"
 #include "format/trace_writer.h"
 #include "join/joined_run.h"
 #include "launchkey/launch_key.h"
@@ -26,12 +27,6 @@
 using namespace twinscope;
 
 namespace {
-
-long PeakRssMb() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_maxrss / 1024;  // KiB on Linux
-}
 
 int Join(const std::string& dir) {
   auto t0 = std::chrono::steady_clock::now();
@@ -43,19 +38,11 @@ int Join(const std::string& dir) {
   std::printf(
       "join: %.1f s, peak RSS %ld MB (primary: %llu records read, %llu kept for the views; %zu target "
       "launches, %zu shadow launches, %zu steps)\n",
-      bench::Seconds(t0), PeakRssMb(), static_cast<unsigned long long>(run->primary.report.records),
+      bench::Seconds(t0), bench::PeakRssMb(), static_cast<unsigned long long>(run->primary.report.records),
       static_cast<unsigned long long>(run->primary.kept()), run->model.primary.size(), run->model.shadow.size(),
       run->model.steps.size());
   std::fflush(stdout);
-  const std::string out = dir + "/out";
-  mkdir(out.c_str(), 0755);
-  t0 = std::chrono::steady_clock::now();
-  FILE* devnull = std::fopen("/dev/null", "w");
-  const bool ok = views::WriteJoinViews(&*run, out, devnull, "join_memory_bench");
-  std::fclose(devnull);
-  std::printf("views (join.json, Perfetto, SQLite, report): %s in %.1f s, peak RSS %ld MB\n", ok ? "written" : "FAILED",
-              bench::Seconds(t0), PeakRssMb());
-  return ok ? 0 : 1;
+  return bench::WriteViewsTimed(&*run, dir, "join_memory_bench");
 }
 
 }  // namespace

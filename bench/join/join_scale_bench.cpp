@@ -26,6 +26,7 @@
 #include <string>
 
 #include "bench_traces.h"
+#include "bench_views.h"
 #include "format/trace_writer.h"
 #include "join/joined_run.h"
 #include "launchkey/launch_key.h"
@@ -34,12 +35,6 @@
 using namespace twinscope;
 
 namespace {
-
-long PeakRssMb() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_maxrss / 1024;  // KiB on Linux
-}
 
 // The join alone, checked: every shadow launch matched, each planted straggler (and nothing else) a finding.
 int Check(const std::string& dir, uint64_t stragglers) {
@@ -70,20 +65,12 @@ int Join(const std::string& dir) {
   std::printf(
       "join: %.1f s, peak RSS %ld MB (%zu target launches, %zu shadow launches: exact %llu, diverged %llu, time "
       "only %llu, unmatched %llu; %zu why-slow groups)\n",
-      bench::Seconds(t0), PeakRssMb(), run->model.primary.size(), run->model.shadow.size(),
+      bench::Seconds(t0), bench::PeakRssMb(), run->model.primary.size(), run->model.shadow.size(),
       static_cast<unsigned long long>(s.exact), static_cast<unsigned long long>(s.diverged),
       static_cast<unsigned long long>(s.time_only), static_cast<unsigned long long>(s.unmatched_shadow),
       run->model.groups.size());
   std::fflush(stdout);
-  const std::string out = dir + "/out";
-  mkdir(out.c_str(), 0755);
-  t0 = std::chrono::steady_clock::now();
-  FILE* devnull = std::fopen("/dev/null", "w");
-  const bool ok = views::WriteJoinViews(&*run, out, devnull, "join_scale_bench");
-  std::fclose(devnull);
-  std::printf("views (join.json, Perfetto, SQLite, report): %s in %.1f s, peak RSS %ld MB\n", ok ? "written" : "FAILED",
-              bench::Seconds(t0), PeakRssMb());
-  return ok ? 0 : 1;
+  return bench::WriteViewsTimed(&*run, dir, "join_scale_bench");
 }
 
 // Waits for the writer every `every` records: it never blocks, it drops past its memory cap.
