@@ -37,16 +37,21 @@ std::string One(const std::string& path, const std::string& sql) {
   return out;
 }
 
-// A CuPy kernel whose block 7 spins longer on every 10th launch: 20 slow launches of 200, each a straggler.
-// join.sqlite held 5 of them; it holds all 20, each naming block 7.
-TEST(WhySlowSqlite, EveryStragglerOfTheCupyKernelIsARow) {
-  const std::string dir = testing::SceneDir("why_slow_sqlite");
+// A CuPy kernel whose block 7 spins longer on every 10th launch: 200 launches of one shape, 32 blocks each, 20 of
+// them slow, each a straggler.
+std::vector<testing::FakeLaunch> CupyStragglers() {
   std::vector<testing::FakeLaunch> v = testing::EvenSteps(200, 32, 8);
   for (size_t i = 9; i < v.size(); i += 10) {
     v[i].dur_ns = 40'000;
     v[i].blocks[7].exit_ns += 60'000;
   }
-  const testing::TwinFiles files = testing::WriteTwin(dir, v);
+  return v;
+}
+
+// join.sqlite held 5 of the CuPy kernel's stragglers; it holds all 20, each naming block 7.
+TEST(WhySlowSqlite, EveryStragglerOfTheCupyKernelIsARow) {
+  const std::string dir = testing::SceneDir("why_slow_sqlite");
+  const testing::TwinFiles files = testing::WriteTwin(dir, CupyStragglers());
   auto m = join::JoinTraces(files.primary, files.shadow);
   ASSERT_TRUE(m.ok()) << m.status().message();
   const std::string out = dir + "/join.sqlite";
@@ -65,12 +70,7 @@ TEST(WhySlowSqlite, EveryStragglerOfTheCupyKernelIsARow) {
 // every block. Before the bound all 6,400 were written and nothing was said.
 TEST(WhySlowSqlite, BlocksTableKeepsWhatWhySlowNamesAndSaysWhatItLeftOut) {
   const std::string dir = testing::SceneDir("blocks_bound");
-  std::vector<testing::FakeLaunch> v = testing::EvenSteps(200, 32, 8);
-  for (size_t i = 9; i < v.size(); i += 10) {
-    v[i].dur_ns = 40'000;
-    v[i].blocks[7].exit_ns += 60'000;
-  }
-  const testing::TwinFiles files = testing::WriteTwin(dir, v);
+  const testing::TwinFiles files = testing::WriteTwin(dir, CupyStragglers());
   auto m = join::JoinTraces(files.primary, files.shadow);
   ASSERT_TRUE(m.ok()) << m.status().message();
   const std::string out = dir + "/join.sqlite";
