@@ -385,14 +385,18 @@ class TransformersAdapter:
         p = self.pending
         if p is None or "start_us" in p:
             return False
+        p["start_us"] = common.now_us() - self.t0
+        self.ensure_nvtx().push(p["name"])
+        return True
+
+    def ensure_nvtx(self):
+        """The NVTX library, loaded at the first range (warmup or a step), said in the status either way."""
         if self.nvtx is None:
             self.nvtx = common.Nvtx()
             self.status.set(nvtx=self.nvtx.backend)
             if self.nvtx.backend == "none":
                 self.status.append("warnings", "no NVTX library (torch.cuda.nvtx, libnvToolsExt): steps are not named")
-        p["start_us"] = common.now_us() - self.t0
-        self.nvtx.push(p["name"])
-        return True
+        return self.nvtx
 
     def step_ends(self):
         self.nvtx.pop()
@@ -413,10 +417,7 @@ class TransformersAdapter:
             pushed = False
             if adapter.active:
                 try:
-                    if adapter.nvtx is None:
-                        adapter.nvtx = common.Nvtx()
-                        adapter.status.set(nvtx=adapter.nvtx.backend)
-                    adapter.nvtx.push("warmup transformers continuous batching")
+                    adapter.ensure_nvtx().push("warmup transformers continuous batching")
                     pushed = True
                 except Exception as e:
                     adapter.fail("opening the warmup range", e)
