@@ -279,6 +279,31 @@ def median_us(ss):
     d = [s["dur_us"] for s in ss if isinstance(s.get("dur_us"), int)]
     return "%.0f us" % statistics.median(d) if d else "-"
 
+def decode_medians(ss):
+    """Median dur_us of the decode steps of each batch size: steps of one size do the same work in any run."""
+    by = {}
+    for s in ss:
+        if s.get("kind") == "decode" and isinstance(s.get("dur_us"), int):
+            by.setdefault(len(s["batch"]), []).append(s["dur_us"])
+    return {k: statistics.median(v) for k, v in by.items()}
+
+def ids_consistent(join, sched):
+    """Client ids in join.json whose steps equal the schedule's steps naming them, and whose scheduled tokens add
+    up to prompt + completion - 1 (the last generated token is never fed back)."""
+    rows = ((join or {}).get("requests") or {}).get("rows") or []
+    steps, tokens = {}, {}
+    for s in sched:
+        for b in s["batch"]:
+            steps.setdefault(b["id"], []).append(s["step"])
+            tokens[b["id"]] = tokens.get(b["id"], 0) + b["tokens"]
+    ok = 0
+    for r in rows:
+        i = r.get("id")
+        if i in steps and r.get("steps") == steps[i] and \
+                tokens[i] == (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0) - 1:
+            ok += 1
+    return ok, len(rows)
+
 plain = load(os.path.join(runs, "plain", "client.json")) or {}
 rows = [("run", "requests 200 (client)", "completion_tokens = plain", "primary target launches in served steps", "exact",
          "diverged", "shadow-only", "schedule equal", "client ids in join.json", "overlapped primary kernels",
@@ -307,6 +332,23 @@ for name in ("plain", "record", "auto", "off"):
 print("transformers serve --continuous-batching under twin --serve (runs in %s)" % runs)
 for r in zip(*rows):
     print("%-42s" % r[0] + "".join("%-22s" % str(c) for c in r[1:]))
+# The primary under twin --serve against the same server under record alone: all steps, and decode steps of equal
+# batch size (the two runs' batches differ with arrival times; a decode step of N requests is the same work).
+rec, auto = steps(os.path.join(runs, "record", "schedule-primary.jsonl")), steps(os.path.join(runs, "auto", "schedule-primary.jsonl"))
+if rec and auto:
+    a, b = [s["dur_us"] for s in rec], [s["dur_us"] for s in auto]
+    print("median step: record %.0f us (%d steps), auto primary %.0f us (%d steps): ratio %.3f" % (
+        statistics.median(a), len(a), statistics.median(b), len(b), statistics.median(b) / statistics.median(a)))
+    ma, mb = decode_medians(rec), decode_medians(auto)
+    common = sorted(set(ma) & set(mb))
+    if common:
+        ratios = [mb[k] / ma[k] for k in common]
+        print("decode steps by batch size (record us / auto us): " + ", ".join("%d: %.0f/%.0f" % (k, ma[k], mb[k]) for k in common))
+        print("median of the per-size ratios auto/record: %.3f over %d sizes" % (statistics.median(ratios), len(common)))
+j = load(os.path.join(runs, "auto", "join.json"))
+if j and auto:
+    ok, n = ids_consistent(j, auto)
+    print("auto: client ids whose join.json steps equal the schedule's and whose tokens add up: %d of %d" % (ok, n))
 EOF
 "$VPY" "$RUNS/table.py" "$RUNS" | tee "$OUTDIR/table.txt"
 for s in auto off record; do
