@@ -391,9 +391,9 @@ class Shim(unittest.TestCase):
 
     def test_an_unknown_adapter_name_is_said(self):
         tmp = mkdtemp()
-        _, err, paths = run(tmp, "primary", "vllm", extra_env={"TWINSCOPE_ENGINE_ADAPTER": "vllm"})
-        self.assertIn("no engine adapter named 'vllm' (known: transformers, auto, off)", status(paths)["message"])
-        self.assertIn("twinscope adapter: no engine adapter named 'vllm'", err)
+        _, err, paths = run(tmp, "primary", "sglang", extra_env={"TWINSCOPE_ENGINE_ADAPTER": "sglang"})
+        self.assertIn("no engine adapter named 'sglang' (known: transformers, vllm, auto, off)", status(paths)["message"])
+        self.assertIn("twinscope adapter: no engine adapter named 'sglang'", err)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from .common import say
 # name -> (the module whose import triggers the adapter, the adapter's module in this package)
 ENGINES = {
     "transformers": "transformers.generation.continuous_batching.continuous_api",
+    "vllm": "vllm.v1.core.sched.scheduler",
 }
 
 _state = {"installed": False, "engine": None, "status": None}
@@ -68,6 +69,8 @@ def _transformers_hooks(settings):
     box = {}
 
     def on_transformers(mod):
+        if "vllm" in settings_engines(settings) and "vllm" in sys.modules:
+            return  # vLLM imports transformers: its server is the vllm adapter's, the transformers one stands aside
         version = str(getattr(mod, "__version__", "") or "")
         if not version:
             try:
@@ -83,6 +86,8 @@ def _transformers_hooks(settings):
 
     def on_cb_api(mod):
         adapter = box.get("adapter")
+        if adapter is None and "vllm" in sys.modules and "vllm" in settings_engines(settings):
+            return
         if adapter is None:  # continuous_api imported without `transformers` first: not possible, but say it
             on_transformers(sys.modules.get("transformers"))
             adapter = box["adapter"]
@@ -97,6 +102,55 @@ def _transformers_hooks(settings):
             adapter.fail("installing", e)
 
     return {"transformers": on_transformers, tf.CB_API: on_cb_api}
+
+
+def settings_engines(settings):
+    return list(ENGINES) if settings.adapter == "auto" else [settings.adapter]
+
+
+def _vllm_hooks(settings):
+    from . import vllm as vl
+
+    box = {}
+
+    def adapter():
+        a = box.get("adapter")
+        if a is None:
+            mod = sys.modules.get("vllm")
+            version = str(getattr(mod, "__version__", "") or "")
+            if not version:
+                try:
+                    from importlib.metadata import version as dist_version
+
+                    version = dist_version("vllm")
+                except Exception:
+                    version = "unknown"
+            a = box["adapter"] = vl.VllmAdapter(settings, version)
+            _state["engine"] = a
+            a.check_version()
+        return a
+
+    def guarded(what, call):
+        def after(mod):
+            a = adapter()
+            try:
+                call(a, mod)
+            except Exception as e:
+                a.fail(what, e)
+
+        return after
+
+    def on_scheduler(a, mod):
+        import importlib
+
+        a.install(mod, sys.modules.get(vl.QUEUE) or importlib.import_module(vl.QUEUE))
+
+    return {
+        "vllm": lambda mod: adapter(),
+        vl.SCHED: guarded("installing", on_scheduler),
+        vl.EXECUTOR: guarded("installing the NVTX ranges", lambda a, mod: a.install_executor(mod)),
+        vl.CORE: guarded("installing the warmup range", lambda a, mod: a.install_core(mod)),
+    }
 
 
 def install(env=None):
@@ -115,7 +169,7 @@ def install(env=None):
             status.set(message="engine adapters are off (--engine-adapter off): batches are not recorded or forced")
             status.write_if_absent()
             return
-        names = list(ENGINES) if settings.adapter == "auto" else [settings.adapter]
+        names = settings_engines(settings)
         unknown = [n for n in names if n not in ENGINES]
         if unknown:
             status.set(
@@ -128,6 +182,8 @@ def install(env=None):
         watch = {}
         if "transformers" in names:
             watch.update(_transformers_hooks(settings))
+        if "vllm" in names:
+            watch.update(_vllm_hooks(settings))
         for b in settings.bad:
             status.append("warnings", b)
         status.set(

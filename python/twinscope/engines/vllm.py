@@ -1,0 +1,754 @@
+"""The engine adapter for vLLM's V1 engine (`vllm serve`): records each `Scheduler.schedule()` step, names it in NVTX on the thread that launches its kernels, and in a shadow forces the primary's steps (docs/engines.md)."""
+
+import atexit
+import os
+import re
+import threading
+import time
+
+from . import common
+from .common import say
+
+ENGINE = "vllm"
+SCHED = "vllm.v1.core.sched.scheduler"
+QUEUE = "vllm.v1.core.sched.request_queue"
+EXECUTOR = "vllm.v1.executor.uniproc_executor"
+CORE = "vllm.v1.engine.core"
+
+# The versions whose every name below was read in their source and driven through tests/engines/test_vllm_real.py
+# (docs/engines.md, "vLLM"). Any other version is refused before serving starts.
+SUPPORTED = {
+    "0.34.0": "v1/core/sched/{scheduler,output,request_queue,async_scheduler}.py, v1/engine/{core,input_processor}.py, "
+    "v1/executor/uniproc_executor.py and entrypoints/serve read 2026-12-03; its real Scheduler driven on CPU",
+}
+
+# Names of 0.34 this adapter calls or wraps (checked when the scheduler module is imported; one missing disables it).
+SCHEDULER_METHODS = ("__init__", "schedule", "add_request", "update_from_output", "_free_request", "_preempt_request", "shutdown")
+QUEUE_NAMES = ("create_request_queue", "SchedulingPolicy")
+EXECUTOR_METHODS = ("execute_model", "sample_tokens")
+# What a Scheduler instance must hold (checked at its construction).
+SCHEDULER_ATTRS = (
+    "running",
+    "waiting",
+    "kv_holding_waiting",
+    "async_kv_waiting",
+    "requests",
+    "policy",
+    "max_num_scheduled_tokens",
+    "block_size",
+    "vllm_config",
+    "scheduler_config",
+    "cache_config",
+)
+WAITING_QUEUES = ("waiting", "kv_holding_waiting", "async_kv_waiting")
+STEP_TAG = "_twinscope_step"  # set on a recorded SchedulerOutput: the step's index in this schedule
+WAIT_POLL_S = 0.002
+
+# vLLM's OpenAI server names a request `<kind>-<X-Request-Id>` (chatcmpl-, cmpl-, ...) and its input processor adds
+# `-<8 hex of a uuid4>` (v1/engine/input_processor.py, assign_request_id): that suffix differs between two servers.
+ID_PREFIXES = ("chatcmpl-", "cmpl-", "embd-", "score-", "rerank-", "classify-", "pool-", "tokn-", "resp_")
+RANDOM_SUFFIX = re.compile(r"-[0-9a-f]{8}$")
+
+
+def known_versions():
+    return ", ".join(sorted(SUPPORTED))
+
+
+def client_id(engine_id, randomized=True):
+    """The id the client gave (X-Request-Id) from the scheduler's request id: the endpoint's prefix and the random
+    suffix taken off, so that the same request has the same id in both servers."""
+    rid = str(engine_id)
+    if randomized:
+        rid = RANDOM_SUFFIX.sub("", rid)
+    for p in ID_PREFIXES:
+        if rid.startswith(p) and len(rid) > len(p):
+            return rid[len(p) :]
+    return rid
+
+
+def _randomized(env=None):
+    v = (env if env is not None else os.environ).get("VLLM_DISABLE_REQUEST_ID_RANDOMIZATION", "")
+    return v.strip().lower() not in ("1", "true", "yes")
+
+
+class VllmAdapter:
+    """One per process; active in the process whose Scheduler is built first (the EngineCore)."""
+
+    def __init__(self, settings, version):
+        self.settings = settings
+        self.version = version
+        self.status = common.Status(settings.status_path, ENGINE, version)
+        self.active = False
+        self.refused = False
+        self.forcing = False
+        self.sched = None  # the scheduler this adapter records (one per process)
+        self.queue_mod = None
+        self.lock = threading.RLock()
+        self.t0 = common.now_us()
+        self.schedule = None
+        self.trace = None
+        self.nvtx = None
+        self.follow, self.follow_header = [], None
+        self.next_forced = 0
+        self.wait_since = None  # when the forced step began waiting for its requests
+        self.step_index = 0
+        self.unwritten = {}  # step index -> step doc, written once its output is processed
+        self.open_range = None  # the step doc whose NVTX range is open
+        self.processing = None  # the step doc whose output update_from_output is processing
+        self.loose = []  # (kind, id) of requests that ended outside a step's output (aborts)
+        self.requests = {}  # client id -> what the request trace needs
+        self.randomized = _randomized()
+        self.ranged = True  # whether the steps' kernels are launched in this process (uniproc executor)
+        self.ended = False
+        self.lock_path = self.lock_fd = None
+        for b in settings.bad:
+            self.status.append("warnings", b)
+
+    # ---- install -------------------------------------------------------------------------------------
+
+    def check_version(self):
+        """At `import vllm`: an unknown version is refused here, before the server serves."""
+        if self.version not in SUPPORTED:
+            self.refused = True
+            msg = "vllm %s is not one twinscope's adapter knows (known: %s): batches will not be forced" % (
+                self.version,
+                known_versions(),
+            )
+            self.status.set(mode="disabled", supported=False, message=msg)
+            if self.status.path and not os.path.exists(self.status.path):
+                self.status.write()
+                say(msg + ": disabled")
+            return False
+        self.status.set(supported=True, message="vllm %s: waiting for the engine's scheduler" % self.version)
+        self.status.write_if_absent()
+        return True
+
+    def install(self, sched_mod, queue_mod):
+        """Wraps 0.34's Scheduler (after vllm.v1.core.sched.scheduler is imported): the class, so that every
+        scheduler built from it or its subclasses (AsyncScheduler) is seen."""
+        if self.refused:
+            return
+        cls = getattr(sched_mod, "Scheduler", None)
+        missing = [n for n in QUEUE_NAMES if not hasattr(queue_mod, n)]
+        if cls is None:
+            missing.append("Scheduler")
+        else:
+            missing += ["Scheduler." + m for m in SCHEDULER_METHODS if m not in cls.__dict__]
+        if missing:
+            self.disable("vllm %s lacks %s: the adapter is off" % (self.version, ", ".join(missing)))
+            return
+        self.queue_mod = queue_mod
+        for m, how in (
+            ("__init__", self._wrap_init),
+            ("schedule", self._wrap_schedule),
+            ("add_request", self._wrap_add),
+            ("update_from_output", self._wrap_update),
+            ("_free_request", self._wrap_free),
+            ("shutdown", self._wrap_shutdown),
+        ):
+            _wrap(cls, m, how)
+
+    def install_executor(self, mod):
+        """NVTX around the uniproc executor's execute_model and sample_tokens: with one worker (vLLM's default for
+        one GPU) they run the model on the EngineCore's busy-loop thread, which launches the step's kernels."""
+        if self.refused:
+            return
+        cls = getattr(mod, "UniProcExecutor", None)
+        if cls is None or any(m not in cls.__dict__ for m in EXECUTOR_METHODS):
+            self.status.append("warnings", "vllm %s's UniProcExecutor is not as expected: steps are not named in NVTX" % self.version)
+            return
+        _wrap(cls, "execute_model", self._wrap_execute)
+        _wrap(cls, "sample_tokens", self._wrap_sample)
+
+    def install_core(self, mod):
+        """The engine's start-up (profiling run, KV cache sizing, CUDA graph capture) in one `warmup` range."""
+        if self.refused:
+            return
+        cls = getattr(mod, "EngineCore", None)
+        if cls is not None and "_initialize_kv_caches" in cls.__dict__:
+            _wrap(cls, "_initialize_kv_caches", self._wrap_warmup)
+
+    def claim(self):
+        """One process per server writes the files: the first whose Scheduler is built (the EngineCore; with data
+        parallelism, the first engine). A lock beside the status file, as the transformers adapter does."""
+        base = self.settings.status_path or self.settings.schedule_out
+        if not base:
+            return True
+        import fcntl
+
+        self.lock_path = base + ".lock"
+        fd = os.open(self.lock_path, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip()
+            os.close(fd)
+            self.lock_path = None
+            say("process %d builds a vLLM scheduler too, but process %s of this server has the adapter: this one is "
+                "left as it is" % (os.getpid(), holder or "?"))
+            return False
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self.lock_fd = fd
+        return True
+
+    def on_scheduler(self, sch):
+        """A Scheduler was built: this process records (and forces) its steps."""
+        if self.refused or self.sched is not None:
+            return
+        if not self.claim():
+            self.refused = True
+            return
+        self.sched = sch
+        missing = [a for a in SCHEDULER_ATTRS if not hasattr(sch, a)]
+        if missing:
+            self.disable("vllm %s's Scheduler lacks %s: the adapter is off" % (self.version, ", ".join(missing)))
+            return
+        if not getattr(type(sch).schedule, "_twinscope", False):
+            self.disable("the scheduler class %s.%s has its own schedule(): the adapter is off"
+                         % (type(sch).__module__, type(sch).__qualname__))
+            return
+        capacity = self.capacity(sch)
+        self.status.set(capacity=capacity)
+        backend = getattr(sch.vllm_config.parallel_config, "distributed_executor_backend", "uni")
+        if backend not in (None, "uni"):
+            self.ranged = False
+            self.status.append("warnings", "executor %r: the steps' kernels run in worker processes, where this adapter "
+                               "opens no range: steps are recorded and forced but not named in NVTX" % backend)
+        if capacity["async_scheduling"]:
+            # Tagged, not turned off: each SchedulerOutput carries its step; the range is opened around that
+            # output's execute_model and sample_tokens, and a step's finished requests are those its own output
+            # ended (update_from_output of that output, which async scheduling runs after the next schedule()).
+            self.status.append("warnings", "async scheduling is on: each step is named by the output being executed; "
+                               "the next step is scheduled before this one's tokens are known")
+        not_followed = ""
+        if self.settings.forcing:
+            try:
+                header, steps, ended, note = common.read_schedule(self.settings.schedule_follow)
+                if header.get("engine") != ENGINE:
+                    raise common.ScheduleError("the schedule to follow is of engine %r, not vllm" % header.get("engine"))
+            except common.ScheduleError as e:
+                not_followed = str(e) + ": batches will not be forced"
+            else:
+                self.follow_header, self.follow = header, steps
+                if note:
+                    self.status.append("warnings", note)
+                if not ended:
+                    self.status.append("warnings", "the primary's schedule has no end line (the primary stopped before "
+                                       "writing it): its %d steps are followed, then the engine batches on its own" % len(steps))
+                self.forcing = True
+        self.schedule = common.ScheduleWriter(self.settings.schedule_out)
+        self.schedule.header(ENGINE, self.version, capacity, self.settings.role)
+        self.trace = common.RequestTrace(self.settings.request_trace)
+        self.active = True
+        self.status.set(
+            supported=True,
+            mode="force" if self.forcing else "record",
+            message="forcing the primary's %d steps (%s)" % (len(self.follow), self.settings.schedule_follow)
+            if self.forcing else not_followed or "recording every step",
+        )
+        if not_followed:
+            say(not_followed)
+        if self.forcing:
+            self.check_capacity(capacity, self.follow_header.get("capacity") or {})
+            if sch.policy != self.queue_mod.SchedulingPolicy.FCFS:
+                self.stop_forcing("the scheduling policy is %s: only fcfs is forced" % getattr(sch.policy, "value", sch.policy))
+        self.status.write()
+        atexit.register(self.close, "exit")
+        try:  # a forked EngineCore ends through multiprocessing's exit, which runs no atexit handler
+            import multiprocessing.util as mpu
+
+            mpu.Finalize(self, VllmAdapter.close, args=(self, "exit"), exitpriority=10)
+        except Exception:
+            pass
+
+    def capacity(self, sch):
+        sc, cc, vc = sch.scheduler_config, sch.cache_config, sch.vllm_config
+        comp = getattr(vc, "compilation_config", None)
+        sizes = getattr(comp, "cudagraph_capture_sizes", None) or []
+        return {
+            "kv_blocks": int(cc.num_gpu_blocks or 0),
+            "block_size": int(sch.block_size),
+            "max_batch_tokens": int(sc.max_num_batched_tokens),
+            "max_scheduled_tokens": int(sch.max_num_scheduled_tokens),
+            "max_requests_per_batch": int(sc.max_num_seqs),
+            "graph_sizes": sorted(int(x) for x in sizes),
+            "async_scheduling": bool(sc.async_scheduling),
+            "chunked_prefill": bool(sc.enable_chunked_prefill),
+            "prefix_caching": bool(cc.enable_prefix_caching),
+            "long_prefill_token_threshold": int(sc.long_prefill_token_threshold or 0),
+            "policy": str(getattr(sch.policy, "value", sch.policy)),
+        }
+
+    def check_capacity(self, mine, primary):
+        """The shadow does not force when it has less room than the primary had (its steps may not fit)."""
+        smaller = []
+        for key in ("kv_blocks", "max_batch_tokens", "max_requests_per_batch"):
+            p, s = primary.get(key), mine.get(key)
+            if isinstance(p, int) and isinstance(s, int) and s < p:
+                smaller.append("%s %d < the primary's %d" % (key, s, p))
+        for key in ("block_size", "prefix_caching", "long_prefill_token_threshold", "policy"):
+            if key in primary and primary[key] != mine.get(key):
+                smaller.append("%s %s != the primary's %s" % (key, mine.get(key), primary[key]))
+        if smaller:
+            self.stop_forcing("the shadow's engine differs: %s (give both servers the same --num-gpu-blocks-override, "
+                              "--block-size, --max-num-batched-tokens, --max-num-seqs and scheduling flags)" % "; ".join(smaller))
+
+    def disable(self, message, supported=None, error=None):
+        """Turns the adapter off for the rest of the run, says why (stderr and status); never raises."""
+        with self.lock:
+            was, self.active, self.forcing = self.active, False, False
+            kv = {"mode": "disabled", "message": message}
+            if supported is not None:
+                kv["supported"] = supported
+            self.status.set(**kv)
+            if error:
+                self.status.append("errors", error)
+        say(message + ("" if message.endswith("disabled") else ": disabled"))
+        if was and self.schedule is not None:
+            try:
+                self._write_steps(all_=True)
+                self.schedule.end("adapter disabled")
+            except Exception:
+                pass
+        self.status.write()
+
+    def fail(self, where, e):
+        self.disable("the vllm adapter raised in %s (%s: %s); the server goes on without it" % (where, type(e).__name__, e),
+                     error="%s: %s: %s" % (where, type(e).__name__, e))
+
+    def stop_forcing(self, why):
+        with self.lock:
+            if not self.forcing:
+                return
+            self.forcing = False
+            self.status.set(mode="force", message="forced %d of the primary's %d steps, then stopped forcing: %s; the "
+                            "engine batched on its own from there" % (self.status.doc["forced_steps"], len(self.follow), why))
+        say("stopped forcing the primary's steps at step %d: %s" % (self.next_forced, why))
+        self.status.write()
+
+    # ---- the scheduler ---------------------------------------------------------------------------------
+
+    def _wrap_init(self, orig):
+        adapter = self
+
+        def __init__(sch, *a, **kw):
+            orig(sch, *a, **kw)
+            if not adapter.refused and adapter.sched is None:
+                try:
+                    adapter.on_scheduler(sch)
+                except Exception as e:
+                    adapter.fail("Scheduler.__init__", e)
+
+        return __init__
+
+    def _wrap_schedule(self, orig):
+        adapter = self
+
+        def schedule(sch, *a, **kw):
+            if not (adapter.active and sch is adapter.sched):
+                return orig(sch, *a, **kw)
+            out = None
+            if adapter.forcing:
+                try:
+                    out = adapter.force(sch, orig, a, kw)
+                except Exception as e:
+                    adapter.fail("forcing a step", e)
+            if out is None:
+                out = orig(sch, *a, **kw)
+            if adapter.active:
+                try:
+                    adapter.record(sch, out)
+                except Exception as e:
+                    adapter.fail("recording a step", e)
+            return out
+
+        schedule._twinscope = True
+        return schedule
+
+    def _present(self, sch):
+        """client id -> the scheduler's unfinished Request."""
+        have = {}
+        for rid, r in sch.requests.items():
+            if not r.is_finished():
+                have[client_id(rid, self.randomized)] = r
+        return have
+
+    def force(self, sch, orig, a, kw):
+        """The primary's next step through the engine's own schedule(), with only that step's requests in view, in
+        its order, and a token budget of its tokens; None: not forced (the engine schedules on its own)."""
+        have = self._present(sch)
+        if self.next_forced >= len(self.follow):
+            if have:  # requests the primary's schedule has no step for
+                self.stop_forcing("the primary's schedule has no step %d" % self.next_forced)
+            return None
+        want = self.follow[self.next_forced]
+        missing = [e["id"] for e in want["batch"] if e["id"] not in have]
+        if missing:
+            now = time.monotonic()
+            if self.wait_since is None:
+                self.wait_since = now
+            if now - self.wait_since > self.settings.step_timeout_s:
+                self.status.add("timeouts")
+                self.stop_forcing("step %d waited %g s (TWINSCOPE_FOLLOW_STEP_TIMEOUT_S) for request%s %s, which did not "
+                                  "arrive" % (want["step"], self.settings.step_timeout_s, "s" if len(missing) > 1 else "",
+                                              ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")))
+                return None
+            time.sleep(WAIT_POLL_S)
+            return self._restricted(sch, orig, a, kw, [], 0)  # an empty step: the busy loop takes new requests
+        self.wait_since = None
+        for i in want.get("preempted") or []:  # a preemption the primary made: the same request, before the step
+            r = have.get(i)
+            if r is not None and r in sch.running:
+                sch.running.remove(r)
+                sch._preempt_request(r, time.monotonic())
+        reqs = [have[e["id"]] for e in want["batch"]]
+        out = self._restricted(sch, orig, a, kw, reqs, sum(e["tokens"] for e in want["batch"]))
+        self.next_forced += 1
+        self.status.add("forced_steps")
+        got = [(client_id(rid, self.randomized), int(n)) for rid, n in out.num_scheduled_tokens.items()]
+        wanted = [(e["id"], e["tokens"]) for e in want["batch"]]
+        if got != wanted:
+            self.status.append("errors", "step %d: forced %s, the engine scheduled %s" % (want["step"], wanted[:8], got[:8]))
+            self.stop_forcing("step %d could not be run as the primary ran it (see errors)" % want["step"])
+        return out
+
+    def _restricted(self, sch, orig, a, kw, reqs, budget):
+        """Runs the engine's schedule() with only `reqs` running or waiting (in that order) and `budget` tokens; the
+        other requests are put back where they were, in their order, after it."""
+        keep = set(id(r) for r in reqs)
+        order = {id(r): k for k, r in enumerate(reqs)}
+        saved_running = list(sch.running)
+        saved_queues = {q: list(getattr(sch, q)) for q in WAITING_QUEUES}
+        saved_budget = sch.max_num_scheduled_tokens
+        mk = self.queue_mod.create_request_queue
+        sch.running = sorted((r for r in saved_running if id(r) in keep), key=lambda r: order[id(r)])
+        for q in WAITING_QUEUES:
+            tmp = mk(sch.policy)
+            for r in sorted((r for r in saved_queues[q] if id(r) in keep), key=lambda r: order[id(r)]):
+                tmp.add_request(r)
+            setattr(sch, q, tmp)
+        sch.max_num_scheduled_tokens = budget
+        try:
+            return orig(sch, *a, **kw)
+        finally:
+            sch.max_num_scheduled_tokens = saved_budget
+            after = list(sch.running)
+            in_after = set(id(r) for r in after)
+            was = set(id(r) for r in saved_running)
+            sch.running = [r for r in saved_running if id(r) in in_after or id(r) not in keep] + [
+                r for r in after if id(r) not in was
+            ]
+            for q in WAITING_QUEUES:
+                now = list(getattr(sch, q))
+                merged = mk(sch.policy)
+                for r in now + [r for r in saved_queues[q] if id(r) not in keep]:
+                    merged.add_request(r)
+                setattr(sch, q, merged)
+
+    def record(self, sch, out):
+        n = out.num_scheduled_tokens
+        if not n:
+            return
+        with self.lock:
+            computed = {d.req_id: int(d.num_computed_tokens) for d in out.scheduled_new_reqs}
+            cached = out.scheduled_cached_reqs
+            computed.update(zip(cached.req_ids, (int(x) for x in cached.num_computed_tokens)))
+            batch, first = [], []
+            for rid, tokens in n.items():
+                req = sch.requests.get(rid)
+                cid = client_id(rid, self.randomized)
+                e = {"id": cid, "tokens": int(tokens), "offset": computed.get(rid, 0),
+                     "_prompt": int(req.num_prompt_tokens) if req is not None else 0}
+                batch.append(e)
+                r = self.requests.get(cid)
+                if r is None or r.get("done"):
+                    r = self.requests[cid] = self._new_request(rid, req)
+                r["steps"].append(self.step_index)
+                if r["prefill_step"] < 0:
+                    r["prefill_step"] = self.step_index
+                    r["first_step_us"] = common.now_us()
+                if e["offset"] + e["tokens"] >= e["_prompt"] and "first_token_us" not in r:
+                    first.append(cid)
+            kind = common.step_kind(batch)
+            for e in batch:
+                del e["_prompt"]
+            preempted = sorted(client_id(i, self.randomized) for i in (out.preempted_req_ids or ()))
+            for i in preempted:
+                r = self.requests.get(i)
+                if r is not None:
+                    r["preempted"] = r.get("preempted", 0) + 1
+            doc = {"type": "step", "step": self.step_index, "kind": kind, "batch": batch, "preempted": preempted,
+                   "finished": [], "cancelled": [], "name": common.step_name(kind, self.step_index, batch),
+                   "_first": first, "_at": common.now_us()}
+            for k, i in self.loose:
+                doc[k].append(i)
+            self.loose = []
+            self.unwritten[self.step_index] = doc
+            setattr(out, STEP_TAG, self.step_index)
+            self.step_index += 1
+            self.status.set(steps=self.step_index)
+
+    def _write_steps(self, all_=False):
+        """Writes, in order, the steps whose outputs were processed (every one left, at the end)."""
+        while self.unwritten:
+            k = min(self.unwritten)
+            doc = self.unwritten[k]
+            if not (all_ or doc.get("_done")):
+                break
+            del self.unwritten[k]
+            for key in ("_first", "_at", "_done"):
+                doc.pop(key, None)
+            doc.setdefault("start_us", None)
+            doc.setdefault("dur_us", None)
+            self.schedule.step(doc)
+
+    def _wrap_update(self, orig):
+        adapter = self
+
+        def update_from_output(sch, scheduler_output, *a, **kw):
+            doc = None
+            if adapter.active and sch is adapter.sched:
+                try:
+                    adapter.range_ends()  # an output that needed no sample_tokens call
+                    k = getattr(scheduler_output, STEP_TAG, None)
+                    doc = adapter.unwritten.get(k) if k is not None else None
+                    adapter.processing = doc
+                except Exception as e:
+                    adapter.fail("noting a step's output", e)
+            try:
+                return orig(sch, scheduler_output, *a, **kw)
+            finally:
+                adapter.processing = None
+                if doc is not None and adapter.active:
+                    try:
+                        with adapter.lock:
+                            doc["_done"] = True
+                            if doc.get("start_us") is None:  # no range (worker processes): scheduled to processed
+                                doc["start_us"] = doc["_at"] - adapter.t0
+                                doc["dur_us"] = common.now_us() - doc["_at"]
+                            for cid in doc.get("_first", ()):
+                                r = adapter.requests.get(cid)
+                                if r is not None:
+                                    r.setdefault("first_token_us", common.now_us() - r["arrival_us"])
+                            adapter._write_steps()
+                        adapter.status.maybe_write()
+                    except Exception as e:
+                        adapter.fail("writing a step", e)
+
+        return update_from_output
+
+    # ---- requests: arrival, end (the request trace) ---------------------------------------------------
+
+    def _new_request(self, rid, req):
+        return {"engine_id": str(rid), "arrival_us": common.now_us(), "arrival_unix_us": int(time.time() * 1e6),
+                "prompt_tokens": int(getattr(req, "num_prompt_tokens", 0) or 0), "max_tokens": getattr(req, "max_tokens", None),
+                "steps": [], "prefill_step": -1}
+
+    def _wrap_add(self, orig):
+        adapter = self
+
+        def add_request(sch, request, *a, **kw):
+            result = orig(sch, request, *a, **kw)
+            if adapter.active and sch is adapter.sched:
+                try:
+                    cid = client_id(request.request_id, adapter.randomized)
+                    with adapter.lock:
+                        r = adapter.requests.get(cid)
+                        if r is None or r.get("done"):
+                            adapter.requests[cid] = adapter._new_request(request.request_id, request)
+                        elif r["engine_id"] != str(request.request_id):
+                            adapter.status.append("warnings", "two requests in flight have the client id %s (%s, %s): "
+                                                  "steps name them alike" % (cid, r["engine_id"], request.request_id))
+                except Exception as e:
+                    adapter.fail("noting a request's arrival", e)
+            return result
+
+        return add_request
+
+    def _wrap_free(self, orig):
+        adapter = self
+
+        def _free_request(sch, request, *a, **kw):
+            if adapter.active and sch is adapter.sched:
+                try:
+                    adapter.request_ends(request)
+                except Exception as e:
+                    adapter.fail("noting a finished request", e)
+            return orig(sch, request, *a, **kw)
+
+        return _free_request
+
+    def request_ends(self, req):
+        cid = client_id(req.request_id, self.randomized)
+        with self.lock:
+            r = self.requests.get(cid)
+            if r is None or r.get("done"):
+                return
+            r["done"] = True
+            status = getattr(getattr(req, "status", None), "name", "")
+            reason = req.get_finished_reason()  # FinishReason: str() is "stop", "length", "abort", ...
+            reason = str(reason) if reason is not None else ""
+            doc = {"id": cid, "id_generated": False, "engine_id": r["engine_id"]}
+            if status == "FINISHED_ABORTED":
+                doc.update(status=499, finish_reason="cancelled")
+                kind = "cancelled"
+            elif status == "FINISHED_ERROR":
+                doc.update(status=500, error="the engine failed the request", finish_reason=reason or "error")
+                kind = "finished"
+            else:
+                doc.update(status=200, finish_reason=reason or status.lower())
+                kind = "finished"
+            where = self.processing
+            if where is not None:
+                where[kind].append(cid)
+            else:
+                self.loose.append((kind, cid))
+            self._trace_line(doc, r, int(req.num_output_tokens))
+
+    def _trace_line(self, doc, r, completion):
+        now = common.now_us()
+        doc.update(prompt_tokens=r["prompt_tokens"], max_tokens=r["max_tokens"], completion_tokens=completion,
+                   arrival_unix_us=r["arrival_unix_us"],
+                   queued_us=(r["first_step_us"] - r["arrival_us"]) if "first_step_us" in r else None,
+                   first_token_us=r.get("first_token_us"), done_us=now - r["arrival_us"], prefill_step=r["prefill_step"],
+                   steps=r["steps"])
+        if r.get("preempted"):
+            doc["preempted"] = r["preempted"]
+        if self.trace is not None:
+            self.trace.write(doc)
+
+    # ---- NVTX: the executor (the thread that launches the step's kernels) --------------------------------
+
+    def ensure_nvtx(self):
+        if self.nvtx is None:
+            self.nvtx = common.Nvtx()
+            self.status.set(nvtx=self.nvtx.backend)
+            if self.nvtx.backend == "none":
+                self.status.append("warnings", "no NVTX library (torch.cuda.nvtx, libnvToolsExt): steps are not named")
+        return self.nvtx
+
+    def range_begins(self, scheduler_output):
+        self.range_ends()
+        k = getattr(scheduler_output, STEP_TAG, None)
+        doc = self.unwritten.get(k) if k is not None else None
+        if doc is None or "start_us" in doc:
+            return
+        doc["start_us"] = common.now_us() - self.t0
+        self.ensure_nvtx().push(doc["name"])
+        self.open_range = doc
+
+    def range_ends(self):
+        doc, self.open_range = self.open_range, None
+        if doc is not None:
+            self.nvtx.pop()
+            doc["dur_us"] = common.now_us() - self.t0 - doc["start_us"]
+
+    def _wrap_execute(self, orig):
+        adapter = self
+
+        def execute_model(ex, scheduler_output, *a, **kw):
+            if adapter.active and adapter.ranged:
+                try:
+                    adapter.range_begins(scheduler_output)
+                except Exception as e:
+                    adapter.fail("opening a step's NVTX range", e)
+            return orig(ex, scheduler_output, *a, **kw)
+
+        return execute_model
+
+    def _wrap_sample(self, orig):
+        adapter = self
+
+        def sample_tokens(ex, *a, **kw):
+            try:
+                return orig(ex, *a, **kw)
+            finally:
+                if adapter.active and adapter.open_range is not None:
+                    try:
+                        adapter.range_ends()
+                    except Exception as e:
+                        adapter.fail("closing a step's NVTX range", e)
+
+        return sample_tokens
+
+    def _wrap_warmup(self, orig):
+        adapter = self
+
+        def _initialize_kv_caches(core, *a, **kw):
+            pushed = False
+            if not adapter.refused:
+                try:
+                    adapter.ensure_nvtx().push("warmup vllm engine (profiling, KV cache, CUDA graph capture)")
+                    pushed = True
+                except Exception as e:
+                    adapter.fail("opening the warmup range", e)
+            try:
+                return orig(core, *a, **kw)
+            finally:
+                if pushed:
+                    try:
+                        adapter.nvtx.pop()
+                    except Exception as e:
+                        adapter.fail("closing the warmup range", e)
+
+        return _initialize_kv_caches
+
+    # ---- the end ---------------------------------------------------------------------------------------
+
+    def _wrap_shutdown(self, orig):
+        adapter = self
+
+        def shutdown(sch, *a, **kw):
+            try:
+                return orig(sch, *a, **kw)
+            finally:
+                if sch is adapter.sched:
+                    adapter.close("shutdown")
+
+        return shutdown
+
+    def close(self, reason):
+        """At the scheduler's shutdown or exit: the steps left, the end line, requests still in flight (said)."""
+        if self.ended or self.sched is None or self.schedule is None:
+            return
+        self.ended = True
+        try:
+            with self.lock:
+                if self.open_range is not None:
+                    self.range_ends()
+                self._write_steps(all_=True)
+                self.schedule.end("shutdown")
+                unfinished = [i for i, r in self.requests.items() if not r.get("done")]
+                for i in unfinished:
+                    r = self.requests[i]
+                    r["done"] = True
+                    self._trace_line({"id": i, "id_generated": False, "engine_id": r["engine_id"], "status": 503,
+                                      "error": "the server stopped before it ended"}, r, 0)
+                if unfinished:
+                    self.status.append("warnings", "%d requests had not ended when the server stopped" % len(unfinished))
+                if self.settings.role == "shadow" and self.follow and self.next_forced < len(self.follow):
+                    self.status.append("warnings", "%d of the primary's %d steps were not forced"
+                                       % (len(self.follow) - self.next_forced, len(self.follow)))
+                if self.trace is not None:
+                    self.trace.close()
+        except Exception as e:
+            self.status.append("errors", "at %s: %s: %s" % (reason, type(e).__name__, e))
+        self.status.write()
+        if self.lock_path:
+            try:
+                os.unlink(self.lock_path)
+                os.close(self.lock_fd)
+            except OSError:
+                pass
+            self.lock_path = None
+
+
+def _wrap(cls, name, how):
+    orig = cls.__dict__[name]
+    wrapped = how(orig)
+    wrapped.__name__ = getattr(orig, "__name__", name)
+    wrapped.__qualname__ = getattr(orig, "__qualname__", name)
+    wrapped.__doc__ = getattr(orig, "__doc__", None)
+    wrapped.__wrapped__ = orig
+    setattr(cls, name, wrapped)
