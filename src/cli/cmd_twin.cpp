@@ -18,6 +18,7 @@
 #include "twin/engine_env.h"
 #include "twin/serve.h"
 #include "twin/shadow_replay.h"
+#include "twin/sizing_flags.h"
 #include "twin/twin_runner.h"
 
 namespace twinscope::cli {
@@ -247,6 +248,21 @@ twin::EngineAdapterSetup AdapterSetup(const TwinSetup& f) {
   return a;
 }
 
+// Both sides get the engine's sizing flags the user gave one of them (docs/sequential-serving.md, "The same
+// capacity on both sides"), said on stderr. `primary_args`: the primary's extra arguments (a replay: the saved
+// run's). The result's ToJson goes into twin.json.
+twin::SizingAlignment AlignSizing(const TwinSetup& f, const std::vector<std::string>& primary_args,
+                                  bool both_on_one_gpu, bool primary_ran) {
+  std::string why;
+  const std::string engine = twin::DetectServingEngine(f.command, f.engine_adapter, &why);
+  twin::SizingAlignment a =
+      twin::AlignSizingFlags(engine, f.command, primary_args, f.shadow_args, both_on_one_gpu, primary_ran);
+  a.engine_why = why;
+  for (const auto& d : a.decisions) std::fprintf(stderr, "twinscope twin: %s\n", d.message.c_str());
+  if (!a.unknown_engine_message.empty()) std::fprintf(stderr, "twinscope twin: %s\n", a.unknown_engine_message.c_str());
+  return a;
+}
+
 twin::EnvList Plus(twin::EnvList a, const twin::EnvList& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
@@ -264,7 +280,13 @@ int ServeTwinAndJoin(const TwinSetup& f, const std::function<void(const twin::Se
   r.out_dir = AbsolutePath(f.out);
   r.shadow_env = BlocksEnv(f.kernels, f.sampling);
   r.primary_env = PrimaryCuptiEnv(f.command);
+  nlohmann::json sizing;
   if (!client) {  // twin --serve --concurrent: both record through their adapters (the demo has none)
+    // The same sizing flags on both sides; a memory share stays per side when both share one GPU.
+    const twin::SizingAlignment a = AlignSizing(f, f.primary_args, f.shadow_device < 0, false);
+    r.primary_args = a.primary_args;
+    r.shadow_args = a.shadow_args;
+    sizing = a.ToJson();
     const twin::EngineAdapterSetup adapters = AdapterSetup(f);
     r.primary_env = Plus(r.primary_env, twin::EngineAdapterEnv(adapters, "primary", r.out_dir, false));
     r.shadow_env = Plus(r.shadow_env, twin::EngineAdapterEnv(adapters, "shadow", r.out_dir, false));
@@ -307,6 +329,7 @@ int ServeTwinAndJoin(const TwinSetup& f, const std::function<void(const twin::Se
   extra["stop_request"] = {
       {"asked", o.stop_request.asked}, {"answered", o.stop_request.answered}, {"no_answer", o.stop_request.waiting}};
   if (!client) {
+    extra["sizing"] = sizing;
     extra["adapters"] = {{"primary", twin::ReadAdapterStatus(r.out_dir, "primary")},
                          {"shadow", twin::ReadAdapterStatus(r.out_dir, "shadow")}};
   }
@@ -342,6 +365,7 @@ int ServeSequentialAndJoin(const TwinSetup& setup) {
   int primary_port = 0;
   timespec started{};
   clock_gettime(CLOCK_REALTIME, &started);
+  twin::SizingAlignment sizing;
   if (replay_only) {
     // A saved run: its primary stays; the shadow's outputs are replaced.
     std::ifstream saved(out + "/twin.json");
@@ -356,6 +380,11 @@ int ServeSequentialAndJoin(const TwinSetup& setup) {
     primary = SavedPrimaryExit(t);
     primary_port = t.value("primary_port", 0);
     if (f.command.empty()) f.command = t.value("command", std::vector<std::string>{});
+    // The new shadow gets the sizing flags the saved primary ran with (its extra arguments, in twin.json).
+    std::vector<std::string> saved_primary_args = f.primary_args;
+    if (t.contains("sizing") && t["sizing"].is_object() && t["sizing"].contains("primary_args"))
+      saved_primary_args = t["sizing"].value("primary_args", saved_primary_args);
+    sizing = AlignSizing(f, saved_primary_args, false, /*primary_ran=*/true);
     std::string error;
     if (!twin::RemoveStaleOutput(shadow_dir + "/", &error) || !twin::MakeDirs(shadow_dir, &error)) {
       std::fprintf(stderr, "twinscope twin: %s\n", error.c_str());
@@ -371,9 +400,11 @@ int ServeSequentialAndJoin(const TwinSetup& setup) {
     for (const char* name : {"adapter-primary.json", "adapter-shadow.json", "schedule-primary.jsonl",
                              "schedule-shadow.jsonl", "requests-primary.jsonl", "requests-shadow.jsonl"})
       unlink((out + "/" + name).c_str());
+    // Both servers get the same sizing flags (they run one after the other: memory shares too).
+    sizing = AlignSizing(f, f.primary_args, false, false);
     twin::ServeRequest r;
     r.command = f.command;
-    r.primary_args = f.primary_args;
+    r.primary_args = sizing.primary_args;
     r.out_dir = out;
     r.primary_library = primary_lib;
     r.shadow_library = shadow_lib;
@@ -424,7 +455,7 @@ int ServeSequentialAndJoin(const TwinSetup& setup) {
   const bool forced = !f.shadow_follows && adapters.mode != "off" && twin::AdapterRecorded(pstatus);
   twin::ShadowReplayRequest q;
   q.command = f.command;
-  q.shadow_args = f.shadow_args;
+  q.shadow_args = sizing.shadow_args;
   q.out_dir = out;
   q.shadow_library = shadow_lib;
   q.shadow_env = Plus(BlocksEnv(f.kernels, f.sampling), twin::EngineAdapterEnv(adapters, "shadow", out, forced));
@@ -453,6 +484,7 @@ int ServeSequentialAndJoin(const TwinSetup& setup) {
   const nlohmann::json sstatus = twin::ReadAdapterStatus(out, "shadow");
   extra["shadow_port"] = so.shadow_port;
   extra["replay"] = so.replay;
+  extra["sizing"] = sizing.ToJson();
   if (!so.error.empty()) extra["shadow_error"] = so.error;
   extra["adapters"] = {{"mode", adapters.mode},
                        {"shim", adapters.shim_dir},

@@ -249,7 +249,7 @@ std::vector<SizingSetting> FindSizingSettings(const EngineSizing& table, const s
 
 SizingAlignment AlignSizingFlags(const std::string& engine, const std::vector<std::string>& command,
                                  const std::vector<std::string>& primary_args,
-                                 const std::vector<std::string>& shadow_args, bool both_on_one_gpu) {
+                                 const std::vector<std::string>& shadow_args, bool both_on_one_gpu, bool primary_ran) {
   SizingAlignment a;
   a.primary_args = primary_args;
   a.shadow_args = shadow_args;
@@ -320,7 +320,15 @@ SizingAlignment AlignSizingFlags(const std::string& engine, const std::vector<st
     const char* to = from_primary ? "shadow" : "primary";
     const std::string had = other_value.empty() ? "" : " (the command gives it " + other_value + ")";
     d.from = from;
-    if (f->memory_share && both_on_one_gpu) {
+    if (!from_primary && primary_ran) {
+      d.action = "differs";
+      d.primary_value = pv;
+      d.shadow_value = sv;
+      d.message = Shown(given) + " given to the shadow only, and the saved primary ran with " +
+                  (pv.empty() ? std::string("the engine's default") : pv) +
+                  ": kept; the shadow's capacity differs from the primary's, and where it is smaller the "
+                  "shadow's engine adapter stops forcing the primary's batches (docs/engines.md, \"Capacity\")";
+    } else if (f->memory_share && both_on_one_gpu) {
       d.action = "not copied";
       d.primary_value = pv;
       d.shadow_value = sv;

@@ -85,9 +85,12 @@ struct SizingAlignment {
 // run at once on one GPU): then it is left ("not copied"). A flag both sides' extra args set to different
 // values is kept as given ("differs", a warning: the shadow's capacity differs, and its adapter stops
 // forcing when the shadow's is smaller). A side's value is the last occurrence in the command followed by
-// its extra args, as the engines' parsers take it.
+// its extra args, as the engines' parsers take it. `primary_ran` (`twin --replay DIR`: the primary is a
+// saved run's): nothing is copied to the primary; a flag given to the shadow only that the primary ran
+// without is a difference ("differs").
 SizingAlignment AlignSizingFlags(const std::string& engine, const std::vector<std::string>& command,
                                  const std::vector<std::string>& primary_args,
-                                 const std::vector<std::string>& shadow_args, bool both_on_one_gpu);
+                                 const std::vector<std::string>& shadow_args, bool both_on_one_gpu,
+                                 bool primary_ran = false);
 
 }  // namespace twinscope::twin

@@ -1,4 +1,4 @@
-"""`twinscope twin --serve` end to end with the fake engine's HTTP server (tests/engines/fake/serve.py) and its adapter: the primary records, the shadow replays the logged requests and forces the primary's steps; no CUDA, so nothing is joined, but both schedules, statuses and the request trace are checked (docs/engines.md)."""
+"""`twinscope twin --serve` end to end with the fake engine's HTTP server (tests/engines/fake/serve.py) and its adapter: the primary records, the shadow replays the logged requests and forces the primary's steps; no CUDA, so nothing is joined, but both schedules, statuses and the request trace are checked (docs/engines.md); and a sizing flag given to the primary only reaching the shadow (docs/sequential-serving.md)."""
 
 import http.client
 import json
@@ -41,7 +41,8 @@ def steps(path):
 
 @unittest.skipUnless(BIN, "set TWINSCOPE_TEST_BIN to the built twinscope (ctest does)")
 class TwinServe(unittest.TestCase):
-    def test_the_shadow_runs_the_primarys_steps(self):
+    def serve(self, twin_args=(), n=6, duration=4):
+        """`twin --serve` of the fake engine behind the mirror, n streamed requests at once; (run, stdout+stderr, {id: (status, body)})."""
         self.assertTrue(has_adapters(), "%s twin has no --engine-adapter" % BIN)
         run = tempfile.mkdtemp(prefix="twinscope-engines-serve-")
         self.addCleanup(shutil.rmtree, run, True)
@@ -50,8 +51,8 @@ class TwinServe(unittest.TestCase):
         for k in [k for k in env if k.startswith(("FAKE_", "TWINSCOPE_TEST_"))]:
             del env[k]
         twin = subprocess.Popen(
-            [BIN, "twin", "--serve", "--kernel", "index_copy", "--listen", "127.0.0.1:%d" % port, "--duration", "4",
-             "-o", run, "--", sys.executable, os.path.join(FAKE, "serve.py"), "--port", "{port}"],
+            [BIN, "twin", "--serve", "--kernel", "index_copy", "--listen", "127.0.0.1:%d" % port, "--duration", str(duration),
+             "-o", run] + list(twin_args) + ["--", sys.executable, os.path.join(FAKE, "serve.py"), "--port", "{port}"],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
         )
         deadline = time.monotonic() + 30
@@ -75,7 +76,7 @@ class TwinServe(unittest.TestCase):
             got["client-%d" % i] = (r.status, r.read())
             c.close()
 
-        threads = [threading.Thread(target=one, args=(i,)) for i in range(6)]
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
         for t in threads:
             t.start()
         for t in threads:
@@ -83,7 +84,11 @@ class TwinServe(unittest.TestCase):
         out, _ = twin.communicate(timeout=90)
         if os.environ.get("TWINSCOPE_TEST_VERBOSE"):
             print(out)
-        self.assertEqual(sorted(s for s, _ in got.values()), [200] * 6, out)
+        self.assertEqual(sorted(s for s, _ in got.values()), [200] * n, out)
+        return run, out, got
+
+    def test_the_shadow_runs_the_primarys_steps(self):
+        run, out, got = self.serve()
         primary, shadow = os.path.join(run, "schedule-primary.jsonl"), os.path.join(run, "schedule-shadow.jsonl")
         self.assertTrue(os.path.exists(primary), out)
         self.assertTrue(steps(primary), out)
@@ -96,6 +101,36 @@ class TwinServe(unittest.TestCase):
         self.assertEqual(ids, sorted(got), out)
         with open(os.path.join(run, "twin.json")) as f:
             self.assertIn("adapter", f.read(), out)
+
+    def test_a_sizing_flag_given_to_the_primary_reaches_the_shadow(self):
+        # The fake engine is named by --engine-adapter (its command is no `transformers serve`). --cb-num-blocks
+        # given to the primary only reaches the shadow; --cb-max-batch-tokens given to each side otherwise is
+        # kept as given (the shadow has more room, so it still forces: docs/engines.md, "Capacity").
+        run, out, _ = self.serve(
+            ["--engine-adapter", "transformers", "--primary-args=--cb-num-blocks=48",
+             "--primary-args", "--cb-max-batch-tokens", "--primary-args", "32", "--shadow-args=--cb-max-batch-tokens=40"],
+            n=4, duration=3)
+        self.assertIn("twinscope twin: --cb-num-blocks 48 given to the primary only: passed to the shadow too, so both "
+                      "have the same capacity", out)
+        self.assertIn("twinscope twin: --cb-max-batch-tokens is 32 for the primary and 40 for the shadow", out)
+        status = {}
+        for role in ("primary", "shadow"):
+            with open(os.path.join(run, "adapter-%s.json" % role)) as f:
+                status[role] = json.load(f)
+        self.assertEqual(status["primary"]["capacity"]["kv_blocks"], 48, out)
+        self.assertEqual(status["shadow"]["capacity"]["kv_blocks"], 48, out)  # the engine's default is 64
+        self.assertEqual((status["primary"]["capacity"]["max_batch_tokens"], status["shadow"]["capacity"]["max_batch_tokens"]), (32, 40), out)
+        primary = steps(os.path.join(run, "schedule-primary.jsonl"))
+        self.assertTrue(primary, out)
+        self.assertEqual((status["shadow"]["mode"], status["shadow"]["forced_steps"]), ("force", len(primary)), out)
+        with open(os.path.join(run, "twin.json")) as f:
+            sizing = json.load(f)["sizing"]
+        self.assertEqual(sizing["engine"], "transformers")
+        self.assertEqual(sizing["shadow_args"], ["--cb-max-batch-tokens=40", "--cb-num-blocks=48"])
+        self.assertEqual(sizing["primary"], {"--cb-num-blocks": "48", "--cb-max-batch-tokens": "32"})
+        self.assertEqual(sizing["shadow"], {"--cb-num-blocks": "48", "--cb-max-batch-tokens": "40"})
+        self.assertEqual([(d["flag"], d["action"]) for d in sizing["decisions"]],
+                         [("--cb-num-blocks", "copied"), ("--cb-max-batch-tokens", "differs")])
 
 
 if __name__ == "__main__":

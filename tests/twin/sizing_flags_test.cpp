@@ -167,6 +167,19 @@ TEST(SizingFlags, AnUnknownServerGetsNothingCopiedAndIsToldSo) {
   EXPECT_TRUE(AlignSizingFlags("", {"python3", "s.py"}, {"--seed", "1"}, {}, false).unknown_engine_message.empty());
 }
 
+TEST(SizingFlags, AReplayCopiesToTheShadowOnly) {
+  // twin --replay DIR: the saved primary's flags reach the new shadow; the primary is not run again.
+  const auto a = AlignSizingFlags("transformers", kServe, {"--cb-num-blocks", "512"}, {"--cb-block-size", "32"}, false,
+                                  /*primary_ran=*/true);
+  EXPECT_EQ(a.primary_args, (Args{"--cb-num-blocks", "512"}));
+  EXPECT_EQ(a.shadow_args, (Args{"--cb-block-size", "32", "--cb-num-blocks", "512"}));
+  ASSERT_EQ(a.decisions.size(), 2u);
+  EXPECT_EQ(a.decisions[0].action, "copied");
+  EXPECT_EQ(a.decisions[1].action, "differs");
+  EXPECT_NE(a.decisions[1].message.find("the saved primary ran with the engine's default"), std::string::npos)
+      << a.decisions[1].message;
+}
+
 TEST(SizingFlags, ListsAreCopiedWhole) {
   const auto a = AlignSizingFlags("sglang", {"python", "-m", "sglang.launch_server"},
                                   {"--cuda-graph-bs-decode", "1", "2", "8", "--max-running-requests", "16"}, {}, false);

@@ -16,8 +16,9 @@ from transformers.generation.continuous_batching import continuous_api
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, default=int(os.environ.get("TWINSCOPE_PORT", "0") or 0))
-    ap.add_argument("--num-blocks", type=int, default=64)
-    ap.add_argument("--max-batch-tokens", type=int, default=32)
+    # transformers serve's own names too (--cb-num-blocks, --cb-max-batch-tokens: what `twin` copies between the sides).
+    ap.add_argument("--num-blocks", "--cb-num-blocks", dest="num_blocks", type=int, default=64)
+    ap.add_argument("--max-batch-tokens", "--cb-max-batch-tokens", dest="max_batch_tokens", type=int, default=32)
     a = ap.parse_args()
     m = continuous_api.ContinuousBatchingManager(num_blocks=a.num_blocks, max_batch_tokens=a.max_batch_tokens)
     m.start()
