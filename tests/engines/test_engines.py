@@ -118,6 +118,24 @@ class RecordUntilSigterm(unittest.TestCase):
         self.assertEqual(status(paths)["steps"], len(ss))
 
 
+class RecordUntilSigtermWithoutEngineStop(unittest.TestCase):
+    """`transformers serve` never stops its engine at shutdown (the lifespan unloads the model) and dies by SIGTERM:
+    the last step and the request that ended in it are written while the engine idles after it."""
+
+    def test_the_last_step_and_every_request_are_written_while_the_engine_idles(self):
+        tmp = mkdtemp()
+        out, _, paths = run(tmp, "primary", "nostop", args=["--die-by-sigterm", "--no-engine-stop"])
+        trace = {d["id"]: d for d in lines(paths["trace"])}
+        self.assertEqual(sorted(trace), sorted(r["id"] for r in WORKLOAD))
+        self.assertTrue(all(d["status"] == 200 for d in trace.values()))
+        ss = steps(paths["schedule"])
+        last = max(max(d["steps"]) for d in trace.values())
+        self.assertEqual(len(ss), last + 1)
+        ended = {i for s in ss for i in s["finished"]}
+        self.assertEqual(ended, set(trace))  # each request's end is in the step it ended in, the last one too
+        self.assertEqual(status(paths)["steps"], len(ss))
+
+
 class Record(unittest.TestCase):
     """The primary: every step in the schedule and in an NVTX range on the thread that launches its kernels."""
 

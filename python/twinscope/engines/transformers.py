@@ -322,9 +322,31 @@ class TransformersAdapter:
                     adapter.wait_for_step(proc)
                 except Exception as e:
                     adapter.fail("waiting for a forced step's requests", e)
-            return orig(proc, *a, **kw)
+            ready = orig(proc, *a, **kw)
+            if adapter.active and not ready:
+                try:
+                    adapter.idle(proc)
+                except Exception as e:
+                    adapter.fail("writing the last step while the engine waits", e)
+            return ready
 
         return prepare_next_batch
+
+    def idle(self, proc):
+        """Nothing to schedule: the engine waits for requests. In sync batching the last step's results are all in
+        (update_batch ran), so that step and the requests that ended in it are written now rather than at the next
+        step. `transformers serve` never stops its engine at shutdown (its lifespan unloads the model) and dies by
+        the signal uvicorn raises again, so neither the engine's stop nor atexit would write them."""
+        if getattr(proc, "use_async_batching", False):
+            return  # the last step's results are still in flight: its finished requests come at the next step
+        p = self.pending
+        if p is None or "dur_us" not in p:
+            return
+        self.settle()
+        with self.lock:
+            if self.pending is p:
+                self._flush_pending()
+        self.status.write()
 
     def wait_for_step(self, proc):
         """Holds the engine until every request of the next forced step has arrived (or the step timeout)."""

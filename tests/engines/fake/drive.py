@@ -25,6 +25,12 @@ def main():
         action="store_true",
         help="after the stop, die by SIGTERM as uvicorn does after its shutdown (no atexit)",
     )
+    ap.add_argument(
+        "--no-engine-stop",
+        action="store_true",
+        help="never stop the engine, as `transformers serve` does at its shutdown (its lifespan unloads the model); "
+        "the stop comes a little after the last response",
+    )
     a = ap.parse_args()
     with open(a.workload) as f:
         work = json.load(f)
@@ -46,7 +52,10 @@ def main():
     deadline = time.monotonic() + a.wait_s
     for r in work:
         m.done[r["id"]].wait(max(0.0, deadline - time.monotonic()))
-    m.stop()
+    if a.no_engine_stop:
+        time.sleep(0.3)  # the server's stop comes after the last response; the engine idles meanwhile
+    else:
+        m.stop()
     gen = m._thread.ident if m._thread else None
     launches = [[where, kernel, grid, tid == gen] for tid, where, kernel, grid in continuous_api.LAUNCHES]
     try:
