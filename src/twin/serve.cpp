@@ -130,6 +130,52 @@ ChildSpec SideSpec(const ServeRequest& r, const std::vector<std::string>& extra,
 
 }  // namespace
 
+HealthWaitEnd WaitForHealth(ChildGroup& group, std::vector<HealthTarget>* targets, const std::string& path,
+                            std::chrono::milliseconds timeout) {
+  HealthWaitEnd end;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Waited for: not healthy yet, and (if it may fail) still running.
+  auto waiting = [&](const HealthTarget& t) { return !t.healthy && (t.required || group.exit(t.child).running); };
+  for (;;) {
+    if (ChildGroup::ForwardedSignal()) {
+      end.kind = HealthWaitEnd::kSignal;
+      return end;
+    }
+    group.Poll();
+    for (size_t i = 0; i < targets->size(); ++i) {
+      const HealthTarget& t = (*targets)[i];
+      if (t.required && !group.exit(t.child).running) {
+        end.kind = HealthWaitEnd::kExited;
+        end.target = i;
+        end.message = "the " + t.name + " server exited (code " + std::to_string(group.exit(t.child).exit_code) + ") " +
+                      (t.healthy ? "after it answered GET " : "before it answered GET ") + path + " on port " +
+                      std::to_string(t.port) + (t.healthy ? ", while the other server had not answered yet" : "");
+        return end;
+      }
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (size_t i = 0; i < targets->size(); ++i) {
+        const HealthTarget& t = (*targets)[i];
+        if (!waiting(t)) continue;
+        end.kind = HealthWaitEnd::kTimedOut;
+        end.target = i;
+        end.message = "the " + t.name + " server did not answer GET " + path + " with 200 on port " +
+                      std::to_string(t.port) + " within " + std::to_string(timeout.count() / 1000) +
+                      " s: does it take its port from {port} or TWINSCOPE_PORT? (--health-timeout to wait longer)";
+        return end;
+      }
+    }
+    bool any = false;
+    for (auto& t : *targets) {
+      if (!waiting(t)) continue;
+      t.healthy = HttpGetStatus(t.port, path, std::chrono::seconds(2)) == 200;
+      any = any || waiting(t);
+    }
+    if (!any) return end;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
 StopRequestOutcome RequestStopAndWait(const std::vector<std::string>& side_dirs, std::chrono::milliseconds timeout) {
   StopRequestOutcome o;
   for (const auto& side : side_dirs) {
@@ -249,42 +295,22 @@ ServeOutcome RunServe(const ServeRequest& r) {
   }
 
   // Both must answer GET health_path with 200 (the shadow is allowed to fail).
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto deadline = t0 + r.health_timeout;
-  while (!out.primary_healthy || (!out.shadow_healthy && group.exit(si).running)) {
-    if (ChildGroup::ForwardedSignal()) {
-      out.error = "stopped by a signal while waiting for the servers to answer " + r.health_path;
-      stop_all();
-      return out;
-    }
-    group.Poll();
-    if (!group.exit(pi).running) {
-      out.error = "the primary server exited (code " + std::to_string(group.exit(pi).exit_code) +
-                  ") before it answered GET " + r.health_path + " on port " + std::to_string(out.primary_port);
-      stop_all();
-      return out;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      out.error = std::string(out.primary_healthy ? "the shadow" : "the primary") + " server did not answer GET " +
-                  r.health_path + " with 200 on port " +
-                  std::to_string(out.primary_healthy ? out.shadow_port : out.primary_port) + " within " +
-                  std::to_string(r.health_timeout.count() / 1000) +
-                  " s: does it take its port from {port} or TWINSCOPE_PORT? (--health-timeout to wait longer)";
-      if (out.primary_healthy) {
-        std::fprintf(stderr, "twinscope twin: %s; serving without it\n", out.error.c_str());
-        out.error.clear();
-        group.Signal(si, SIGTERM);
-        break;
-      }
-      stop_all();
-      return out;
-    }
-    if (!out.primary_healthy)
-      out.primary_healthy = HttpGetStatus(out.primary_port, r.health_path, std::chrono::seconds(2)) == 200;
-    if (!out.shadow_healthy && group.exit(si).running)
-      out.shadow_healthy = HttpGetStatus(out.shadow_port, r.health_path, std::chrono::seconds(2)) == 200;
-    if (!out.primary_healthy || (!out.shadow_healthy && group.exit(si).running))
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::vector<HealthTarget> targets = {{"primary", pi, out.primary_port, true}, {"shadow", si, out.shadow_port, false}};
+  const HealthWaitEnd health = WaitForHealth(group, &targets, r.health_path, r.health_timeout);
+  out.primary_healthy = targets[0].healthy;
+  out.shadow_healthy = targets[1].healthy;
+  if (health.kind == HealthWaitEnd::kSignal) {
+    out.error = "stopped by a signal while waiting for the servers to answer " + r.health_path;
+    stop_all();
+    return out;
+  }
+  if (health.kind == HealthWaitEnd::kTimedOut && health.target == 1) {
+    std::fprintf(stderr, "twinscope twin: %s; serving without it\n", health.message.c_str());
+    group.Signal(si, SIGTERM);
+  } else if (health.kind != HealthWaitEnd::kHealthy) {
+    out.error = health.message;
+    stop_all();
+    return out;
   }
   if (!out.shadow_healthy && r.with_shadow)
     std::fprintf(stderr, "twinscope twin: the shadow server is not serving: requests go to the primary alone\n");

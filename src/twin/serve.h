@@ -80,6 +80,33 @@ ServeOutcome RunServe(const ServeRequest& request);
 // many answered.
 StopRequestOutcome RequestStopAndWait(const std::vector<std::string>& side_dirs, std::chrono::milliseconds timeout);
 
+// One server a health wait waits for: the child, its port, and whether it may fail (exit or time out)
+// without ending the wait.
+struct HealthTarget {
+  std::string name;  // "primary", "shadow": for the messages
+  size_t child = 0;  // its index in the ChildGroup
+  int port = 0;
+  bool required = true;
+  bool healthy = false;  // set by WaitForHealth
+};
+
+// How a health wait ended: every required target answered (and every optional one answered or exited),
+// a forwarded signal, a required target that exited (answered or not: it is needed to serve), or the
+// deadline with `target` (the first target, in order, that had not answered) still silent.
+struct HealthWaitEnd {
+  enum Kind { kHealthy, kSignal, kExited, kTimedOut } kind = kHealthy;
+  size_t target = 0;  // kExited, kTimedOut: its index in the targets
+  // kExited, kTimedOut: "the primary server exited (code 1) before it answered GET /health on port 41235"
+  // / "the shadow server did not answer GET /health with 200 on port 41236 within 300 s: does it take
+  // its port from {port} or TWINSCOPE_PORT? (--health-timeout to wait longer)".
+  std::string message;
+};
+
+// Polls GET `path` on each target's port every 200 ms until the end above (the caller says it and stops
+// what it started: the messages and stop actions are the caller's). Main thread only.
+HealthWaitEnd WaitForHealth(ChildGroup& group, std::vector<HealthTarget>* targets, const std::string& path,
+                            std::chrono::milliseconds timeout);
+
 // Replaces the placeholders of ServeRequest::command in `arg`.
 std::string ExpandPlaceholders(const std::string& arg, int port, int primary_port, const std::string& dir);
 

@@ -89,30 +89,15 @@ ShadowReplayOutcome RunShadowReplay(const ShadowReplayRequest& r) {
   }
   std::fprintf(stderr, "twinscope twin: the shadow server starts on port %d (block probe); waiting for GET %s\n",
                out.shadow_port, r.health_path.c_str());
-  const auto deadline = std::chrono::steady_clock::now() + r.health_timeout;
-  while (!out.healthy) {
-    if (ChildGroup::ForwardedSignal()) {
-      out.error = "stopped by a signal while waiting for the shadow server to answer " + r.health_path;
-      out.aborted = true;
-      stop();
-      return out;
-    }
-    group.Poll();
-    if (!group.exit(si).running) {
-      out.error = "the shadow server exited (code " + std::to_string(group.exit(si).exit_code) +
-                  ") before it answered GET " + r.health_path + " on port " + std::to_string(out.shadow_port);
-      stop();
-      return out;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      out.error = "the shadow server did not answer GET " + r.health_path + " with 200 on port " +
-                  std::to_string(out.shadow_port) + " within " + std::to_string(r.health_timeout.count() / 1000) +
-                  " s: does it take its port from {port} or TWINSCOPE_PORT? (--health-timeout to wait longer)";
-      stop();
-      return out;
-    }
-    out.healthy = HttpGetStatus(out.shadow_port, r.health_path, std::chrono::seconds(2)) == 200;
-    if (!out.healthy) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::vector<HealthTarget> targets = {{"shadow", si, out.shadow_port, true}};
+  const HealthWaitEnd health = WaitForHealth(group, &targets, r.health_path, r.health_timeout);
+  out.healthy = targets[0].healthy;
+  if (health.kind != HealthWaitEnd::kHealthy) {
+    out.aborted = health.kind == HealthWaitEnd::kSignal;
+    out.error = out.aborted ? "stopped by a signal while waiting for the shadow server to answer " + r.health_path
+                            : health.message;
+    stop();
+    return out;
   }
 
   std::fprintf(stderr, "twinscope twin: replaying %zu logged requests to the shadow %s\n", out.replayable,

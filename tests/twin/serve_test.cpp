@@ -86,6 +86,23 @@ TEST_F(Serve, PrimaryThatNeverBecomesHealthyIsAClearErrorAndNothingIsLeftRunning
   for (const auto& p : PidFiles()) EXPECT_FALSE(Alive(p)) << p;
 }
 
+TEST_F(Serve, AShadowThatNeverBecomesHealthyIsLeftAndThePrimaryServesAlone) {
+  // --concurrent: the shadow may fail its health wait (twin/serve.h WaitForHealth, an optional target).
+  Start({"--concurrent", "--health-timeout", "2", "--shadow-args", "--never-healthy"});
+  ASSERT_TRUE(WaitServing()) << Err();
+  std::string r = Post(port_, "/v1/x");
+  EXPECT_NE(r.find("role=primary"), std::string::npos) << r;
+  kill(pid_, SIGINT);
+  Wait();
+  const std::string err = Err();
+  EXPECT_NE(err.find("the shadow server did not answer GET /health with 200 on port"), std::string::npos) << err;
+  EXPECT_NE(err.find("serving without it"), std::string::npos) << err;
+  EXPECT_NE(err.find("requests go to the primary alone"), std::string::npos) << err;
+  auto twin = nlohmann::json::parse(Slurp(dir_ / "run" / "twin.json"));
+  EXPECT_EQ(twin["mirror"]["primary_ok"], 1) << twin.dump(2);
+  for (const auto& p : PidFiles()) EXPECT_FALSE(Alive(p)) << p;
+}
+
 TEST_F(Serve, DurationEndsTheRunByItself) {
   Start({"--duration", "1"});
   ASSERT_TRUE(WaitServing()) << Err();
