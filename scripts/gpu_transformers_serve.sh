@@ -165,7 +165,7 @@ for s in "${SCEN[@]}"; do
   say "run $s"
   t0=$SECONDS
   case $s in
-    plain | record)
+    plain | record | record[0-9])
       mkdir -p "$RUNS/$s"
       if [[ $s == plain ]]; then
         "${SERVER[@]}" --port "$PORT" >"$RUNS/$s/server.log" 2>&1 &
@@ -181,9 +181,10 @@ for s in "${SCEN[@]}"; do
       else
         say "$s: the server never answered /health (log: $RUNS/$s/server.log)"
       fi
-      stop_and_wait "$pid" 60
+      # transformers serve never stops its generation thread at shutdown: after SIGINT it may not exit at all.
+      stop_and_wait "$pid" "${PLAIN_STOP_S:-10}"
       ;;
-    auto | off)
+    auto | auto[0-9] | off)
       args=(twin --serve --kernel index_copy_kernel_impl --listen "127.0.0.1:$MIRROR" -o "$RUNS/$s"
         --schedule "$RUNS/$s/schedule-primary.jsonl")
       [[ $s == off ]] && args+=(--engine-adapter off)
@@ -241,7 +242,19 @@ PYEOF
   say "$s: $((SECONDS - t0)) s"
 done
 
-# 5. The table.
+# 5. Each run's primary trace as Chrome JSON (its kernels carry their launch key: the step range they ran in), for the
+# GPU time of each step (tests/gpu/serve/step_gpu_time.py reads them).
+for s in "${SCEN[@]}"; do
+  case $s in
+    record | record[0-9] | auto | auto[0-9])
+      tsc=$(find "$RUNS/$s" -name '*.tsc' -path '*primary*' 2>/dev/null | head -1)
+      [[ $s == record* ]] && tsc=$RUNS/$s/trace.tsc
+      [[ -f $tsc ]] && "$T" export --format chrome --trace-only -o "$RUNS/$s/primary-chrome.json" "$tsc" >>"$LOG" 2>&1
+      ;;
+  esac
+done
+
+# 6. The table.
 cat >"$RUNS/table.py" <<'EOF'
 import json, os, statistics, sys
 
@@ -308,7 +321,9 @@ plain = load(os.path.join(runs, "plain", "client.json")) or {}
 rows = [("run", "requests 200 (client)", "completion_tokens = plain", "primary target launches in served steps", "exact",
          "diverged", "shadow-only", "schedule equal", "client ids in join.json", "overlapped primary kernels",
          "median step (dur_us)", "adapters (primary / shadow)")]
-for name in ("plain", "record", "auto", "off"):
+names = [n for n in ("plain", "record", "record2", "auto", "auto2", "off")
+         if os.path.isdir(os.path.join(runs, n)) or os.path.exists(os.path.join(runs, n + ".client.json"))]
+for name in names:
     client = load(os.path.join(runs, name, "client.json")) or load(os.path.join(runs, name + ".client.json")) or {}
     ok = sum(r.get("status") == 200 for r in client.values())
     same = sum(1 for k, r in client.items() if k in plain and r.get("completion_tokens") == plain[k].get("completion_tokens")
@@ -351,6 +366,7 @@ if j and auto:
     print("auto: client ids whose join.json steps equal the schedule's and whose tokens add up: %d of %d" % (ok, n))
 EOF
 "$VPY" "$RUNS/table.py" "$RUNS" | tee "$OUTDIR/table.txt"
+"$VPY" tests/gpu/serve/step_gpu_time.py "$RUNS" "${SCEN[@]}" | tee -a "$OUTDIR/table.txt"
 for s in auto off record; do
   for f in "$RUNS/$s"/adapter-*.json "$RUNS/$s"/schedule-*.jsonl "$RUNS/$s"/requests-*.jsonl "$RUNS/$s/twin.json"; do
     [[ -f $f ]] && cp "$f" "$OUTDIR/$s-$(basename "$f")"
