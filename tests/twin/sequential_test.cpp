@@ -1,8 +1,8 @@
 // `twinscope twin --serve` sequential (the default): the primary serves alone behind the mirror, the
 // shadow server starts only after it stopped and gets the logged requests replayed (same ids, bodies,
-// headers); --requests, --replay DIR, the engine adapters' environment and status files, and the faults
-// (a primary or shadow that dies, a port taken, a shadow never healthy, an adapter that raised), with
-// nothing left running.
+// headers); --requests, --replay DIR, the engine adapters' environment and status files, the sizing flags
+// given to both sides, and the faults (a primary or shadow that dies, a port taken, a shadow never healthy,
+// an adapter that raised), with nothing left running.
 #include <sys/socket.h>
 
 #include "serve_fixture.h"
@@ -176,6 +176,44 @@ TEST_F(Sequential, ReplayDirReplaysASavedRunToANewShadow) {
   EXPECT_EQ(Recorded("primary").size(), 3u) << "no new primary";
   EXPECT_EQ(TwinJson()["replayed_from"], (dir_ / "run").string());
   EXPECT_EQ(TwinJson()["replay"]["ok"], 3);
+  ExpectNothingRunning();
+}
+
+TEST_F(Sequential, TheShadowAndAReplaysShadowGetThePrimarysSizingFlags) {
+  // The demo server's sizing flags (named by --engine-adapter demo: the test server takes any argument).
+  Start({"--engine-adapter", "demo", "--primary-args=--max-batch=8"});
+  ASSERT_TRUE(WaitServing()) << Err();
+  SendThree();
+  kill(pid_, SIGINT);
+  Wait();
+  EXPECT_NE(Err().find("twinscope twin: --max-batch 8 given to the primary only: passed to the shadow too"),
+            std::string::npos)
+      << Err();
+  ASSERT_EQ(Recorded("shadow").size(), 3u) << Err();
+  EXPECT_NE(Recorded("shadow")[0]["argv"].get<std::string>().find("--max-batch=8"), std::string::npos);
+  EXPECT_EQ(TwinJson()["sizing"]["primary_args"], Json({"--max-batch=8"}));
+  // --replay DIR: the saved primary's --max-batch reaches the new shadow; one given to it only is a difference.
+  std::vector<std::string> argv = {TWINSCOPE_BIN,
+                                   "twin",
+                                   "--kernel",
+                                   "k",
+                                   "--engine-adapter",
+                                   "demo",
+                                   "--replay",
+                                   (dir_ / "run").string(),
+                                   "--shadow-args=--block-size=16"};
+  const auto envs = testutil::EnvironmentWithout({"TWINSCOPE_"}, {"TWINSCOPE_LIB_DIR=" + (dir_ / "lib").string()});
+  pid_ = testutil::SpawnWithOutput(argv, envs, (dir_ / "stdout.txt").string(), (dir_ / "stderr.txt").string());
+  ASSERT_GT(pid_, 0);
+  Wait();
+  const std::string err = Err();
+  const auto shadow = Recorded("shadow");
+  ASSERT_EQ(shadow.size(), 6u) << err;
+  EXPECT_NE(shadow[3]["argv"].get<std::string>().find("--block-size=16 --max-batch=8"), std::string::npos)
+      << shadow[3]["argv"];
+  EXPECT_NE(err.find("--block-size 16 given to the shadow only, and the saved primary ran with the engine's default"),
+            std::string::npos)
+      << err;
   ExpectNothingRunning();
 }
 

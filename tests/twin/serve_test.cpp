@@ -1,10 +1,12 @@
 // `twinscope twin --serve` end to end with two small test servers
 // (test_server.cpp): start, health wait, the mirror in front, a clean stop on
 // SIGINT or --duration, a shadow that dies, a primary that never becomes
-// healthy; --concurrent (a live twin) here, the sequential default in
+// healthy, sizing flags given to both sides; --concurrent (a live twin) here, the sequential default in
 // sequential_test.cpp. The servers make no CUDA calls, so the collector libraries only
 // have to exist, and no trace is written (the run then says there is nothing
 // to join).
+#include <map>
+
 #include "serve_fixture.h"
 
 namespace twinscope {
@@ -101,6 +103,39 @@ TEST_F(Serve, AShadowThatNeverBecomesHealthyIsLeftAndThePrimaryServesAlone) {
   auto twin = nlohmann::json::parse(Slurp(dir_ / "run" / "twin.json"));
   EXPECT_EQ(twin["mirror"]["primary_ok"], 1) << twin.dump(2);
   for (const auto& p : PidFiles()) EXPECT_FALSE(Alive(p)) << p;
+}
+
+TEST_F(Serve, ConcurrentSidesGetEachOthersSizingFlagsButNotAMemoryShare) {
+  // The demo server's sizing flags (named by --engine-adapter demo: the test server takes any argument).
+  Start({"--concurrent", "--engine-adapter", "demo", "--primary-args=--max-batch=8", "--primary-args",
+         "--gpu-memory-fraction", "--primary-args", "0.5", "--shadow-args", "--block-size", "--shadow-args", "32"});
+  ASSERT_TRUE(WaitServing()) << Err();
+  Post(port_, "/v1/x");
+  kill(pid_, SIGINT);
+  Wait();
+  const std::string err = Err();
+  EXPECT_NE(err.find("twinscope twin: --max-batch 8 given to the primary only: passed to the shadow too"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("twinscope twin: --block-size 32 given to the shadow only: passed to the primary too"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("--gpu-memory-fraction 0.5 given to the primary only: not passed to the shadow, as both servers "
+                     "run at once on one GPU"),
+            std::string::npos)
+      << err;
+  // What each server was started with (test_server records its arguments with each request).
+  std::map<std::string, std::string> argv;
+  for (const auto& l : serve_testing::JsonLines(dir_ / "record.jsonl")) argv[l["role"]] = l["argv"];
+  ASSERT_EQ(argv.size(), 2u) << err;
+  EXPECT_NE(argv["shadow"].find("--block-size 32 --max-batch=8"), std::string::npos) << argv["shadow"];
+  EXPECT_EQ(argv["shadow"].find("--gpu-memory-fraction"), std::string::npos) << argv["shadow"];
+  EXPECT_NE(argv["primary"].find("--max-batch=8 --gpu-memory-fraction 0.5 --block-size 32"), std::string::npos)
+      << argv["primary"];
+  const auto sizing = nlohmann::json::parse(Slurp(dir_ / "run" / "twin.json"))["sizing"];
+  EXPECT_EQ(sizing["engine"], "demo");
+  EXPECT_EQ(sizing["shadow"], nlohmann::json({{"--block-size", "32"}, {"--max-batch", "8"}})) << sizing.dump(2);
+  EXPECT_EQ(sizing["decisions"].size(), 3u) << sizing.dump(2);
 }
 
 TEST_F(Serve, DurationEndsTheRunByItself) {

@@ -4,11 +4,11 @@
 // TWINSCOPE_PORT. Writes its pid to --pid-file. Exits 0 on SIGTERM; with
 // --exit-after-requests N it exits 3 after answering N non-health requests.
 // --record FILE appends a JSON line per non-health request (role, method, path, X-Request-Id, body and the
-// engine adapter variables twin sets); --life FILE appends "start|exit ROLE REALTIME_NS". --fake-adapter
-// plays an engine adapter: writes TWINSCOPE_ADAPTER_STATUS (record in the primary, force in a shadow given
-// TWINSCOPE_SCHEDULE_FOLLOW) and TWINSCOPE_SCHEDULE_OUT; --fake-adapter-raises writes the status of an
-// adapter that raised (disabled). --follow FILE --exit-after-schedule writes "follow FILE 0" to --life
-// and exits 0 at once (a demo server's shadow that ran its schedule).
+// engine adapter variables twin sets, and its own arguments); --life FILE appends "start|exit ROLE REALTIME_NS".
+// --fake-adapter plays an engine adapter: writes TWINSCOPE_ADAPTER_STATUS (record in the primary, force in a shadow
+// given TWINSCOPE_SCHEDULE_FOLLOW) and TWINSCOPE_SCHEDULE_OUT; --fake-adapter-raises writes the status of an adapter
+// that raised (disabled). --follow FILE --exit-after-schedule writes "follow FILE 0" to --life and exits 0 at once (a
+// demo server's shadow that ran its schedule).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -88,6 +88,8 @@ int main(int argc, char** argv) {
   const std::string record = Arg(argc, argv, "--record", "");
   const std::string life = Arg(argc, argv, "--life", "");
   const std::string role_name = role ? role : "?";
+  std::string args;  // its arguments after the program, space-separated (for --record)
+  for (int i = 1; i < argc; ++i) args += (i > 1 ? " " : "") + std::string(argv[i]);
   if (!life.empty()) std::ofstream(life, std::ios::app) << "start " << role_name << " " << RealtimeNs() << "\n";
   const bool fake_adapter = Flag(argc, argv, "--fake-adapter");
   const bool adapter_raises = Flag(argc, argv, "--fake-adapter-raises");
@@ -175,7 +177,8 @@ int main(int argc, char** argv) {
           << ",\"body\":" << Quoted(head == std::string::npos ? "" : req.substr(head + 4))
           << ",\"adapter\":" << Quoted(Env("TWINSCOPE_ENGINE_ADAPTER"))
           << ",\"pythonpath\":" << Quoted(Env("PYTHONPATH"))
-          << ",\"follow\":" << Quoted(Env("TWINSCOPE_SCHEDULE_FOLLOW")) << ",\"at_ns\":" << RealtimeNs() << "}\n";
+          << ",\"follow\":" << Quoted(Env("TWINSCOPE_SCHEDULE_FOLLOW")) << ",\"argv\":" << Quoted(args)
+          << ",\"at_ns\":" << RealtimeNs() << "}\n";
     }
     if (!health) write_status(served + 1);
     if (!health && exit_after && ++served >= exit_after) return 3;
