@@ -595,7 +595,9 @@ CommandRegistration kTwin(
           ->capture_default_str();
       sub->add_option("--health-path", f->setup.health_path, "--serve: the servers' health endpoint")
           ->capture_default_str();
-      sub->add_option("--primary-args", f->setup.primary_args, "--serve: extra arguments for the primary's command")
+      sub->add_option("--primary-args", f->setup.primary_args,
+                      "--serve: extra arguments for the primary's command (an engine's sizing flag given here only "
+                      "is passed to the shadow too: docs/sequential-serving.md)")
           ->allow_extra_args(false);
       sub->add_option("--request-trace", f->setup.request_trace,
                       "--serve: the primary's request trace (one JSON line per request with its steps, as "
@@ -605,7 +607,8 @@ CommandRegistration kTwin(
                       "--serve: the primary's step schedule (twinscope-demo-server --schedule-out) for each step's "
                       "batch. Default: DIR/schedule.jsonl if the run wrote it");
       sub->add_option("--shadow-args", f->setup.shadow_args,
-                      "--serve: extra arguments for the shadow's command (e.g. a smaller GPU memory share)")
+                      "--serve: extra arguments for the shadow's command (an engine's sizing flag given here only "
+                      "is passed to the primary too; with --concurrent on one GPU a memory share stays the shadow's)")
           ->allow_extra_args(false);
       AddPairingFlags(sub, &f->setup.pairing);
       return [f]() {

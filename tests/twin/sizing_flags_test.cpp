@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <set>
+#include <sstream>
 
 namespace twinscope::twin {
 namespace {
@@ -52,6 +54,22 @@ TEST(SizingFlags, EveryTableHasItsFlagsOnce) {
   // transformers 5.17's own names (cli/serve.py): not --cb-max-memory-fraction, not --cb-max-requests.
   EXPECT_EQ(names, (std::set<std::string>{"--continuous-batching", "--cb-num-blocks", "--cb-block-size",
                                           "--cb-max-batch-tokens", "--cb-max-memory-percent", "--cb-use-cuda-graph"}));
+}
+
+TEST(SizingFlags, TheDocsTableNamesEveryFlag) {
+  std::ifstream f(std::string(TWINSCOPE_SOURCE_DIR) + "/docs/engines.md");
+  ASSERT_TRUE(f) << "docs/engines.md";
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string doc = ss.str();
+  const size_t begin = doc.find("## Sizing flags");
+  ASSERT_NE(begin, std::string::npos);
+  const std::string section = doc.substr(begin, doc.find("\n## ", begin + 1) - begin);
+  for (const auto& t : SizingTables()) {
+    EXPECT_NE(section.find(t.checked.substr(0, t.checked.find(','))), std::string::npos) << t.checked;
+    for (const auto& fl : t.flags)
+      for (const auto& n : fl.names) EXPECT_NE(section.find("`" + n + "`"), std::string::npos) << t.engine << " " << n;
+  }
 }
 
 TEST(SizingFlags, FindsBothFormsListsAndSwitches) {
