@@ -3,9 +3,15 @@
 // key, then by time, and derives drift, steps and the why-slow groups.
 #include "join/join_model.h"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
+#include <memory>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -41,7 +47,26 @@ class ShadowSink : public RecordSink {
  public:
   static constexpr size_t kDurationSample = 64;
 
-  void OnLaunch(const LaunchRecord& r) override { launches[r.seq] = r; }
+  // What the model takes from a launch record that the trace statistics do not keep, and the launch's
+  // sample: one map entry a launch (docs/join.md, "Reads").
+  struct Launch {
+    bool have_record = false;  // a launch record was read (else only blocks)
+    uint32_t stream = 0;
+    Dim3 block{0, 0, 0};
+    uint64_t cpu_ns = 0;
+    uint32_t points = 0;  // the sorted sample: pool[at, at + points)
+    uint64_t at = 0;
+    uint64_t sampled_from = 0;  // valid blocks the sample stands for
+  };
+
+  void OnLaunch(const LaunchRecord& r) override {
+    Launch& l = launches[r.seq];
+    if (!l.have_record) ++launch_records;
+    l.have_record = true;
+    l.stream = r.stream;
+    l.block = r.block;
+    l.cpu_ns = r.cpu_ns;
+  }
   void OnBlock(const BlockRecord& r) override {
     if (!(r.enter_ns && r.exit_ns && r.exit_ns >= r.enter_ns)) return;
     if (run_.empty() || r.launch_seq != run_seq_) {
@@ -53,38 +78,117 @@ class ShadowSink : public RecordSink {
   // Ends the last run: call once the read is over.
   void Finish() { Flush(); }
 
-  std::unordered_map<uint64_t, LaunchRecord> launches;
-  std::unordered_map<uint64_t, std::vector<uint64_t>> durations;  // sorted sample per launch seq
-  std::unordered_map<uint64_t, uint64_t> sampled_from;            // valid blocks each sample stands for
+  // A launch's sample as the model keeps it: allocated only once the read's maps are gone, so that the
+  // samples of two million launches are not each left between them (pages the system cannot take back).
+  std::vector<uint64_t> Sample(const Launch& l) const {
+    return std::vector<uint64_t>(pool_.begin() + static_cast<ptrdiff_t>(l.at),
+                                 pool_.begin() + static_cast<ptrdiff_t>(l.at + l.points));
+  }
+
+  std::unordered_map<uint64_t, Launch> launches;  // by seq
+  uint64_t launch_records = 0;                    // seqs with a launch record
 
  private:
   void Flush() {
     if (run_.empty()) return;
-    auto& sample = durations[run_seq_];
-    uint64_t& n = sampled_from[run_seq_];
-    if (!sample.empty()) {  // a launch's blocks came in two runs: the earlier sample, each point at its weight
-      for (size_t i = 0; i < sample.size(); ++i) {
-        const uint64_t from = i * n / sample.size(), to = (i + 1) * n / sample.size();
-        run_.insert(run_.end(), to - from, sample[i]);
+    Launch& l = launches[run_seq_];
+    if (l.points) {  // a launch's blocks came in two runs: the earlier sample, each point at its weight
+      const uint64_t n = l.sampled_from;
+      for (size_t i = 0; i < l.points; ++i) {
+        const uint64_t from = i * n / l.points, to = (i + 1) * n / l.points;
+        run_.insert(run_.end(), to - from, pool_[l.at + i]);
       }
     }
     std::sort(run_.begin(), run_.end());
-    n = run_.size();
+    l.sampled_from = run_.size();
+    l.at = pool_.size();  // an earlier sample stays in the pool, unused (rare: blocks come together)
     if (run_.size() <= kDurationSample) {
-      sample.assign(run_.begin(), run_.end());
+      pool_.insert(pool_.end(), run_.begin(), run_.end());
     } else {
-      sample.resize(kDurationSample);
-      for (size_t i = 0; i < kDurationSample; ++i) sample[i] = run_[i * run_.size() / kDurationSample];
+      for (size_t i = 0; i < kDurationSample; ++i) pool_.push_back(run_[i * run_.size() / kDurationSample]);
     }
-    sample.shrink_to_fit();
+    l.points = static_cast<uint32_t>(pool_.size() - l.at);
     run_.clear();
   }
   std::vector<uint64_t> run_;  // durations of the current run of one launch's blocks
   uint64_t run_seq_ = 0;
+  std::vector<uint64_t> pool_;  // every launch's sample, one after the other
 };
 
 bool ValidTimes(uint64_t start, uint64_t end, uint32_t flags) {
   return !(flags & kFlagInvalidTimestamp) && start && end && end >= start;
+}
+
+// Gives the allocator's free pages back to the system. A join's reads leave many small blocks freed between
+// ones it keeps (hash-map nodes between the shadow launches' duration samples); glibc keeps such pages
+// resident until trimmed, and a later large array is mapped anew rather than put in them (docs/join.md,
+// "Reads").
+void ReleaseFreeMemory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
+// The primary's launches while the read is under way, in fixed chunks: growing never copies what is there
+// (a vector's last doubling at ten million launches held 1.5 times its final size), and the model's vector
+// is then made once at its final size, each chunk let go as it is moved (docs/join.md, "Reads"). A chunk
+// (48 MiB) is above glibc's largest mmap threshold (32 MiB), so a chunk let go is given back at once.
+class ChunkedLaunches {
+ public:
+  static constexpr size_t kChunk = size_t{1} << 19;
+
+  size_t size() const { return size_; }
+  PrimaryLaunch& operator[](size_t i) { return chunks_[i / kChunk][i % kChunk]; }
+  void push_back(PrimaryLaunch&& p) {
+    if (size_ % kChunk == 0) {
+      chunks_.emplace_back();
+      chunks_.back().reserve(size_ ? kChunk : 1024);
+    }
+    chunks_.back().push_back(std::move(p));
+    ++size_;
+  }
+
+  // Moves every launch into one vector of exactly size() and empties this.
+  std::vector<PrimaryLaunch> Take() {
+    std::vector<PrimaryLaunch> out;
+    out.reserve(size_);
+    for (auto& c : chunks_) {
+      std::move(c.begin(), c.end(), std::back_inserter(out));
+      std::vector<PrimaryLaunch>().swap(c);
+    }
+    chunks_.clear();
+    size_ = 0;
+    return out;
+  }
+
+ private:
+  std::vector<std::vector<PrimaryLaunch>> chunks_;
+  size_t size_ = 0;
+};
+
+// Sorts `v` by cpu_ns, equal times in their order (what std::stable_sort gives), without its buffer of half
+// the launches: launch records come in launch order, so it is usually sorted already; else the order is
+// found on indices and applied in place.
+void SortByLaunchTime(std::vector<PrimaryLaunch>& v) {
+  auto by_time = [](const PrimaryLaunch& a, const PrimaryLaunch& b) { return a.cpu_ns < b.cpu_ns; };
+  if (std::is_sorted(v.begin(), v.end(), by_time)) return;
+  std::vector<size_t> from(v.size());  // from[i]: the index in v of the launch that goes to i
+  for (size_t i = 0; i < from.size(); ++i) from[i] = i;
+  std::sort(from.begin(), from.end(),
+            [&](size_t a, size_t b) { return v[a].cpu_ns != v[b].cpu_ns ? v[a].cpu_ns < v[b].cpu_ns : a < b; });
+  for (size_t i = 0; i < from.size(); ++i) {  // each cycle of the permutation once
+    if (from[i] == i) continue;
+    PrimaryLaunch held = std::move(v[i]);
+    size_t j = i;
+    while (from[j] != i) {
+      const size_t k = from[j];
+      v[j] = std::move(v[k]);
+      from[j] = j;
+      j = k;
+    }
+    v[j] = std::move(held);
+    from[j] = j;
+  }
 }
 
 // The primary's target launches: launch records of target kernels tied to
@@ -114,9 +218,9 @@ class PrimarySink : public RecordSink {
       Attach(p, k->second.back());
       k->second.pop_back();
     } else {
-      waiting_[tie].push_back(launches.size());
+      waiting_[tie].push_back(staged_.size());
     }
-    launches.push_back(std::move(p));
+    staged_.push_back(std::move(p));
   }
 
   void OnKernel(const KernelRecord& r) override {
@@ -136,7 +240,7 @@ class PrimarySink : public RecordSink {
     const uint64_t tie = Tie(r.correlation_id, r.key.hash);
     auto w = waiting_.find(tie);
     if (w != waiting_.end() && !w->second.empty()) {
-      Attach(launches[w->second.front()], r);
+      Attach(staged_[w->second.front()], r);
       w->second.erase(w->second.begin());
       if (w->second.empty()) waiting_.erase(w);
     } else {
@@ -158,20 +262,20 @@ class PrimarySink : public RecordSink {
         p.cpu_ns = r.start_ns;  // the CUPTI clock: best estimate of the launch time
         p.graph = (r.flags & kFlagGraph) != 0;
         Attach(p, r);
-        launches.push_back(std::move(p));
+        staged_.push_back(std::move(p));
       }
     }
     orphan_kernels_.clear();
-    std::stable_sort(launches.begin(), launches.end(),
-                     [](const PrimaryLaunch& a, const PrimaryLaunch& b) { return a.cpu_ns < b.cpu_ns; });
+    ordered = staged_.Take();
+    SortByLaunchTime(ordered);
     for (auto& [id, d] : demangled_) demangled_by_name_.emplace(std::string(reader_.String(id)), d);
-    for (auto& p : launches) {
+    for (auto& p : ordered) {
       auto it = demangled_by_name_.find(p.kernel);
       if (it != demangled_by_name_.end()) p.demangled = it->second;
     }
   }
 
-  std::vector<PrimaryLaunch> launches;
+  std::vector<PrimaryLaunch> ordered;  // the launches by launch time, after Finish
   std::vector<StepRow> steps;
   uint64_t t0 = 0;
 
@@ -215,6 +319,7 @@ class PrimarySink : public RecordSink {
   const TraceReader& reader_;
   const std::unordered_set<std::string>& targets_;
   std::unordered_map<StringId, bool> target_ids_;
+  ChunkedLaunches staged_;                                                  // the launches as read
   std::unordered_map<uint64_t, std::vector<size_t>> waiting_;               // launches without kernel yet
   std::unordered_map<uint64_t, std::vector<KernelRecord>> orphan_kernels_;  // kernels without launch yet
   std::unordered_map<StringId, std::string> demangled_;
@@ -274,44 +379,45 @@ StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::str
                          "'): give the primary (twinscope record) first, then the shadow (twinscope blocks)");
 
   {
-    stats::StatsBuilder sb;
-    sb.set_keep_launches(true);
+    auto sb = std::make_unique<stats::StatsBuilder>();
+    sb->set_keep_launches(true);
     ShadowSink ss;
-    TeeSink tee(sb, ss);
+    TeeSink tee(*sb, ss);
     ReadReport rep = sreader->Read(tee);
     ss.Finish();
-    m.shadow_side.stats = sb.Finish(sreader->strings(), sreader->header(), rep);
+    m.shadow_side.stats = sb->Finish(sreader->strings(), sreader->header(), rep);
+    sb.reset();  // its launch records: the statistics hold what the model takes
+    ReleaseFreeMemory();
     m.shadow_side.stats.path = shadow_path;
-    m.shadow_side.launches = ss.launches.size();
+    m.shadow_side.launches = ss.launch_records;
     Warn(m, "shadow", rep);
     m.shadow.reserve(m.shadow_side.stats.shadow_launches.size());
     for (auto& sl : m.shadow_side.stats.shadow_launches) {
       auto li = ss.launches.find(sl.blocks.seq);
-      if (li == ss.launches.end()) continue;  // blocks without a launch record: counted by stats
-      const LaunchRecord& lr = li->second;
+      if (li == ss.launches.end() || !li->second.have_record)
+        continue;  // blocks without a launch record: counted by stats
+      ShadowSink::Launch& lr = li->second;
       ShadowLaunch s;
-      s.seq = lr.seq;
+      s.seq = sl.blocks.seq;
       s.kernel = sl.kernel;
       s.path = sl.key_path;
       std::string().swap(sl.kernel), std::string().swap(sl.key_path);  // interned now: let the copies go
       s.ordinal = sl.key_ordinal;
       s.hash = sl.key_hash;
-      s.grid = lr.grid;
+      s.grid = sl.grid;
       s.block = lr.block;
       s.cpu_ns = lr.cpu_ns;
       s.stream = lr.stream;
       s.blocks = sl.blocks;
-      auto d = ss.durations.find(lr.seq);
-      if (d != ss.durations.end()) {
-        s.block_durations = std::move(d->second);
-        s.block_durations_of = ss.sampled_from[lr.seq];
-      }
+      if (lr.points) s.block_durations = ss.Sample(lr);
+      s.block_durations_of = lr.sampled_from;
+      ss.launches.erase(li);
       m.shadow.push_back(std::move(s));
     }
-    // The per-launch detail now lives in m.shadow; the side keeps the totals.
     std::vector<stats::ShadowLaunch>().swap(m.shadow_side.stats.shadow_launches);  // and its memory
   }
 
+  ReleaseFreeMemory();  // the shadow read's maps, freed between the samples the model keeps
   std::unordered_set<std::string> targets;
   for (const auto& s : m.shadow) targets.insert(s.kernel);
   m.summary.target_kernels.assign(targets.begin(), targets.end());
@@ -337,14 +443,16 @@ StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::str
     m.primary_side.launches =
         m.primary_side.stats.counts.count("launch") ? m.primary_side.stats.counts.at("launch") : 0;
     Warn(m, "primary", rep);
-    m.primary = std::move(ps.launches);
+    m.primary = std::move(ps.ordered);
     m.steps = std::move(ps.steps);
     m.primary_t0_ns = ps.t0;
   }
   if (m.shadow.empty())
     m.warnings.push_back("the shadow traced no launch: nothing to join (did the kernel pattern match a kernel?)");
 
+  ReleaseFreeMemory();  // the primary read's maps and chunks
   MatchLaunches(m);
+  ReleaseFreeMemory();  // the alignment's working arrays
   m.primary_to_realtime_ns = PrimaryToRealtime(preader->header());
 
   if (options.concurrent) {
@@ -393,6 +501,7 @@ StatusOr<JoinedModel> JoinTraces(const std::string& primary_path, const std::str
   ComputeWhySlow(m);
   BuildRequestTable(&m, options.requests);
   ExplainDivergence(m);
+  ReleaseFreeMemory();  // what the views see: the model, not the passes' leftovers
   return m;
 }
 

@@ -26,21 +26,23 @@ enum class MatchKind : uint8_t { kExact = 0, kTime = 1, kDiverged = 2 };
 const char* MatchKindName(MatchKind k);
 
 // One launch of a target kernel in the primary (a launch record, a kernel
-// record, or both tied by correlation id and key).
+// record, or both tied by correlation id and key). Fields ordered to pack: 96
+// bytes a launch (ten million of them in issue 31's scale: docs/join.md, "Reads").
 struct PrimaryLaunch {
-  Name kernel;     // name as in the launch key (mangled where known)
-  Name demangled;  // for display ("" if unknown)
-  Name path;       // key path
-  uint32_t ordinal = 0;
-  uint64_t hash = 0;
-  Dim3 grid{0, 0, 0}, block{0, 0, 0};
+  Name kernel;                        // name as in the launch key (mangled where known)
+  Name demangled;                     // for display ("" if unknown)
+  Name path;                          // key path
+  uint64_t hash = 0;                  // launch key hash
   uint64_t cpu_ns = 0;                // launch API entry, CUPTI clock (0 if no launch record)
-  bool have_kernel = false;           // a valid kernel record (timing) is attached
   uint64_t start_ns = 0, end_ns = 0;  // GPU interval, CUPTI clock
+  Dim3 grid{0, 0, 0}, block{0, 0, 0};
+  uint32_t ordinal = 0;
   uint32_t stream = 0, device = 0;
+  bool have_kernel = false;  // a valid kernel record (timing) is attached
   bool graph = false;
   bool overlapped = false;  // ran inside the shadow's active window (concurrent twins)
 };
+static_assert(sizeof(PrimaryLaunch) <= 96, "PrimaryLaunch grew: ten million of them are the join's largest array");
 
 // One traced launch of the shadow, with its block statistics.
 struct ShadowLaunch {
