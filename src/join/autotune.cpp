@@ -2,6 +2,8 @@
 #include "join/autotune.h"
 
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <set>
 #include <string_view>
 #include <unordered_map>
@@ -58,7 +60,125 @@ class Medians {
   std::unordered_map<uint32_t, uint64_t> median_;
 };
 
+// (kernel, shape) of a launch, for "the other side never ran this".
+uint64_t KernelShape(const std::string& kernel, Dim3 g, Dim3 b) {
+  return Shape(g, b) ^ (std::hash<std::string>()(kernel) * 0x9e3779b97f4a7c15ull);
+}
+
 }  // namespace
+
+std::string NamePattern(std::string_view name) {
+  std::string out;
+  out.reserve(name.size());
+  for (size_t i = 0; i < name.size();) {
+    if (name[i] >= '0' && name[i] <= '9') {
+      while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+      out += 'N';
+    } else {
+      out += name[i++];
+    }
+  }
+  return out;
+}
+
+bool AutotunerRangeName(std::string_view name) {
+  constexpr std::string_view kModule = "XlaModule:#hlo_module=";
+  const size_t at = name.find(kModule);
+  if (at == std::string_view::npos || name.find("program_id=") != std::string_view::npos) return false;
+  std::string_view module = name.substr(at + kModule.size());
+  module = module.substr(0, module.find_first_of(",#/"));
+  if (module.starts_with("jit_") || module.starts_with("pmap_")) return false;
+  return module.find("fusion") != std::string_view::npos || module.find("gemm") != std::string_view::npos ||
+         module.find("triton") != std::string_view::npos;
+}
+
+std::vector<OneSided> ClassifyOneSided(const JoinedModel& m) {
+  const auto& rows = m.instances;
+  std::vector<OneSided> out(rows.size(), OneSided::kNone);
+  // Launch offsets of each row on each side (rows hold each side's instances in order).
+  std::vector<size_t> begin_a(rows.size()), begin_b(rows.size());
+  {
+    size_t a = 0, b = 0;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      begin_a[r] = a, begin_b[r] = b;
+      a += rows[r].primary_launches, b += rows[r].shadow_launches;
+    }
+    if (a != m.primary.size() || b != m.shadow.size()) return out;  // rows not of these launches
+  }
+  std::vector<std::string> pattern_a(rows.size()), pattern_b(rows.size());
+  std::unordered_set<std::string> all_a, all_b;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r].primary >= 0) all_a.insert(pattern_a[r] = NamePattern(rows[r].primary_name));
+    if (rows[r].shadow >= 0) all_b.insert(pattern_b[r] = NamePattern(rows[r].shadow_name));
+  }
+  std::unordered_set<uint64_t> ran_a, ran_b;  // (kernel, shape) each side ran
+  for (const auto& p : m.primary) ran_a.insert(KernelShape(p.kernel, p.grid, p.block));
+  for (const auto& x : m.shadow) ran_b.insert(KernelShape(x.kernel, x.grid, x.block));
+  const bool sampled = m.summary.alignment.sampled;
+  for (int side = 0; side < 2; ++side) {
+    const bool primary = side == 0;
+    auto mine = [&](size_t r) { return primary ? rows[r].primary >= 0 : rows[r].shadow >= 0; };
+    auto paired = [&](size_t r) { return rows[r].primary >= 0 && rows[r].shadow >= 0; };
+    const auto& pattern = primary ? pattern_a : pattern_b;
+    const auto& other = primary ? all_b : all_a;
+    const auto& other_ran = primary ? ran_b : ran_a;
+    // The steps: the pattern this side's paired instances have most often (the earliest on a tie); early is
+    // before its first paired instance.
+    std::map<std::string, std::pair<size_t, size_t>> count;  // pattern -> (paired instances, -first row)
+    for (size_t r = 0; r < rows.size(); ++r)
+      if (paired(r)) {
+        auto it = count.emplace(pattern[r], std::make_pair(size_t{0}, r)).first;
+        ++it->second.first;
+      }
+    size_t steps = rows.size();
+    {
+      size_t best = 0;
+      for (const auto& [pat, c] : count)
+        if (c.first > best || (c.first == best && c.second < steps)) best = c.first, steps = c.second;
+    }
+    auto candidate = [&](size_t r) {
+      const std::string& name = primary ? rows[r].primary_name : rows[r].shadow_name;
+      return !paired(r) && !name.empty() && !other.count(pattern[r]);
+    };
+    // Stretches of this side's consecutive candidates; a stretch reaching past the steps' start is not early.
+    for (size_t r = 0; r < rows.size();) {
+      if (!mine(r) || !candidate(r)) {
+        ++r;
+        continue;
+      }
+      std::vector<size_t> stretch;
+      size_t e = r;
+      for (; e < rows.size(); ++e) {
+        if (!mine(e)) continue;
+        if (!candidate(e)) break;
+        stretch.push_back(e);
+      }
+      uint64_t launches = 0, evidenced = 0;
+      for (size_t x : stretch) {
+        const uint64_t n = primary ? rows[x].primary_launches : rows[x].shadow_launches;
+        launches += n;
+        if (AutotunerRangeName(primary ? rows[x].primary_name : rows[x].shadow_name)) {
+          evidenced += n;
+          continue;
+        }
+        // The shadow's early ranges of kernels the primary never ran are far more often other work (an eval
+        // before the first step) than tuning the primary skipped: only an autotuner's names count there.
+        if (!primary) continue;
+        for (size_t i = 0; i < n; ++i) {
+          const size_t k = (primary ? begin_a[x] : begin_b[x]) + i;
+          const uint64_t ks = primary ? KernelShape(m.primary[k].kernel, m.primary[k].grid, m.primary[k].block)
+                                      : KernelShape(m.shadow[k].kernel, m.shadow[k].grid, m.shadow[k].block);
+          evidenced += other_ran.count(ks) ? 0 : 1;
+        }
+      }
+      const bool early = stretch.back() < steps;
+      const bool tuning = !sampled && early && evidenced * kOneSidedEvidence >= launches;
+      for (size_t x : stretch) out[x] = tuning ? OneSided::kTuning : OneSided::kOtherWork;
+      r = e;
+    }
+  }
+  return out;
+}
 
 void MarkAutotuning(JoinedModel& m, const TwoLevelResult& tl, const std::vector<uint32_t>& kernels_a,
                     const std::vector<uint32_t>& kernels_b, const std::vector<int32_t>& region_of_shadow) {
@@ -126,7 +246,12 @@ void MarkAutotuning(JoinedModel& m, const TwoLevelResult& tl, const std::vector<
         tl.a[x].end - tl.a[x].begin == tl.b[static_cast<size_t>(y)].end - tl.b[static_cast<size_t>(y)].begin)
       first_same = x;
   }
-  auto early = [&](size_t i) { return tl.instance_of_a[i] < first_same || i < np / 4; };
+  // A launch in a named instance without a partner is the instance rule's to judge (below), not this one's.
+  auto early = [&](size_t i) {
+    const uint32_t x = tl.instance_of_a[i];
+    if (tl.partner_a[x] < 0 && !tl.a[x].name.empty()) return false;
+    return x < first_same || i < np / 4;
+  };
   {
     std::unordered_set<uint64_t> shadow_ran;  // (kernel, shape) hashes
     std::unordered_set<uint32_t> shadow_kernels;
@@ -142,7 +267,23 @@ void MarkAutotuning(JoinedModel& m, const TwoLevelResult& tl, const std::vector<
       m.summary.autotuning_one_sided = true;
     }
   }
-  // 4. Counts per region and in the summary; top-level ranges that hold only the autotuner's launches.
+  // 4. One-sided instances: a stretch of early unpaired instances of an autotuner (ClassifyOneSided).
+  {
+    const auto kinds = ClassifyOneSided(m);
+    size_t a = 0, b = 0;
+    for (size_t r = 0; r < kinds.size(); ++r) {
+      const InstancePair& row = m.instances[r];
+      if (kinds[r] == OneSided::kTuning) {
+        for (size_t i = a; i < a + row.primary_launches; ++i)
+          if (match_a[i] == kNone) auto_a[i] = 1;
+        for (size_t j = b; j < b + row.shadow_launches; ++j)
+          if (match_b[j] == kNone) auto_b[j] = 1;
+        if (row.primary_launches) m.summary.autotuning_one_sided = true;
+      }
+      a += row.primary_launches, b += row.shadow_launches;
+    }
+  }
+  // 5. Counts per region and in the summary; top-level ranges that hold only the autotuner's launches.
   Summary& sum = m.summary;
   sum.autotuning_primary = sum.autotuning_shadow = sum.autotuning_pairs = 0;
   for (size_t r = 0; r < m.divergences.size(); ++r) {

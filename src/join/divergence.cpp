@@ -5,6 +5,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "join/autotune.h"
 #include "launchkey/launch_key.h"
 
 namespace twinscope::join {
@@ -90,8 +91,8 @@ void ExplainDivergence(JoinedModel& m) {
                      "the two runs chose differently");
     if (s.autotuning_one_sided)
       said.push_back(
-          "only the primary tuned (early launches of candidates the shadow never ran): the shadow reused the "
-          "choices the primary left in the shared caches");
+          "only the primary tuned (early launches of candidates the shadow never ran, or ranges of an autotuner's "
+          "own): the shadow reused the choices the primary left in the shared caches");
     if (other_kernels) {
       const bool early = first_kernels->first_primary * 10 <= std::max<size_t>(m.primary.size(), 1) ||
                          first_kernels->first_seq * 10 <= std::max<size_t>(m.shadow.size(), 1);
@@ -172,42 +173,84 @@ void ExplainDivergence(JoinedModel& m) {
     }
     m.reasons.push_back(std::move(r));
   }
+  // Other work only one side did (join/autotune.h, ClassifyOneSided): whole range instances named unlike any of
+  // the other side's (an `eval` or `checkpoint` range), said by name and left out of the step counts.
+  struct OtherWork {
+    uint64_t ranges = 0, launches = 0;
+    std::string first;
+  } other_a, other_b;
+  {
+    const auto kinds = ClassifyOneSided(m);
+    for (size_t r = 0; r < kinds.size(); ++r) {
+      if (kinds[r] != OneSided::kOtherWork) continue;
+      const InstancePair& row = m.instances[r];
+      OtherWork& o = row.primary >= 0 ? other_a : other_b;
+      if (!o.ranges++) o.first = row.primary >= 0 ? row.primary_name : row.shadow_name;
+      o.launches += row.primary >= 0 ? row.primary_launches : row.shadow_launches;
+    }
+  }
+  const uint64_t depth = s.alignment.depth;
+  auto ranges = [&](uint64_t n) {
+    return std::to_string(n) + (depth <= 1 ? " top-level range" : " range") + (n == 1 ? "" : "s") +
+           (depth <= 1 ? "" : " (at depth " + std::to_string(depth) + ")");
+  };
+  auto other_said = [&](const OtherWork& o, bool primary) {
+    return std::string(primary ? "the primary" : "the shadow") + " ran " + ranges(o.ranges) + " the " +
+           (primary ? "shadow" : "primary") + " did not (first \"" + o.first + "\", " + std::to_string(o.launches) +
+           " launches)";
+  };
   // Step counts: top-level range instances with target launches on each side, less those holding only the
-  // autotuner's launches.
+  // autotuner's launches and those of other work.
   {
     std::unordered_set<std::string> ps, ss;
     for (const auto& p : m.primary) ps.emplace(TopLevelRange(p.path));
     for (const auto& x : m.shadow) ss.emplace(TopLevelRange(x.path));
-    const uint64_t np = less(ps.size(), s.autotuning_ranges_primary), ns = less(ss.size(), s.autotuning_ranges_shadow);
+    uint64_t np = less(ps.size(), s.autotuning_ranges_primary), ns = less(ss.size(), s.autotuning_ranges_shadow);
+    if (depth <= 1) np = less(np, other_a.ranges), ns = less(ns, other_b.ranges);
     const bool comparable = !s.alignment.sampled && m.shadow_side.stats.report.end == ReadEnd::kComplete;
     if (comparable && np != ns && (np > 1 || ns > 1)) {
       DivergenceReason r{"step_count", "", ""};
       r.text = "the primary ran " + std::to_string(np) + " top-level ranges (steps) with target launches, the shadow " +
                std::to_string(ns);
+      std::vector<std::string> left_out;
       if (s.autotuning_ranges_primary || s.autotuning_ranges_shadow)
-        r.text += " (not counting ranges that hold only an autotuner's launches)";
+        left_out.push_back("ranges that hold only an autotuner's launches");
+      if (depth <= 1 && (other_a.ranges || other_b.ranges)) left_out.push_back("ranges of other work, below");
+      for (size_t i = 0; i < left_out.size(); ++i)
+        r.text += (i ? " or " : " (not counting ") + left_out[i] + (i + 1 == left_out.size() ? ")" : "");
       r.remedy = serving ? "give every request a fixed max_tokens (no early stop) and the same requests to both"
                          : "run a fixed number of steps (iterations) in both";
       m.reasons.push_back(std::move(r));
     }
   }
-  const uint64_t plain_inserted = inserted > other_kernels ? inserted : 0;
+  // Extra and missing work: whole ranges of other work by name, then launches at a place the other side ran.
+  const uint64_t plain_inserted = inserted > other_kernels ? less(inserted, other_b.launches) : 0;
+  std::vector<std::string> extra;
+  if (other_b.ranges) extra.push_back(other_said(other_b, false));
   if (first_inserted && plain_inserted) {
-    m.reasons.push_back(
-        {"extra_work",
-         "the shadow made launches the primary did not make at that place (first " +
-             At(first_inserted->shadow_launches ? first_inserted->shadow_from : first_inserted->primary_from) + ", " +
-             std::to_string(less(first_inserted->inserted, first_inserted->autotuning_shadow)) + " launches)",
-         ""});
+    extra.push_back("the shadow made launches the primary did not make at that place (first " +
+                    At(first_inserted->shadow_launches ? first_inserted->shadow_from : first_inserted->primary_from) +
+                    ", " + std::to_string(less(first_inserted->inserted, first_inserted->autotuning_shadow)) +
+                    " launches)");
   }
-  if (first_deleted && deleted) {
-    m.reasons.push_back({"missing_work",
-                         "the primary made " + std::to_string(deleted) +
-                             " launches the shadow did not make at that place (first at the primary's " +
-                             (first_deleted->primary_from.empty() ? "launches outside any range"
-                                                                  : "\"" + first_deleted->primary_from + "\"") +
-                             ")",
-                         ""});
+  if (!extra.empty()) {
+    DivergenceReason r{"extra_work", "", ""};
+    for (size_t i = 0; i < extra.size(); ++i) r.text += (i ? "; " : "") + extra[i];
+    m.reasons.push_back(std::move(r));
+  }
+  std::vector<std::string> missing;
+  if (other_a.ranges) missing.push_back(other_said(other_a, true));
+  if (first_deleted && deleted > other_a.launches) {
+    missing.push_back("the primary made " + std::to_string(deleted - other_a.launches) +
+                      " launches the shadow did not make at that place (first at the primary's " +
+                      (first_deleted->primary_from.empty() ? "launches outside any range"
+                                                           : "\"" + first_deleted->primary_from + "\"") +
+                      ")");
+  }
+  if (!missing.empty()) {
+    DivergenceReason r{"missing_work", "", ""};
+    for (size_t i = 0; i < missing.size(); ++i) r.text += (i ? "; " : "") + missing[i];
+    m.reasons.push_back(std::move(r));
   }
   if (m.shadow_side.stats.report.end != ReadEnd::kComplete && !m.shadow.empty()) {
     m.reasons.push_back({"shadow_cut",
