@@ -90,6 +90,7 @@ class VllmAdapter:
         self.nvtx = None
         self.follow, self.follow_header = [], None
         self.next_forced = 0
+        self._follow_ids = None
         self.wait_since = None  # when the forced step began waiting for its requests
         self.step_index = 0
         self.unwritten = {}  # step index -> step doc, written once its output is processed
@@ -115,9 +116,10 @@ class VllmAdapter:
                 known_versions(),
             )
             self.status.set(mode="disabled", supported=False, message=msg)
-            if self.status.path and not os.path.exists(self.status.path):
+            if self.claim(quiet=True):  # said once per server: by its first process (the API server)
                 self.status.write()
                 say(msg + ": disabled")
+                atexit.register(self.release)
             return False
         self.status.set(supported=True, message="vllm %s: waiting for the engine's scheduler" % self.version)
         self.status.write_if_absent()
@@ -168,7 +170,7 @@ class VllmAdapter:
         if cls is not None and "_initialize_kv_caches" in cls.__dict__:
             _wrap(cls, "_initialize_kv_caches", self._wrap_warmup)
 
-    def claim(self):
+    def claim(self, quiet=False):
         """One process per server writes the files: the first whose Scheduler is built (the EngineCore; with data
         parallelism, the first engine). A lock beside the status file, as the transformers adapter does."""
         base = self.settings.status_path or self.settings.schedule_out
@@ -184,8 +186,9 @@ class VllmAdapter:
             holder = os.read(fd, 32).decode("ascii", "replace").strip()
             os.close(fd)
             self.lock_path = None
-            say("process %d builds a vLLM scheduler too, but process %s of this server has the adapter: this one is "
-                "left as it is" % (os.getpid(), holder or "?"))
+            if not quiet:
+                say("process %d builds a vLLM scheduler too, but process %s of this server has the adapter: this one is "
+                    "left as it is" % (os.getpid(), holder or "?"))
             return False
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
@@ -366,6 +369,11 @@ class VllmAdapter:
         schedule._twinscope = True
         return schedule
 
+    def follow_ids(self):
+        if self._follow_ids is None:
+            self._follow_ids = set(e["id"] for s in self.follow for e in s["batch"])
+        return self._follow_ids
+
     def _present(self, sch):
         """client id -> the scheduler's unfinished Request."""
         have = {}
@@ -379,7 +387,8 @@ class VllmAdapter:
         its order, and a token budget of its tokens; None: not forced (the engine schedules on its own)."""
         have = self._present(sch)
         if self.next_forced >= len(self.follow):
-            if have:  # requests the primary's schedule has no step for
+            named = self.follow_ids()
+            if any(i not in named for i in have):  # requests the primary's schedule has no step for
                 self.stop_forcing("the primary's schedule has no step %d" % self.next_forced)
             return None
         want = self.follow[self.next_forced]
@@ -735,6 +744,9 @@ class VllmAdapter:
         except Exception as e:
             self.status.append("errors", "at %s: %s: %s" % (reason, type(e).__name__, e))
         self.status.write()
+        self.release()
+
+    def release(self):
         if self.lock_path:
             try:
                 os.unlink(self.lock_path)

@@ -1,0 +1,1 @@
+"""Part of the fake vLLM (tests/engines/fake/vllm)."""

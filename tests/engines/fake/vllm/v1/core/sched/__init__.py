@@ -1,0 +1,1 @@
+"""The fake vllm.v1.core.sched (tests/engines/fake/vllm)."""
