@@ -2,7 +2,6 @@
 #include "join/autotune.h"
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <set>
 #include <string_view>
@@ -60,9 +59,9 @@ class Medians {
   std::unordered_map<uint32_t, uint64_t> median_;
 };
 
-// (kernel, shape) of a launch, for "the other side never ran this".
-uint64_t KernelShape(const std::string& kernel, Dim3 g, Dim3 b) {
-  return Shape(g, b) ^ (std::hash<std::string>()(kernel) * 0x9e3779b97f4a7c15ull);
+// (kernel, shape) of a launch, for "the other side never ran this" (names are interned: one address a name).
+uint64_t KernelShape(const Name& kernel, Dim3 g, Dim3 b) {
+  return Shape(g, b) ^ (static_cast<uint64_t>(reinterpret_cast<uintptr_t>(&kernel.str())) * 0x9e3779b97f4a7c15ull);
 }
 
 }  // namespace
@@ -111,9 +110,8 @@ std::vector<OneSided> ClassifyOneSided(const JoinedModel& m) {
     if (rows[r].primary >= 0) all_a.insert(pattern_a[r] = NamePattern(rows[r].primary_name));
     if (rows[r].shadow >= 0) all_b.insert(pattern_b[r] = NamePattern(rows[r].shadow_name));
   }
-  std::unordered_set<uint64_t> ran_a, ran_b;  // (kernel, shape) each side ran
-  for (const auto& p : m.primary) ran_a.insert(KernelShape(p.kernel, p.grid, p.block));
-  for (const auto& x : m.shadow) ran_b.insert(KernelShape(x.kernel, x.grid, x.block));
+  std::unordered_set<uint64_t> ran_b;  // (kernel, shape) the shadow ran: made when a stretch needs it
+  bool ran_b_made = false;
   const bool sampled = m.summary.alignment.sampled;
   for (int side = 0; side < 2; ++side) {
     const bool primary = side == 0;
@@ -121,7 +119,6 @@ std::vector<OneSided> ClassifyOneSided(const JoinedModel& m) {
     auto paired = [&](size_t r) { return rows[r].primary >= 0 && rows[r].shadow >= 0; };
     const auto& pattern = primary ? pattern_a : pattern_b;
     const auto& other = primary ? all_b : all_a;
-    const auto& other_ran = primary ? ran_b : ran_a;
     // The steps: the pattern this side's paired instances have most often (the earliest on a tie); early is
     // before its first paired instance.
     std::map<std::string, std::pair<size_t, size_t>> count;  // pattern -> (paired instances, -first row)
@@ -153,26 +150,27 @@ std::vector<OneSided> ClassifyOneSided(const JoinedModel& m) {
         if (!candidate(e)) break;
         stretch.push_back(e);
       }
-      uint64_t launches = 0, evidenced = 0;
+      uint64_t launches = 0, evidenced = 0, named = 0;
       for (size_t x : stretch) {
         const uint64_t n = primary ? rows[x].primary_launches : rows[x].shadow_launches;
         launches += n;
         if (AutotunerRangeName(primary ? rows[x].primary_name : rows[x].shadow_name)) {
-          evidenced += n;
+          evidenced += n, named += n;
           continue;
         }
         // The shadow's early ranges of kernels the primary never ran are far more often other work (an eval
         // before the first step) than tuning the primary skipped: only an autotuner's names count there.
         if (!primary) continue;
-        for (size_t i = 0; i < n; ++i) {
-          const size_t k = (primary ? begin_a[x] : begin_b[x]) + i;
-          const uint64_t ks = primary ? KernelShape(m.primary[k].kernel, m.primary[k].grid, m.primary[k].block)
-                                      : KernelShape(m.shadow[k].kernel, m.shadow[k].grid, m.shadow[k].block);
-          evidenced += other_ran.count(ks) ? 0 : 1;
+        if (!ran_b_made) {
+          for (const auto& l : m.shadow) ran_b.insert(KernelShape(l.kernel, l.grid, l.block));
+          ran_b_made = true;
         }
+        for (size_t k = begin_a[x]; k < begin_a[x] + n; ++k)
+          evidenced += ran_b.count(KernelShape(m.primary[k].kernel, m.primary[k].grid, m.primary[k].block)) ? 0 : 1;
       }
       const bool early = stretch.back() < steps;
-      const bool tuning = !sampled && early && evidenced * kOneSidedEvidence >= launches;
+      // A stretch wholly of an autotuner's own ranges is tuning wherever it is (a function compiled mid-run).
+      const bool tuning = !sampled && ((early && evidenced * kOneSidedEvidence >= launches) || named == launches);
       for (size_t x : stretch) out[x] = tuning ? OneSided::kTuning : OneSided::kOtherWork;
       r = e;
     }

@@ -22,7 +22,8 @@ inline constexpr uint64_t kBenchmarkShapes = 2;
 // One-sided range instances (docs/join.md, "Autotuning"): a stretch of one side's consecutive unpaired
 // instances, early (before that side's first paired step instance) and named unlike any of the other side's
 // instances, is an autotuner's when at least 1/kOneSidedEvidence of its launches are evidenced: a kernel in a
-// shape the other side never ran, or a range named as an autotuner's own (AutotunerRangeName).
+// shape the other side never ran, or a range named as an autotuner's own (AutotunerRangeName). A stretch wholly
+// of an autotuner's own ranges is its anywhere (XLA tunes a function compiled mid-run then).
 inline constexpr uint64_t kOneSidedEvidence = 2;
 
 enum class OneSided : uint8_t {

@@ -210,6 +210,24 @@ TEST(OneSidedInstances, XlaAutotunerModulesOnTheShadowAreAutotuning) {
   EXPECT_NE(m.reasons[0].text.find("8 launches an autotuner made"), std::string::npos) << m.reasons[0].text;
 }
 
+// A function compiled mid-run: XLA's autotuner modules after step 3 (the primary only) are autotuning there too,
+// by their names; today: missing work and a step count.
+TEST(OneSidedInstances, XlaAutotunerModulesMidRunAreAutotuning) {
+  Twins t;
+  for (int k = 0; k < 8; ++k) {
+    Step(t, k);
+    if (k != 3) continue;
+    for (int c = 0; c < 6; ++c)
+      t.Add(std::string(kModule) + "gemm_fusion_dot.4##" + std::to_string(c), "gemm_fusion_dot_4", 64u << (c % 3), 64)
+          .in_shadow = false;
+  }
+  auto m = Join(WriteTwin(Dir(), t.v));
+  EXPECT_EQ(m.summary.exact, 8u * 20u);
+  EXPECT_EQ(m.summary.autotuning_primary, 6u);
+  ASSERT_EQ(m.reasons.size(), 1u) << Codes(m);
+  EXPECT_EQ(m.reasons[0].code, "autotuning");
+}
+
 // --- Other work interleaved on one side: an `eval` range after every 5th step, a step run twice ---
 
 constexpr char kGemm[] = "_Z4gemmv";
