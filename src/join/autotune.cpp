@@ -133,9 +133,13 @@ std::vector<OneSided> ClassifyOneSided(const JoinedModel& m) {
       for (const auto& [pat, c] : count)
         if (c.first > best || (c.first == best && c.second < steps)) best = c.first, steps = c.second;
     }
+    // A server's steps name their batch (`decode step 17 [r3:1,r4:1]`): another batch is another name, the
+    // same kind of range, never other work.
     auto candidate = [&](size_t r) {
       const std::string& name = primary ? rows[r].primary_name : rows[r].shadow_name;
-      return !paired(r) && !name.empty() && !other.count(pattern[r]);
+      if (paired(r) || name.empty() || other.count(pattern[r])) return false;
+      return name.find("prefill step") == std::string::npos && name.find("decode step") == std::string::npos &&
+             name.find("mixed step") == std::string::npos;
     };
     // Stretches of this side's consecutive candidates; a stretch reaching past the steps' start is not early.
     for (size_t r = 0; r < rows.size();) {

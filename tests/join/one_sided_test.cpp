@@ -325,6 +325,21 @@ void StepRunTwice(bool primary) {
   EXPECT_EQ(m.reasons.size(), 2u) << Codes(m);
 }
 
+// A server's extra decode step of a batch the primary never ran (its name has another pattern) is a step:
+// counted, and extra work at a place, not a range of other work.
+TEST(OtherWork, ServerStepOfAnotherBatchIsAStepNotOtherWork) {
+  Twins t;
+  for (int k = 0; k < 6; ++k)
+    t.Add("decode step " + std::to_string(k) + " [r0:1]#0", kGemm, 8 + static_cast<uint32_t>(k), 256);
+  t.Add("decode step 6 [r0:1,r1:1]#0", kGemm, 40, 256).in_primary = false;
+  auto m = Join(WriteTwin(Dir(), t.v));
+  EXPECT_EQ(m.summary.exact, 6u);
+  ASSERT_NE(Reason(m, "step_count"), nullptr) << Codes(m);
+  const auto* w = Reason(m, "extra_work");
+  ASSERT_NE(w, nullptr) << Codes(m);
+  EXPECT_EQ(w->text.find("top-level range"), std::string::npos) << w->text;
+}
+
 TEST(OtherWork, StepRunTwiceOnThePrimaryIsMissingWork) { StepRunTwice(true); }
 TEST(OtherWork, StepRunTwiceOnTheShadowIsExtraWork) { StepRunTwice(false); }
 
