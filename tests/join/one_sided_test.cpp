@@ -325,6 +325,18 @@ void StepRunTwice(bool primary) {
   EXPECT_EQ(m.reasons.size(), 2u) << Codes(m);
 }
 
+// One range around everything: the eval ranges are instances one level down, said as ranges at that depth.
+TEST(OtherWork, EvalInsideOneRangeAroundEverythingIsNamedAtItsDepth) {
+  Twins t = WithEval("shadow");
+  for (auto& l : t.v) l.path = "main#0/" + l.path;
+  auto m = Join(WriteTwin(Dir(), t.v));
+  EXPECT_EQ(m.summary.alignment.depth, 2u);
+  EXPECT_EQ(m.summary.exact, 60u);
+  ASSERT_EQ(m.reasons.size(), 1u) << Codes(m);
+  EXPECT_EQ(m.reasons[0].text,
+            "the shadow ran 4 ranges (at depth 2) the primary did not (first \"main#0/eval#0\", 8 launches)");
+}
+
 // A server's extra decode step of a batch the primary never ran (its name has another pattern) is a step:
 // counted, and extra work at a place, not a range of other work.
 TEST(OtherWork, ServerStepOfAnotherBatchIsAStepNotOtherWork) {
