@@ -113,6 +113,12 @@ std::vector<OneSided> ClassifyOneSided(const JoinedModel& m) {
   std::unordered_set<uint64_t> ran_b;  // (kernel, shape) the shadow ran: made when a stretch needs it
   bool ran_b_made = false;
   const bool sampled = m.summary.alignment.sampled;
+  // Where the primary's launches without a counterpart are expected (a sampling shadow leaves them out; a cut
+  // shadow has none after its last), a primary-only instance says nothing.
+  const bool cut = m.shadow_side.stats.report.end != ReadEnd::kComplete;
+  size_t last_shadow_row = 0;
+  for (size_t r = 0; r < rows.size(); ++r)
+    if (rows[r].shadow >= 0) last_shadow_row = r;
   for (int side = 0; side < 2; ++side) {
     const bool primary = side == 0;
     auto mine = [&](size_t r) { return primary ? rows[r].primary >= 0 : rows[r].shadow >= 0; };
@@ -138,6 +144,7 @@ std::vector<OneSided> ClassifyOneSided(const JoinedModel& m) {
     auto candidate = [&](size_t r) {
       const std::string& name = primary ? rows[r].primary_name : rows[r].shadow_name;
       if (paired(r) || name.empty() || other.count(pattern[r])) return false;
+      if (primary && (sampled || (cut && r > last_shadow_row))) return false;
       return name.find("prefill step") == std::string::npos && name.find("decode step") == std::string::npos &&
              name.find("mixed step") == std::string::npos;
     };

@@ -197,7 +197,7 @@ void ExplainDivergence(JoinedModel& m) {
   auto other_said = [&](const OtherWork& o, bool primary) {
     return std::string(primary ? "the primary" : "the shadow") + " ran " + ranges(o.ranges) + " the " +
            (primary ? "shadow" : "primary") + " did not (first \"" + o.first + "\", " + std::to_string(o.launches) +
-           " launches)";
+           (o.launches == 1 ? " launch)" : " launches)");
   };
   // Step counts: top-level range instances with target launches on each side, less those holding only the
   // autotuner's launches and those of other work.

@@ -337,6 +337,34 @@ TEST(OtherWork, EvalInsideOneRangeAroundEverythingIsNamedAtItsDepth) {
             "the shadow ran 4 ranges (at depth 2) the primary did not (first \"main#0/eval#0\", 8 launches)");
 }
 
+// A sampling shadow (--every 3) left the primary's "init#0" and most launches out by design, and a shadow cut
+// early has no counterpart for the primary's last ranges: neither is missing work nor other work.
+TEST(OtherWork, SampledOrCutShadowSaysNoRangesOfOtherWork) {
+  {
+    Twins t;
+    t.Add("init#0", kGemm, 2, 512);
+    for (int k = 0; k < 6; ++k)
+      for (int i = 0; i < 3; ++i) t.Add("step#" + std::to_string(k), kGemm, 8, 256);
+    for (size_t i = 0; i < t.v.size(); ++i) t.v[i].in_shadow = i % 3 == 1;
+    testing::WriteOptions o;
+    o.shadow_every = 3;
+    auto m = Join(WriteTwin(Dir(), t.v, o));
+    EXPECT_TRUE(m.summary.alignment.sampled);
+    EXPECT_TRUE(m.reasons.empty()) << Codes(m);
+  }
+  {
+    Twins t;
+    for (int k = 0; k < 40; ++k)
+      for (int i = 0; i < 3; ++i) t.Add("step#" + std::to_string(k), kGemm, 8 + static_cast<uint32_t>(k), 256);
+    t.Add("save#0", kGemm, 2, 512);
+    testing::WriteOptions o;
+    o.shadow_keep_fraction = 0.5;
+    auto m = Join(WriteTwin(Dir() + "_cut", t.v, o));
+    ASSERT_NE(Reason(m, "shadow_cut"), nullptr) << Codes(m);
+    EXPECT_EQ(Reason(m, "missing_work"), nullptr) << Codes(m);
+  }
+}
+
 // A server's extra decode step of a batch the primary never ran (its name has another pattern) is a step:
 // counted, and extra work at a place, not a range of other work.
 TEST(OtherWork, ServerStepOfAnotherBatchIsAStepNotOtherWork) {
