@@ -303,7 +303,21 @@ class VllmFaults(unittest.TestCase):
 
 
 class VllmIds(unittest.TestCase):
-    """The scheduler's request id back to the client's: what differs between two servers taken off."""
+    """The scheduler's request id back to the client's: what differs between two servers taken off; and what the
+    status says between `import vllm` and the engine's scheduler."""
+
+    def test_importing_vllm_says_it_waits_for_the_scheduler(self):
+        tmp = mkdtemp()
+        path = os.path.join(tmp, "adapter-primary.json")
+        env = dict({k: v for k, v in os.environ.items() if not k.startswith(("TWINSCOPE_", "FAKE_"))},
+                   PYTHONPATH=os.pathsep.join([SHIM, FAKE]), TWINSCOPE_ROLE="primary", TWINSCOPE_ADAPTER_STATUS=path)
+        p = subprocess.run([sys.executable, "-c", "import vllm"], env=env, stderr=subprocess.PIPE,
+                           universal_newlines=True, timeout=60)
+        self.assertEqual((p.returncode, said(p.stderr)), (0, []))
+        with open(path) as f:
+            st = json.load(f)
+        self.assertEqual((st["engine"], st["supported"], st["message"]),
+                         ("vllm", True, "vllm 0.34.0: waiting for the engine's scheduler"))
 
     def test_prefix_and_random_suffix(self):
         vl = load_adapter_module()

@@ -122,8 +122,20 @@ class VllmAdapter:
                 atexit.register(self.release)
             return False
         self.status.set(supported=True, message="vllm %s: waiting for the engine's scheduler" % self.version)
-        self.status.write_if_absent()
+        if self._status_is_the_shims():
+            self.status.write()
         return True
+
+    def _status_is_the_shims(self):
+        """No status yet, or the shim's "no engine imported" (engine ""): the first process that imports vllm says
+        it is here; a later one (the EngineCore) leaves the status to the process that owns it."""
+        import json
+
+        try:
+            with open(self.status.path) as f:
+                return not json.load(f).get("engine")
+        except (OSError, ValueError):
+            return bool(self.status.path) and not os.path.exists(self.status.path)
 
     def install(self, sched_mod, queue_mod):
         """Wraps 0.34's Scheduler (after vllm.v1.core.sched.scheduler is imported): the class, so that every
