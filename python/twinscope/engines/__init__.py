@@ -11,6 +11,7 @@ from .common import say
 ENGINES = {
     "transformers": "transformers.generation.continuous_batching.continuous_api",
     "vllm": "vllm.v1.core.sched.scheduler",
+    "sglang": "sglang.srt.managers.scheduler",
 }
 
 _state = {"installed": False, "engine": None, "status": None}
@@ -71,6 +72,8 @@ def _transformers_hooks(settings):
     def on_transformers(mod):
         if "vllm" in settings_engines(settings) and "vllm" in sys.modules:
             return  # vLLM imports transformers: its server is the vllm adapter's, the transformers one stands aside
+        if "sglang" in settings_engines(settings) and "sglang" in sys.modules:
+            return  # so does SGLang
         version = str(getattr(mod, "__version__", "") or "")
         if not version:
             try:
@@ -87,6 +90,8 @@ def _transformers_hooks(settings):
     def on_cb_api(mod):
         adapter = box.get("adapter")
         if adapter is None and "vllm" in sys.modules and "vllm" in settings_engines(settings):
+            return
+        if adapter is None and "sglang" in sys.modules and "sglang" in settings_engines(settings):
             return
         if adapter is None:  # continuous_api imported without `transformers` first: not possible, but say it
             on_transformers(sys.modules.get("transformers"))
@@ -153,6 +158,49 @@ def _vllm_hooks(settings):
     }
 
 
+def _sglang_hooks(settings):
+    from . import sglang as sg
+
+    box = {}
+
+    def adapter():
+        a = box.get("adapter")
+        if a is None:
+            mod = sys.modules.get("sglang")
+            version = str(getattr(mod, "__version__", "") or "")
+            if not version:
+                try:
+                    from importlib.metadata import version as dist_version
+
+                    version = dist_version("sglang")
+                except Exception:
+                    version = "unknown"
+            a = box["adapter"] = sg.SglangAdapter(settings, version)
+            _state["engine"] = a
+            a.check_version()
+        return a
+
+    def guarded(what, call):
+        def after(mod):
+            a = adapter()
+            try:
+                call(a, mod)
+            except Exception as e:
+                a.fail(what, e)
+
+        return after
+
+    def on_tokenizer(a, mod):
+        if not a.refused:
+            sg.install_tokenizer(mod, a)
+
+    return {
+        "sglang": lambda mod: adapter(),
+        sg.SCHED: guarded("installing", lambda a, mod: a.install(mod)),
+        sg.TOKENIZER: guarded("installing the request ids", on_tokenizer),
+    }
+
+
 def install(env=None):
     """Called by the shim: reads what `twin` set and installs the import hook; never raises."""
     with _lock:
@@ -184,6 +232,8 @@ def install(env=None):
             watch.update(_transformers_hooks(settings))
         if "vllm" in names:
             watch.update(_vllm_hooks(settings))
+        if "sglang" in names:
+            watch.update(_sglang_hooks(settings))
         for b in settings.bad:
             status.append("warnings", b)
         status.set(
