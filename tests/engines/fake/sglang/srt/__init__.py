@@ -1,0 +1,1 @@
+"""The fake sglang.srt (tests/engines/fake/sglang)."""

@@ -1,0 +1,1 @@
+"""The fake sglang.srt.managers (tests/engines/fake/sglang)."""

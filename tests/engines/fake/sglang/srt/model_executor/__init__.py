@@ -1,0 +1,1 @@
+"""The fake sglang.srt.model_executor (tests/engines/fake/sglang)."""
