@@ -6,7 +6,6 @@ import os
 import sys
 import tempfile
 import time
-from collections import deque
 
 
 def build(a):
@@ -52,6 +51,27 @@ def request(rid, n, max_tokens):
                                      top_logprobs_num=0, token_ids_logprob=None, stream=False)
 
 
+class Receiver:
+    """Stands for the scheduler's ZMQ input: hands over each request once the scheduler has launched that many
+    batches (forward_ct), and ends the loop (gracefully_exit) once every request has ended."""
+
+    def __init__(self, sch, pending, all_at_once):
+        self.sch, self.pending, self.all_at_once = sch, pending, all_at_once
+        self.t_end = time.monotonic() + 240
+
+    def recv_requests(self, local_reqs=None):
+        s = self.sch
+        out = []
+        while self.pending and (self.all_at_once or self.pending[0]["step"] <= s.forward_ct):
+            r = self.pending.pop(0)
+            out.append(request(r["id"], r["prompt"], r["max_tokens"]))
+        idle = not out and not self.pending and not s.waiting_queue and s.running_batch.is_empty() and \
+            s.chunked_req is None and s.last_batch is None
+        if idle or time.monotonic() > self.t_end:
+            s.gracefully_exit = True
+        return list(local_reqs or ()) + out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--workload", required=True, help="JSON list of {id, prompt, max_tokens, step}: arrives before that step")
@@ -73,53 +93,20 @@ def main():
     else:
         pending = sorted(work, key=lambda r: r["step"])
     tokens = {}
+    process = sch.process_batch_result  # the class's (the adapter's wrapper around SGLang's own)
 
-    def proc(b, res):
-        sch.process_batch_result(b, res)
+    def process_batch_result(b, res, *args, **kw):
+        out = process(b, res, *args, **kw)
         for q in b.reqs:
             if q.finished() and q.rid not in tokens:
                 tokens[q.rid] = [int(x) for x in q.output_ids]
+        return out
 
-    loops, idle = 0, 0
-    result_queue = deque()
-    t_end = time.monotonic() + 240
-    while time.monotonic() < t_end:
-        arrived = []
-        while pending and (a.all_at_once or pending[0]["step"] <= loops):
-            r = pending.pop(0)
-            arrived.append(request(r["id"], r["prompt"], r["max_tokens"]))
-        if arrived:
-            sch.process_input_requests(arrived)
-        loops += 1
-        plan = sch.get_next_batch_to_run(running_batch=sch.running_batch, last_batch=sch.last_batch)
-        sch.running_batch = plan.running_batch
-        batch = plan.batch_to_run
-        if not a.overlap:  # event_loop_normal
-            if batch:
-                proc(batch, sch.run_batch(batch))
-        else:  # event_loop_overlap (no grammar, no speculative decoding)
-            if sch.is_disable_overlap_for_batch(batch, last_batch=sch.last_batch):
-                b, res = result_queue.popleft()
-                proc(b, res)
-                disabled = True
-            else:
-                disabled = False
-            result = None
-            if batch:
-                result = sch.run_batch(batch)
-                sch._apply_war_barrier()
-                result_queue.append((batch.copy(), result))
-            if sch.last_batch and not disabled:
-                b, res = result_queue.popleft()
-                proc(b, res)
-            sch.launch_batch_sample_if_needed(result, batch)
-        sch.last_batch = batch
-        if not batch:
-            idle += 1
-            if not pending and not result_queue and sch.running_batch.is_empty() and not sch.waiting_queue:
-                break
+    sch.process_batch_result = process_batch_result
+    sch.request_receiver = Receiver(sch, pending, a.all_at_once)
+    sch.run_event_loop()  # SGLang's own loop (normal or overlap), until the receiver says all requests ended
     with open(a.out, "w") as f:
-        json.dump({"loops": loops, "overlap": bool(sch.enable_overlap), "tokens": tokens}, f)
+        json.dump({"loops": sch.forward_ct, "overlap": bool(sch.enable_overlap), "tokens": tokens}, f)
     return 0
 
 

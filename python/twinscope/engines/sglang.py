@@ -342,7 +342,8 @@ class SglangAdapter:
             if not (adapter.active and sch is adapter.sched):
                 return orig(sch, *a, **kw)
             forced = None
-            if adapter.forcing:
+            beyond = adapter.forcing and adapter.next_forced >= len(adapter.follow)
+            if adapter.forcing and not beyond:
                 try:
                     forced = adapter.prepare_forced(sch, *a, **kw)
                 except Exception as e:
@@ -360,6 +361,9 @@ class SglangAdapter:
                     doc = adapter.record(sch, getattr(plan, "batch_to_run", None))
                     if forced is not None and adapter.forcing:
                         adapter.check_forced(forced, doc)
+                    elif beyond and doc is not None and adapter.forcing:
+                        adapter.stop_forcing("the engine scheduled a step past the primary's schedule (a shadow "
+                                             "given more requests than the primary served)")
                     adapter.status.maybe_write()
                 except Exception as e:
                     adapter.fail("recording a step", e)
@@ -557,13 +561,11 @@ class SglangAdapter:
     def prepare_forced(self, sch, running_batch=None, last_batch=None, *a, **kw):
         """Before the engine builds its next batch: wait for step N's requests, then leave in the waiting queue only
         those step N admits, in the primary's order, with a chunk budget of step N's tokens."""
-        if self.next_forced >= len(self.follow):
-            self.stop_forcing("the primary's schedule has no more steps")
-            return None
         running_batch = kw.get("running_batch", running_batch)
         last_batch = kw.get("last_batch", last_batch)
-        if not (sch.waiting_queue or getattr(running_batch, "reqs", None) or sch.chunked_req is not None or
-                getattr(last_batch, "reqs", None)):
+        live = [r for r in list(getattr(running_batch, "reqs", None) or ()) + list(getattr(last_batch, "reqs", None) or ())
+                if not r.finished()]
+        if not (sch.waiting_queue or live or sch.chunked_req is not None):
             return None  # nothing to run: the engine idles, nothing is waited for
         step = self.follow[self.next_forced]
         want = [e["id"] for e in step["batch"]]

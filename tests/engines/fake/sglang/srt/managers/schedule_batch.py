@@ -2,6 +2,8 @@
 
 from sglang.srt.model_executor.forward_batch_info import ForwardMode  # noqa: F401
 
+FAKE_ONLY = ("SeqLens", "FAKE_ONLY")  # not SGLang's: the conformance check skips them
+
 
 class FINISH_LENGTH:
     def to_json(self):

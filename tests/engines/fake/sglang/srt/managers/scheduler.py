@@ -9,7 +9,7 @@ from collections import namedtuple
 from sglang.srt.managers.schedule_batch import FINISH_ABORT, FINISH_LENGTH, Req, SamplingParams, ScheduleBatch
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
-FAKE_ONLY = ("LAUNCHES", "current_range", "FAKE_ONLY", "token_of", "ServerArgs", "FakeInput", "run_scheduler_process")
+FAKE_ONLY = ("LAUNCHES", "current_range", "FAKE_ONLY", "token_of", "ServerArgs", "FakeInput", "run_scheduler_process", "_kv_used", "_prefill", "_decode")
 LAUNCHES = []  # (thread id, the outermost open range, kernel, grid)
 
 NextBatchPlan = namedtuple("NextBatchPlan", ["batch_to_run", "running_batch"])
