@@ -178,6 +178,18 @@ class SglangFaults(unittest.TestCase):
         self.assertEqual(out["unfinished"], [])
         self.assertEqual(lines(paths["schedule"])[-1]["reason"], "adapter disabled")
 
+    def test_shadow_given_more_requests_forces_then_batches_on_its_own(self):
+        _, _, p = run(self.tmp, "primary", "primary3", workload=WORKLOAD[:3])
+        out, err, s = run(self.tmp, "shadow", "more", workload=WORKLOAD, follow=p["schedule"], args=["--all-at-once"],
+                          extra_env={"TWINSCOPE_FOLLOW_STEP_TIMEOUT_S": "1"})
+        n = len(steps(p["schedule"]))
+        st = status(s)
+        self.assertEqual((st["forced_steps"], st["errors"]), (n, []))
+        self.assertEqual(steps(s["schedule"])[:n], steps(p["schedule"]))
+        self.assertTrue(any("stopped forcing at step %d of %d: the engine scheduled a step past the primary's schedule"
+                            % (n, n) in x for x in said(err)), said(err))
+        self.assertEqual(out["unfinished"], [])
+
     def test_shadow_smaller_does_not_force(self):
         _, _, p = run(self.tmp, "primary", "primary")
         _, err, s = run(self.tmp, "shadow", "small", follow=p["schedule"], args=["--max-total-tokens", "2000"])
