@@ -1,8 +1,10 @@
 """Drives vLLM's real V1 Scheduler on the CPU as its EngineCore does (schedule, a model output, update_from_output), with requests arriving between steps; run under the twinscope shim by tests/engines/test_vllm_real.py."""
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -16,6 +18,7 @@ def build(args):
     from vllm.v1.structured_output import StructuredOutputManager
 
     model = tempfile.mkdtemp(prefix="twinscope-vllm-model-")
+    atexit.register(shutil.rmtree, model, True)
     LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                 num_key_value_heads=4, max_position_embeddings=1024).save_pretrained(model)
     mc = ModelConfig(model=model, skip_tokenizer_init=True, dtype="float32", max_model_len=1024)

@@ -6,6 +6,7 @@ import importlib
 import inspect
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -60,11 +61,20 @@ def status(paths):
         return json.load(f)
 
 
+_TMP = []
+
+
+def tearDownModule():
+    for d in _TMP:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 class Twins(unittest.TestCase):
     """A primary records; a shadow given the requests all at once, last first, is forced to the same steps."""
 
     def twins(self, name, workload, args=()):
         tmp = tempfile.mkdtemp(prefix="twinscope-vllm-real-")
+        _TMP.append(tmp)
         p_out, p_said, p = run(tmp, "primary", name + "-primary", workload, args=args)
         s_out, s_said, s = run(tmp, "shadow", name + "-shadow", workload, follow=p["schedule"],
                                args=list(args) + ["--all-at-once"])
