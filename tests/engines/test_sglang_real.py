@@ -21,7 +21,7 @@ WORKLOAD = [{"id": "req-%d" % i, "prompt": 10 + 23 * i, "max_tokens": 4 + 2 * i,
             for i in range(6)]
 
 
-def run(tmp, role, name, follow=None, args=()):
+def run(tmp, role, name, follow=None, args=(), extra_env=None):
     wl = os.path.join(tmp, name + "-workload.json")
     with open(wl, "w") as f:
         json.dump(WORKLOAD, f)
@@ -33,6 +33,7 @@ def run(tmp, role, name, follow=None, args=()):
                TWINSCOPE_FOLLOW_STEP_TIMEOUT_S="20")
     if follow:
         env["TWINSCOPE_SCHEDULE_FOLLOW"] = follow
+    env.update(extra_env or {})
     p = subprocess.run([sys.executable, DRIVE, "--workload", wl, "--out", paths["out"]] + list(args), env=env,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=600)
     if p.returncode != 0:
@@ -60,27 +61,33 @@ class RealScheduler(unittest.TestCase):
     """Normal loop: the primary's batches recorded, forced in a shadow given the requests at once in reverse."""
 
     overlap = ()
+    env = {}
 
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="twinscope-sglang-real-")
-        cls.p_out, cls.p_said, cls.p = run(cls.tmp, "primary", "primary", args=cls.overlap)
+        cls.p_out, cls.p_said, cls.p = run(cls.tmp, "primary", "primary", args=cls.overlap, extra_env=cls.env)
         cls.s_out, cls.s_said, cls.s = run(cls.tmp, "shadow", "shadow", follow=cls.p["schedule"],
-                                           args=("--all-at-once",) + cls.overlap)
-        cls.u_out, _, cls.u = run(cls.tmp, "shadow", "unforced", args=("--all-at-once",) + cls.overlap)
+                                           args=("--all-at-once",) + cls.overlap, extra_env=cls.env)
+        cls.u_out, _, cls.u = run(cls.tmp, "shadow", "unforced", args=("--all-at-once",) + cls.overlap, extra_env=cls.env)
 
     def test_primary_recorded(self):
         st = status(self.p)
         self.assertEqual((st["engine"], st["version"], st["mode"], st["errors"]), ("sglang", "0.5.23", "record", []))
         s = steps(self.p["schedule"])
-        fed = {}
+        fed, retracted = {}, set()
         for d in s:
+            retracted.update(d["preempted"])
             for e in d["batch"]:
-                self.assertEqual(e["offset"], fed.get(e["id"], 0), (d["step"], e))
+                if e["id"] in retracted:  # prefilled again from what the prefix cache kept of it
+                    self.assertLessEqual(e["offset"], fed[e["id"]], (d["step"], e))
+                    retracted.discard(e["id"])
+                else:
+                    self.assertEqual(e["offset"], fed.get(e["id"], 0), (d["step"], e))
                 fed[e["id"]] = e["offset"] + e["tokens"]
         for r in WORKLOAD:
             self.assertEqual(fed[r["id"]], r["prompt"] + r["max_tokens"] - 1, r["id"])
-        self.assertTrue(any(d["kind"] == "prefill" and sum(e["tokens"] for e in d["batch"]) == 64 for d in s))
+        self.assertTrue(any(d["kind"] != "decode" and sum(e["tokens"] for e in d["batch"]) == 64 for d in s))
         self.assertEqual(sorted(d["id"] for d in lines(self.p["trace"])), sorted(r["id"] for r in WORKLOAD))
         self.assertEqual(self.p_said, [])
 
@@ -104,6 +111,31 @@ class RealSchedulerOverlap(RealScheduler):
         st = status(self.p)
         self.assertTrue(st["capacity"]["overlap_schedule"])
         self.assertTrue(any("overlap scheduling is on" in w for w in st["warnings"]))
+
+
+class RealSchedulerMixed(RealScheduler):
+    """--enable-mixed-chunk: prompt chunks beside the running requests' decode tokens (mixed steps)."""
+
+    overlap = ("--mixed",)
+
+    def test_mixed_steps(self):
+        s = steps(self.p["schedule"])
+        self.assertTrue(any(d["kind"] == "mixed" for d in s))
+        self.assertTrue(status(self.p)["capacity"]["mixed_chunk"])
+
+
+class RealSchedulerRetract(RealScheduler):
+    """Retractions: SGLang's own retract_decode, every 7th launch (its SGLANG_TEST_RETRACT hook: the KV pool of
+    this tiny model would need a workload too long for a test to fill it), recorded and reproduced."""
+
+    env = {"SGLANG_TEST_RETRACT": "1", "SGLANG_TEST_RETRACT_INTERVAL": "7"}
+
+    def test_retractions_recorded(self):
+        pre = [i for d in steps(self.p["schedule"]) for i in d["preempted"]]
+        self.assertTrue(pre)
+        # a retracted request is prefilled again: its tokens computed before show as a prefix-cache hit or again
+        t = {d["id"]: d for d in lines(self.p["trace"])}
+        self.assertTrue(all(t[i].get("preempted", 0) >= 1 for i in pre))
 
 
 class FakeConforms(unittest.TestCase):
@@ -142,6 +174,25 @@ class FakeConforms(unittest.TestCase):
                                 if isinstance(m, ast.FunctionDef) and m.name not in fake_only and not hasattr(obj, m.name):
                                     missing.append("%s.%s.%s" % (modname, node.name, m.name))
         self.assertEqual(missing, [])
+
+    def test_what_the_adapter_wraps(self):
+        """The parameters the adapter's wrappers pass on, as 0.5.23 declares them."""
+        import inspect
+
+        from sglang.srt.managers import scheduler, tokenizer_manager
+
+        def params(f):
+            return list(inspect.signature(f).parameters)
+
+        S = scheduler.Scheduler
+        self.assertEqual(params(S.get_next_batch_to_run), ["self", "running_batch", "last_batch"])
+        self.assertEqual(params(S.run_batch)[:2], ["self", "batch"])
+        self.assertEqual(params(S.process_batch_result)[:3], ["self", "batch", "result"])
+        self.assertEqual(params(S._add_request_to_queue), ["self", "req", "is_retracted"])
+        self.assertEqual(params(S.ingest_requests), ["self", "stop_at_pause"])
+        g = tokenizer_manager.TokenizerManager.generate_request
+        self.assertEqual(params(g), ["self", "obj", "request"])
+        self.assertTrue(inspect.isasyncgenfunction(g))  # the wrapper returns the generator it makes
 
 
 if __name__ == "__main__":
