@@ -121,6 +121,20 @@ class Twins(unittest.TestCase):
         self.assertTrue(head["capacity"]["async_scheduling"])
         self.assertTrue(any("async scheduling is on" in w for w in st["warnings"]), st["warnings"])
 
+    def test_late_requests_are_waited_for(self):
+        # The shadow's requests come 5 engine loops later than the primary's, the ones of a loop in reverse: its
+        # scheduler runs empty steps until each forced step's requests are there.
+        tmp = tempfile.mkdtemp(prefix="twinscope-vllm-real-")
+        _TMP.append(tmp)
+        p_out, _, p = run(tmp, "primary", "primary")
+        late = [dict(w, step=w["step"] + 5) for w in WORKLOAD]
+        s_out, said, s = run(tmp, "shadow", "late", late, follow=p["schedule"], args=["--reverse"])
+        self.assertEqual(steps(s["schedule"]), steps(p["schedule"]))
+        st = status(s)
+        self.assertEqual((st["forced_steps"], st["timeouts"], st["errors"], said), (len(steps(p["schedule"])), 0, [], []))
+        self.assertEqual(s_out["results"], p_out["results"])
+        self.assertGreater(s_out["loops"], p_out["loops"])  # it waited
+
     def test_preemption(self):
         ps, head, out, st = self.twins("preempt", PREEMPT, args=["--num-blocks", "10"])
         self.assertTrue([x for x in ps if x["preempted"]], "no preemption with 10 blocks")
