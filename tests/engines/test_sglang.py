@@ -190,6 +190,13 @@ class SglangFaults(unittest.TestCase):
                             % (n, n) in x for x in said(err)), said(err))
         self.assertEqual(out["unfinished"], [])
 
+    def test_speculative_decoding_not_forced(self):
+        _, _, p = run(self.tmp, "primary", "primary")
+        _, err, s = run(self.tmp, "shadow", "spec", follow=p["schedule"], extra_env={"FAKE_SGLANG_SPEC": "EAGLE"})
+        st = status(s)
+        self.assertEqual((st["forced_steps"], st["mode"]), (0, "force"))
+        self.assertIn("speculative decoding (EAGLE): its draft and verify steps are not forced", st["message"])
+
     def test_shadow_smaller_does_not_force(self):
         _, _, p = run(self.tmp, "primary", "primary")
         _, err, s = run(self.tmp, "shadow", "small", follow=p["schedule"], args=["--max-total-tokens", "2000"])

@@ -272,6 +272,9 @@ class SglangAdapter:
         if capacity["continuous_decode_steps"] != 1:
             return "--num-continuous-decode-steps %d: only one decode step per scheduling round is forced" % capacity[
                 "continuous_decode_steps"]
+        spec = getattr(sch, "spec_algorithm", None)
+        if spec is not None and not spec.is_none():
+            return "speculative decoding (%s): its draft and verify steps are not forced" % getattr(spec, "name", spec)
         if getattr(sch, "enable_priority_scheduling", False):
             return "priority scheduling (it preempts running requests on its own): not forced"
         return ""

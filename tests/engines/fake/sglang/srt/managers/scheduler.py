@@ -9,7 +9,8 @@ from collections import namedtuple
 from sglang.srt.managers.schedule_batch import FINISH_ABORT, FINISH_LENGTH, Req, SamplingParams, ScheduleBatch
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
-FAKE_ONLY = ("LAUNCHES", "current_range", "FAKE_ONLY", "token_of", "ServerArgs", "FakeInput", "run_scheduler_process", "_kv_used", "_prefill", "_decode")
+FAKE_ONLY = ("LAUNCHES", "current_range", "FAKE_ONLY", "token_of", "ServerArgs", "FakeInput", "run_scheduler_process", "_kv_used", "_prefill", "_decode",
+             "SpeculativeAlgorithm")
 LAUNCHES = []  # (thread id, the outermost open range, kernel, grid)
 
 NextBatchPlan = namedtuple("NextBatchPlan", ["batch_to_run", "running_batch"])
@@ -56,6 +57,16 @@ class FakeInput:
         self.max_new_tokens = max_new_tokens
 
 
+class SpeculativeAlgorithm:
+    """As sglang.srt.speculative.spec_info.SpeculativeAlgorithm: its name and is_none()."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def is_none(self):
+        return self.name == "NONE"
+
+
 class SchedulePolicy:
     def __init__(self, seed):
         self.rng = random.Random(seed)
@@ -74,6 +85,7 @@ class Scheduler:
         self.max_running_requests = server_args.max_running_requests
         self.enable_overlap = not server_args.disable_overlap_schedule
         self.enable_priority_scheduling = False
+        self.spec_algorithm = SpeculativeAlgorithm(os.environ.get("FAKE_SGLANG_SPEC", "NONE"))
         self.policy = SchedulePolicy(int(os.environ.get("FAKE_ENGINE_SEED", "1")))
         self.waiting_queue = []
         self.running_batch = ScheduleBatch([])
