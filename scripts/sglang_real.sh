@@ -3,7 +3,8 @@
 # tests/engines/test_sglang_real.py in it (docs/engines.md, "SGLang"). Usage:
 #   scripts/sglang_real.sh [--venv DIR] [--ctest]
 # --venv DIR  the venv to use or make (default $TWINSCOPE_SGLANG_VENV, else ~/.cache/twinscope/sglang-0.5.23-venv)
-# --ctest     as ctest runs it (label engines-sglang-real): exits 77 (skipped) unless TWINSCOPE_SGLANG_REAL=1
+# --ctest     as ctest runs it (label engines-sglang-real, registered with -DTWINSCOPE_ENGINE_REAL_TESTS=ON, which
+#             sets TWINSCOPE_SGLANG_REAL=1): exits 77 unless TWINSCOPE_SGLANG_REAL=1
 # Needs python3.11 and PyPI. `pip install sglang==0.5.23` pins torch 2.14.1, flashinfer (CUDA) and transformers 5.19;
 # its scheduler runs on the CPU with the wheel installed --no-deps beside torch, transformers and the requirements
 # below (several GB: torch from PyPI is its CUDA build).

@@ -3,7 +3,8 @@
 # tests/engines/test_vllm_real.py in it (docs/engines.md, "vLLM"). Usage:
 #   scripts/vllm_real.sh [--venv DIR] [--ctest]
 # --venv DIR  the venv to use or make (default $TWINSCOPE_VLLM_VENV, else ~/.cache/twinscope/vllm-0.34.0-venv)
-# --ctest     as ctest runs it (label engines-vllm-real): exits 77 (skipped) unless TWINSCOPE_VLLM_REAL=1
+# --ctest     as ctest runs it (label engines-vllm-real, registered with -DTWINSCOPE_ENGINE_REAL_TESTS=ON, which
+#             sets TWINSCOPE_VLLM_REAL=1): exits 77 unless TWINSCOPE_VLLM_REAL=1
 # Needs python3.11 and PyPI. The venv is about 7 GB (torch 2.14.0 is PyPI's CUDA build) and takes ~15 minutes.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
