@@ -113,24 +113,24 @@ def settings_engines(settings):
     return list(ENGINES) if settings.adapter == "auto" else [settings.adapter]
 
 
-def _vllm_hooks(settings):
-    from . import vllm as vl
-
+def _lazy_adapter(settings, name, make):
+    """The adapter of engine `name`, made (make(settings, version)) and its version checked at its first use, and
+    `guarded(what, call)`: an import callback that runs call(adapter, module), the adapter turned off if it raises."""
     box = {}
 
     def adapter():
         a = box.get("adapter")
         if a is None:
-            mod = sys.modules.get("vllm")
+            mod = sys.modules.get(name)
             version = str(getattr(mod, "__version__", "") or "")
             if not version:
                 try:
                     from importlib.metadata import version as dist_version
 
-                    version = dist_version("vllm")
+                    version = dist_version(name)
                 except Exception:
                     version = "unknown"
-            a = box["adapter"] = vl.VllmAdapter(settings, version)
+            a = box["adapter"] = make(settings, version)
             _state["engine"] = a
             a.check_version()
         return a
@@ -144,6 +144,14 @@ def _vllm_hooks(settings):
                 a.fail(what, e)
 
         return after
+
+    return adapter, guarded
+
+
+def _vllm_hooks(settings):
+    from . import vllm as vl
+
+    adapter, guarded = _lazy_adapter(settings, "vllm", vl.VllmAdapter)
 
     def on_scheduler(a, mod):
         import importlib
@@ -161,34 +169,7 @@ def _vllm_hooks(settings):
 def _sglang_hooks(settings):
     from . import sglang as sg
 
-    box = {}
-
-    def adapter():
-        a = box.get("adapter")
-        if a is None:
-            mod = sys.modules.get("sglang")
-            version = str(getattr(mod, "__version__", "") or "")
-            if not version:
-                try:
-                    from importlib.metadata import version as dist_version
-
-                    version = dist_version("sglang")
-                except Exception:
-                    version = "unknown"
-            a = box["adapter"] = sg.SglangAdapter(settings, version)
-            _state["engine"] = a
-            a.check_version()
-        return a
-
-    def guarded(what, call):
-        def after(mod):
-            a = adapter()
-            try:
-                call(a, mod)
-            except Exception as e:
-                a.fail(what, e)
-
-        return after
+    adapter, guarded = _lazy_adapter(settings, "sglang", sg.SglangAdapter)
 
     def on_tokenizer(a, mod):
         if not a.refused:

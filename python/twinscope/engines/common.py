@@ -1,5 +1,6 @@
 """What every engine adapter shares: the settings `twin --serve` passes, the status file, the step schedule (version 2) writer and reader, the request trace, and NVTX ranges (docs/engines.md)."""
 
+import atexit
 import json
 import os
 import sys
@@ -299,3 +300,266 @@ class Nvtx:
     def pop(self):
         if self._pop is not None:
             self._pop()
+
+
+def wrap(cls, name, how):
+    """Replaces cls.name by how(the original), keeping the original's name, docstring and __wrapped__."""
+    orig = cls.__dict__[name]
+    wrapped = how(orig)
+    wrapped.__name__ = getattr(orig, "__name__", name)
+    wrapped.__qualname__ = getattr(orig, "__qualname__", name)
+    wrapped.__doc__ = getattr(orig, "__doc__", None)
+    wrapped.__wrapped__ = orig
+    setattr(cls, name, wrapped)
+
+
+class AdapterBase:
+    """What the vLLM and SGLang adapters share: the lock file that makes one process per server the adapter, the
+    version check, following the primary's schedule, opening the outputs, turning off, the end. A subclass sets the
+    class attributes below and the hooks (_first_word, _flush_steps, _generated_id, _stop_message)."""
+
+    ENGINE = ""  # the engine's name in the files and messages ("vllm")
+    SUPPORTED = {}  # the versions this adapter knows
+    SCHEDULER_NOUN = ""  # "a vLLM": "process N builds <a vLLM> scheduler too"
+    SCHEDULER_ATTRS = ()  # what a Scheduler instance must hold
+    CAPACITY_AT_LEAST = ()  # capacity keys where the shadow needs at least the primary's number
+    CAPACITY_SAME = ()  # capacity keys the shadow must have as the primary has them
+    CAPACITY_FLAGS = ""  # the engine's flags for them, said when they differ
+
+    def __init__(self, settings, version):
+        self.settings = settings
+        self.version = version
+        self.status = Status(settings.status_path, self.ENGINE, version)
+        self.active = False
+        self.refused = False
+        self.forcing = False
+        self.sched = None  # the scheduler this adapter records (one per process)
+        self.lock = threading.RLock()
+        self.t0 = now_us()
+        self.schedule = None
+        self.trace = None
+        self.nvtx = None
+        self.follow, self.follow_header = [], None
+        self.next_forced = 0
+        self.step_index = 0
+        self.loose = []  # (kind, id) of requests that ended outside a step
+        self.requests = {}  # id -> what the request trace needs
+        self.ended = False
+        self.lock_path = self.lock_fd = None
+        for b in settings.bad:
+            self.status.append("warnings", b)
+
+    # ---- install ---------------------------------------------------------------------------------------
+
+    def check_version(self):
+        """At the engine's import: an unknown version is refused here, before the server serves."""
+        if self.version not in self.SUPPORTED:
+            self.refused = True
+            msg = "%s %s is not one twinscope's adapter knows (known: %s): batches will not be forced" % (
+                self.ENGINE,
+                self.version,
+                ", ".join(sorted(self.SUPPORTED)),
+            )
+            self.status.set(mode="disabled", supported=False, message=msg)
+            if self.claim(quiet=True):  # said once per server: by its first process (the API / HTTP server)
+                self.status.write()
+                say(msg + ": disabled")
+                atexit.register(self.release)
+            return False
+        self.status.set(supported=True, message="%s %s: waiting for the engine's scheduler" % (self.ENGINE, self.version))
+        self._first_word()
+        return True
+
+    def _first_word(self):
+        """After a known version is checked: the status written if this process is the first to say anything."""
+        self.status.write_if_absent()
+
+    def claim(self, quiet=False):
+        """One process per server writes the files: the first whose Scheduler is built. A lock beside the status
+        file, as the transformers adapter does."""
+        base = self.settings.status_path or self.settings.schedule_out
+        if not base:
+            return True
+        import fcntl
+
+        self.lock_path = base + ".lock"
+        fd = os.open(self.lock_path, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip()
+            os.close(fd)
+            self.lock_path = None
+            if not quiet:
+                say("process %d builds %s scheduler too, but process %s of this server has the adapter: this one is "
+                    "left as it is" % (os.getpid(), self.SCHEDULER_NOUN, holder or "?"))
+            return False
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self.lock_fd = fd
+        return True
+
+    def release(self):
+        if self.lock_path:
+            try:
+                os.unlink(self.lock_path)
+                os.close(self.lock_fd)
+            except OSError:
+                pass
+            self.lock_path = None
+
+    def adopt(self, sch):
+        """A Scheduler was built: True if this process records it (it holds the lock and the scheduler has every
+        attribute the adapter reads); else the adapter stands aside or is off (said)."""
+        if self.refused or self.sched is not None:
+            return False
+        if not self.claim():
+            self.refused = True
+            return False
+        self.sched = sch
+        missing = [a for a in self.SCHEDULER_ATTRS if not hasattr(sch, a)]
+        if missing:
+            self.disable("%s %s's Scheduler lacks %s: the adapter is off" % (self.ENGINE, self.version, ", ".join(missing)))
+            return False
+        return True
+
+    def start(self, capacity):
+        """Reads the primary's schedule (a shadow), opens the schedule writer and the request trace, sets the status's
+        mode and message; a schedule that cannot be followed is said and the steps are recorded only."""
+        not_followed = ""
+        if self.settings.forcing:
+            try:
+                header, steps, ended, note = read_schedule(self.settings.schedule_follow)
+                if header.get("engine") != self.ENGINE:
+                    raise ScheduleError(
+                        "the schedule to follow is of engine %r, not %s" % (header.get("engine"), self.ENGINE)
+                    )
+            except ScheduleError as e:
+                not_followed = str(e) + ": batches will not be forced"
+            else:
+                self.follow_header, self.follow = header, steps
+                if note:
+                    self.status.append("warnings", note)
+                if not ended:
+                    self.status.append("warnings", "the primary's schedule has no end line (the primary stopped before "
+                                       "writing it): its %d steps are followed, then the engine batches on its own" % len(steps))
+                self.forcing = True
+        self.schedule = ScheduleWriter(self.settings.schedule_out)
+        self.schedule.header(self.ENGINE, self.version, capacity, self.settings.role)
+        self.trace = RequestTrace(self.settings.request_trace)
+        self.active = True
+        self.status.set(
+            supported=True,
+            mode="force" if self.forcing else "record",
+            message="forcing the primary's %d steps (%s)" % (len(self.follow), self.settings.schedule_follow)
+            if self.forcing else not_followed or "recording every step",
+        )
+        if not_followed:
+            say(not_followed)
+
+    def check_capacity(self, mine, primary):
+        """The shadow does not force when it has less room than the primary had (its steps may not fit)."""
+        diff = []
+        for key in self.CAPACITY_AT_LEAST:
+            p, s = primary.get(key), mine.get(key)
+            if isinstance(p, int) and isinstance(s, int) and s < p:
+                diff.append("%s %d < the primary's %d" % (key, s, p))
+        for key in self.CAPACITY_SAME:
+            if key in primary and primary[key] != mine.get(key):
+                diff.append("%s %s != the primary's %s" % (key, mine.get(key), primary[key]))
+        if diff:
+            self.stop_forcing("the shadow's engine differs: %s (give both servers the same %s and scheduling flags)"
+                              % ("; ".join(diff), self.CAPACITY_FLAGS))
+
+    def ensure_nvtx(self):
+        if self.nvtx is None:
+            self.nvtx = Nvtx()
+            self.status.set(nvtx=self.nvtx.backend)
+            if self.nvtx.backend == "none":
+                self.status.append("warnings", "no NVTX library (torch.cuda.nvtx, libnvToolsExt): steps are not named")
+        return self.nvtx
+
+    # ---- turning off -----------------------------------------------------------------------------------
+
+    def disable(self, message, error=None):
+        """Turns the adapter off for the rest of the run, says why (stderr and status); never raises."""
+        with self.lock:
+            was, self.active, self.forcing = self.active, False, False
+            self.status.set(mode="disabled", message=message)
+            if error:
+                self.status.append("errors", error)
+            if was and self.schedule is not None:
+                try:
+                    self._flush_steps(False)
+                    self.schedule.end("adapter disabled")
+                except Exception:
+                    pass
+        say(message + ("" if message.endswith("disabled") else ": disabled"))
+        self.status.write()
+
+    def fail(self, where, e):
+        self.disable("the %s adapter raised in %s (%s: %s); the server goes on without it"
+                     % (self.ENGINE, where, type(e).__name__, e),
+                     error="%s: %s: %s" % (where, type(e).__name__, e))
+
+    def stop_forcing(self, why):
+        with self.lock:
+            if not self.forcing:
+                return
+            self.forcing = False
+            said = self._stop_message(why)
+        say(said)
+        self.status.write()
+
+    def _stop_message(self, why):
+        """Sets the status for forcing stopped (under the lock); returns the line to say."""
+        raise NotImplementedError
+
+    def _flush_steps(self, at_end):
+        """Under the lock, before the end line: at the end (at_end) or when turned off, the steps recorded but not
+        written yet."""
+
+    # ---- the end ---------------------------------------------------------------------------------------
+
+    def _generated_id(self, cid):
+        """Whether a request's id in the schedule was made by the adapter, not given by the client."""
+        return False
+
+    def _trace_line(self, line, t, completion):
+        now = now_us()
+        line.update(prompt_tokens=t["prompt_tokens"], max_tokens=t["max_tokens"], completion_tokens=completion,
+                    arrival_unix_us=t["arrival_unix_us"],
+                    queued_us=(t["first_step_us"] - t["arrival_us"]) if "first_step_us" in t else None,
+                    first_token_us=t.get("first_token_us"), done_us=now - t["arrival_us"], prefill_step=t["prefill_step"],
+                    steps=t["steps"])
+        if t.get("preempted"):
+            line["preempted"] = t["preempted"]
+        if self.trace is not None:
+            self.trace.write(line)
+
+    def close(self, reason):
+        """At the scheduler's shutdown or exit: the steps left, the end line, requests still in flight (said)."""
+        if self.ended or self.sched is None or self.schedule is None:
+            return
+        self.ended = True
+        try:
+            with self.lock:
+                self._flush_steps(True)
+                self.schedule.end("shutdown")
+                unfinished = [i for i, t in self.requests.items() if not t.get("done")]
+                for i in unfinished:
+                    t = self.requests[i]
+                    t["done"] = True
+                    self._trace_line({"id": i, "id_generated": self._generated_id(i), "engine_id": t["engine_id"],
+                                      "status": 503, "error": "the server stopped before it ended"}, t, 0)
+                if unfinished:
+                    self.status.append("warnings", "%d requests had not ended when the server stopped" % len(unfinished))
+                if self.settings.role == "shadow" and self.follow and self.next_forced < len(self.follow):
+                    self.status.append("warnings", "%d of the primary's %d steps were not forced"
+                                       % (len(self.follow) - self.next_forced, len(self.follow)))
+                if self.trace is not None:
+                    self.trace.close()
+        except Exception as e:
+            self.status.append("errors", "at %s: %s: %s" % (reason, type(e).__name__, e))
+        self.status.write()
+        self.release()

@@ -2,8 +2,6 @@
 
 import atexit
 import collections
-import os
-import threading
 import time
 import uuid
 
@@ -45,10 +43,6 @@ INTERNAL_PREFIX = "twinscope-internal-"
 HEALTH_PREFIX = "HEALTH_CHECK"
 
 
-def known_versions():
-    return ", ".join(sorted(SUPPORTED))
-
-
 # ---- the HTTP server process: the client's X-Request-Id as the rid ------------------------------------
 
 
@@ -76,62 +70,32 @@ def install_tokenizer(mod, adapter=None):
 
         return generate_request
 
-    _wrap(cls, "generate_request", how)
+    common.wrap(cls, "generate_request", how)
 
 
 # ---- the scheduler process --------------------------------------------------------------------------------
 
 
-class SglangAdapter:
+class SglangAdapter(common.AdapterBase):
     """One per process; active in the process whose Scheduler is built first (the scheduler process)."""
 
+    ENGINE = ENGINE
+    SUPPORTED = SUPPORTED
+    SCHEDULER_NOUN = "an SGLang"
+    SCHEDULER_ATTRS = SCHEDULER_ATTRS
+    CAPACITY_AT_LEAST = ("kv_tokens", "max_prefill_tokens", "max_requests_per_batch")
+    CAPACITY_SAME = ("page_size", "chunked_prefill_size", "mixed_chunk", "radix_cache", "policy")
+    CAPACITY_FLAGS = "--max-total-tokens, --page-size, --chunked-prefill-size, --max-prefill-tokens, --max-running-requests"
+
     def __init__(self, settings, version):
-        self.settings = settings
-        self.version = version
-        self.status = common.Status(settings.status_path, ENGINE, version)
-        self.active = False
-        self.refused = False
-        self.forcing = False
-        self.sched = None
-        self.lock = threading.RLock()
-        self.t0 = common.now_us()
-        self.schedule = None
-        self.trace = None
-        self.nvtx = None
-        self.follow, self.follow_header = [], None
-        self.next_forced = 0
-        self.step_index = 0
+        common.AdapterBase.__init__(self, settings, version)
         self.to_run = collections.deque()  # recorded steps whose batch has not been launched
         self.to_process = collections.deque()  # launched steps whose result has not been processed
         self.retracted = []  # ids retracted since the last recorded step
-        self.loose = []  # (kind, id) of requests that ended outside a processed batch
-        self.requests = {}  # id -> what the request trace needs
         self.ids = {}  # the engine's rid -> the id the schedule names
         self.internal = 0
-        self.ended = False
-        self.lock_path = self.lock_fd = None
-        for b in settings.bad:
-            self.status.append("warnings", b)
 
     # ---- install ---------------------------------------------------------------------------------------
-
-    def check_version(self):
-        """At `import sglang`: an unknown version is refused here, before the server serves."""
-        if self.version not in SUPPORTED:
-            self.refused = True
-            msg = "sglang %s is not one twinscope's adapter knows (known: %s): batches will not be forced" % (
-                self.version,
-                known_versions(),
-            )
-            self.status.set(mode="disabled", supported=False, message=msg)
-            if self.claim(quiet=True):  # said once per server: by its first process (the HTTP server)
-                self.status.write()
-                say(msg + ": disabled")
-                atexit.register(self.release)
-            return False
-        self.status.set(supported=True, message="sglang %s: waiting for the engine's scheduler" % self.version)
-        self.status.write_if_absent()
-        return True
 
     def install(self, sched_mod):
         if self.refused:
@@ -148,43 +112,11 @@ class SglangAdapter:
             ("process_batch_result", self._wrap_result),
             ("_add_request_to_queue", self._wrap_add),
         ):
-            _wrap(cls, m, how)
-
-    def claim(self, quiet=False):
-        """One process per server writes the files (a lock beside the status file, as the other adapters do)."""
-        base = self.settings.status_path or self.settings.schedule_out
-        if not base:
-            return True
-        import fcntl
-
-        self.lock_path = base + ".lock"
-        fd = os.open(self.lock_path, os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.read(fd, 32).decode("ascii", "replace").strip()
-            os.close(fd)
-            self.lock_path = None
-            if not quiet:
-                say("process %d builds an SGLang scheduler too, but process %s of this server has the adapter: this "
-                    "one is left as it is" % (os.getpid(), holder or "?"))
-            return False
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self.lock_fd = fd
-        return True
+            common.wrap(cls, m, how)
 
     def on_scheduler(self, sch):
         """A Scheduler was built: this process records (and forces) its batches."""
-        if self.refused or self.sched is not None:
-            return
-        if not self.claim():
-            self.refused = True
-            return
-        self.sched = sch
-        missing = [a for a in SCHEDULER_ATTRS if not hasattr(sch, a)]
-        if missing:
-            self.disable("sglang %s's Scheduler lacks %s: the adapter is off" % (self.version, ", ".join(missing)))
+        if not self.adopt(sch):
             return
         capacity = self.capacity(sch)
         self.status.set(capacity=capacity)
@@ -193,34 +125,7 @@ class SglangAdapter:
             # result is processed after the next batch is launched, so a finish shows one step late, in both twins.
             self.status.append("warnings", "overlap scheduling is on: each step is named around the launch of its own "
                                "batch; finished requests show one step late (the same in both twins)")
-        not_followed = ""
-        if self.settings.forcing:
-            try:
-                header, steps, ended, note = common.read_schedule(self.settings.schedule_follow)
-                if header.get("engine") != ENGINE:
-                    raise common.ScheduleError("the schedule to follow is of engine %r, not sglang" % header.get("engine"))
-            except common.ScheduleError as e:
-                not_followed = str(e) + ": batches will not be forced"
-            else:
-                self.follow_header, self.follow = header, steps
-                if note:
-                    self.status.append("warnings", note)
-                if not ended:
-                    self.status.append("warnings", "the primary's schedule has no end line (the primary stopped before "
-                                       "writing it): its %d steps are followed, then the engine batches on its own" % len(steps))
-                self.forcing = True
-        self.schedule = common.ScheduleWriter(self.settings.schedule_out)
-        self.schedule.header(ENGINE, self.version, capacity, self.settings.role)
-        self.trace = common.RequestTrace(self.settings.request_trace)
-        self.active = True
-        self.status.set(
-            supported=True,
-            mode="force" if self.forcing else "record",
-            message="forcing the primary's %d steps (%s)" % (len(self.follow), self.settings.schedule_follow)
-            if self.forcing else not_followed or "recording every step",
-        )
-        if not_followed:
-            say(not_followed)
+        self.start(capacity)
         if self.forcing:
             self.check_capacity(capacity, self.follow_header.get("capacity") or {})
             why = self.unforceable(sch, capacity)
@@ -250,21 +155,6 @@ class SglangAdapter:
             "pp_size": int(getattr(sa, "pp_size", 1) or 1),
         }
 
-    def check_capacity(self, mine, primary):
-        """The shadow does not force when it has less room than the primary had (its batches may not fit)."""
-        diff = []
-        for key in ("kv_tokens", "max_prefill_tokens", "max_requests_per_batch"):
-            p, s = primary.get(key), mine.get(key)
-            if isinstance(p, int) and isinstance(s, int) and s < p:
-                diff.append("%s %d < the primary's %d" % (key, s, p))
-        for key in ("page_size", "chunked_prefill_size", "mixed_chunk", "radix_cache", "policy"):
-            if key in primary and primary[key] != mine.get(key):
-                diff.append("%s %s != the primary's %s" % (key, mine.get(key), primary[key]))
-        if diff:
-            self.stop_forcing("the shadow's engine differs: %s (give both servers the same --max-total-tokens, "
-                              "--page-size, --chunked-prefill-size, --max-prefill-tokens, --max-running-requests and "
-                              "scheduling flags)" % "; ".join(diff))
-
     def unforceable(self, sch, capacity):
         if capacity["tp_size"] > 1 or capacity["dp_size"] > 1 or capacity["pp_size"] > 1:
             return "tensor, data or pipeline parallelism (tp %d, dp %d, pp %d): the wait would desynchronise the ranks" % (
@@ -279,36 +169,12 @@ class SglangAdapter:
             return "priority scheduling (it preempts running requests on its own): not forced"
         return ""
 
-    def disable(self, message, error=None):
-        """Turns the adapter off for the rest of the run, says why (stderr and status); never raises."""
-        with self.lock:
-            was, self.active, self.forcing = self.active, False, False
-            self.status.set(mode="disabled", message=message)
-            if error:
-                self.status.append("errors", error)
-            if was and self.schedule is not None:
-                try:
-                    self.schedule.end("adapter disabled")
-                except Exception:
-                    pass
-        say(message + ": disabled")
-        self.status.write()
-
-    def fail(self, what, e):
-        self.disable("the sglang adapter raised in %s (%s: %s); the server goes on without it" % (what, type(e).__name__, e),
-                     error="%s: %s: %s" % (what, type(e).__name__, e))
-
-    def stop_forcing(self, why):
-        with self.lock:
-            if not self.forcing:
-                return
-            self.forcing = False
-            msg = "stopped forcing at step %d of %d: %s; the engine batches on its own from here" % (
-                self.next_forced, len(self.follow), why)
-            self.status.set(message=msg)
-            self.status.append("warnings", msg)
-        say(msg)
-        self.status.write()
+    def _stop_message(self, why):
+        msg = "stopped forcing at step %d of %d: %s; the engine batches on its own from here" % (
+            self.next_forced, len(self.follow), why)
+        self.status.set(message=msg)
+        self.status.append("warnings", msg)
+        return msg
 
     # ---- ids -------------------------------------------------------------------------------------------
 
@@ -443,14 +309,6 @@ class SglangAdapter:
 
     # ---- NVTX around the launch; the result ------------------------------------------------------------
 
-    def ensure_nvtx(self):
-        if self.nvtx is None:
-            self.nvtx = common.Nvtx()
-            self.status.set(nvtx=self.nvtx.backend)
-            if self.nvtx.backend == "none":
-                self.status.append("warnings", "no NVTX library (torch.cuda.nvtx, libnvToolsExt): steps are not named")
-        return self.nvtx
-
     def _wrap_run(self, orig):
         adapter = self
 
@@ -526,7 +384,7 @@ class SglangAdapter:
             reason = (fr.to_json() or {}).get("type", "") if fr is not None else ""
         except Exception:
             reason = ""
-        line = {"id": cid, "id_generated": cid.startswith("internal-"), "engine_id": t["engine_id"]}
+        line = {"id": cid, "id_generated": self._generated_id(cid), "engine_id": t["engine_id"]}
         if reason == "abort":
             line.update(status=499, finish_reason="cancelled")
             kind = "cancelled"
@@ -537,17 +395,6 @@ class SglangAdapter:
         else:
             self.loose.append((kind, cid))
         self._trace_line(line, t, len(req.output_ids))
-
-    def _trace_line(self, line, t, completion):
-        now = common.now_us()
-        line.update(prompt_tokens=t["prompt_tokens"], max_tokens=t["max_tokens"], completion_tokens=completion,
-                    arrival_unix_us=t["arrival_unix_us"],
-                    queued_us=(t["first_step_us"] - t["arrival_us"]) if "first_step_us" in t else None,
-                    first_token_us=None, done_us=now - t["arrival_us"], prefill_step=t["prefill_step"], steps=t["steps"])
-        if t.get("preempted"):
-            line["preempted"] = t["preempted"]
-        if self.trace is not None:
-            self.trace.write(line)
 
     # ---- forcing (the shadow) --------------------------------------------------------------------------
 
@@ -627,44 +474,15 @@ class SglangAdapter:
 
     # ---- the end ---------------------------------------------------------------------------------------
 
-    def close(self, reason):
-        """At exit: the steps left, the end line, requests still in flight (said)."""
-        if self.ended or self.sched is None or self.schedule is None:
-            return
-        self.ended = True
-        try:
-            with self.lock:
-                for doc in list(self.to_process) + list(self.to_run):
-                    self._write(doc)
-                self.to_process.clear()
-                self.to_run.clear()
-                self.schedule.end("shutdown")
-                unfinished = [i for i, t in self.requests.items() if not t.get("done")]
-                for i in unfinished:
-                    t = self.requests[i]
-                    t["done"] = True
-                    self._trace_line({"id": i, "id_generated": i.startswith("internal-"), "engine_id": t["engine_id"],
-                                      "status": 503, "error": "the server stopped before it ended"}, t, 0)
-                if unfinished:
-                    self.status.append("warnings", "%d requests had not ended when the server stopped" % len(unfinished))
-                if self.settings.role == "shadow" and self.follow and self.next_forced < len(self.follow):
-                    self.status.append("warnings", "%d of the primary's %d steps were not forced"
-                                       % (len(self.follow) - self.next_forced, len(self.follow)))
-                if self.trace is not None:
-                    self.trace.close()
-        except Exception as e:
-            self.status.append("errors", "at %s: %s: %s" % (reason, type(e).__name__, e))
-        self.status.write()
-        self.release()
+    def _flush_steps(self, at_end):
+        if at_end:  # not when turned off: the schedule ends without the steps not written yet
+            for doc in list(self.to_process) + list(self.to_run):
+                self._write(doc)
+            self.to_process.clear()
+            self.to_run.clear()
 
-    def release(self):
-        if self.lock_path:
-            try:
-                os.unlink(self.lock_path)
-                os.close(self.lock_fd)
-            except OSError:
-                pass
-            self.lock_path = None
+    def _generated_id(self, cid):
+        return cid.startswith("internal-")
 
 
 class _KeepOrder:
@@ -679,12 +497,3 @@ class _KeepOrder:
     def __getattr__(self, name):
         return getattr(self._inner, name)
 
-
-def _wrap(cls, name, how):
-    orig = cls.__dict__[name]
-    wrapped = how(orig)
-    wrapped.__name__ = getattr(orig, "__name__", name)
-    wrapped.__qualname__ = getattr(orig, "__qualname__", name)
-    wrapped.__doc__ = getattr(orig, "__doc__", None)
-    wrapped.__wrapped__ = orig
-    setattr(cls, name, wrapped)

@@ -3,11 +3,9 @@
 import atexit
 import os
 import re
-import threading
 import time
 
 from . import common
-from .common import say
 
 ENGINE = "vllm"
 SCHED = "vllm.v1.core.sched.scheduler"
@@ -50,10 +48,6 @@ ID_PREFIXES = ("chatcmpl-", "cmpl-", "embd-", "score-", "rerank-", "classify-", 
 RANDOM_SUFFIX = re.compile(r"-[0-9a-f]{8}$")
 
 
-def known_versions():
-    return ", ".join(sorted(SUPPORTED))
-
-
 def client_id(engine_id, randomized=True):
     """The id the client gave (X-Request-Id) from the scheduler's request id: the endpoint's prefix and the random
     suffix taken off, so that the same request has the same id in both servers."""
@@ -71,60 +65,33 @@ def _randomized(env=None):
     return v.strip().lower() not in ("1", "true", "yes")
 
 
-class VllmAdapter:
+class VllmAdapter(common.AdapterBase):
     """One per process; active in the process whose Scheduler is built first (the EngineCore)."""
 
+    ENGINE = ENGINE
+    SUPPORTED = SUPPORTED
+    SCHEDULER_NOUN = "a vLLM"
+    SCHEDULER_ATTRS = SCHEDULER_ATTRS
+    CAPACITY_AT_LEAST = ("kv_blocks", "max_batch_tokens", "max_requests_per_batch")
+    CAPACITY_SAME = ("block_size", "prefix_caching", "long_prefill_token_threshold", "policy")
+    CAPACITY_FLAGS = "--num-gpu-blocks-override, --block-size, --max-num-batched-tokens, --max-num-seqs"
+
     def __init__(self, settings, version):
-        self.settings = settings
-        self.version = version
-        self.status = common.Status(settings.status_path, ENGINE, version)
-        self.active = False
-        self.refused = False
-        self.forcing = False
-        self.sched = None  # the scheduler this adapter records (one per process)
+        common.AdapterBase.__init__(self, settings, version)
         self.queue_mod = None
-        self.lock = threading.RLock()
-        self.t0 = common.now_us()
-        self.schedule = None
-        self.trace = None
-        self.nvtx = None
-        self.follow, self.follow_header = [], None
-        self.next_forced = 0
         self._follow_ids = None
         self.wait_since = None  # when the forced step began waiting for its requests
-        self.step_index = 0
         self.unwritten = {}  # step index -> step doc, written once its output is processed
         self.open_range = None  # the step doc whose NVTX range is open
         self.processing = None  # the step doc whose output update_from_output is processing
-        self.loose = []  # (kind, id) of requests that ended outside a step's output (aborts)
-        self.requests = {}  # client id -> what the request trace needs
         self.randomized = _randomized()
         self.ranged = True  # whether the steps' kernels are launched in this process (uniproc executor)
-        self.ended = False
-        self.lock_path = self.lock_fd = None
-        for b in settings.bad:
-            self.status.append("warnings", b)
 
     # ---- install -------------------------------------------------------------------------------------
 
-    def check_version(self):
-        """At `import vllm`: an unknown version is refused here, before the server serves."""
-        if self.version not in SUPPORTED:
-            self.refused = True
-            msg = "vllm %s is not one twinscope's adapter knows (known: %s): batches will not be forced" % (
-                self.version,
-                known_versions(),
-            )
-            self.status.set(mode="disabled", supported=False, message=msg)
-            if self.claim(quiet=True):  # said once per server: by its first process (the API server)
-                self.status.write()
-                say(msg + ": disabled")
-                atexit.register(self.release)
-            return False
-        self.status.set(supported=True, message="vllm %s: waiting for the engine's scheduler" % self.version)
+    def _first_word(self):
         if self._status_is_the_shims():
             self.status.write()
-        return True
 
     def _status_is_the_shims(self):
         """No status yet, or the shim's "no engine imported" (engine ""): the first process that imports vllm says
@@ -160,7 +127,7 @@ class VllmAdapter:
             ("_free_request", self._wrap_free),
             ("shutdown", self._wrap_shutdown),
         ):
-            _wrap(cls, m, how)
+            common.wrap(cls, m, how)
 
     def install_executor(self, mod):
         """NVTX around the uniproc executor's execute_model and sample_tokens: with one worker (vLLM's default for
@@ -171,8 +138,8 @@ class VllmAdapter:
         if cls is None or any(m not in cls.__dict__ for m in EXECUTOR_METHODS):
             self.status.append("warnings", "vllm %s's UniProcExecutor is not as expected: steps are not named in NVTX" % self.version)
             return
-        _wrap(cls, "execute_model", self._wrap_execute)
-        _wrap(cls, "sample_tokens", self._wrap_sample)
+        common.wrap(cls, "execute_model", self._wrap_execute)
+        common.wrap(cls, "sample_tokens", self._wrap_sample)
 
     def install_core(self, mod):
         """The engine's start-up (profiling run, KV cache sizing, CUDA graph capture) in one `warmup` range."""
@@ -180,44 +147,11 @@ class VllmAdapter:
             return
         cls = getattr(mod, "EngineCore", None)
         if cls is not None and "_initialize_kv_caches" in cls.__dict__:
-            _wrap(cls, "_initialize_kv_caches", self._wrap_warmup)
-
-    def claim(self, quiet=False):
-        """One process per server writes the files: the first whose Scheduler is built (the EngineCore; with data
-        parallelism, the first engine). A lock beside the status file, as the transformers adapter does."""
-        base = self.settings.status_path or self.settings.schedule_out
-        if not base:
-            return True
-        import fcntl
-
-        self.lock_path = base + ".lock"
-        fd = os.open(self.lock_path, os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.read(fd, 32).decode("ascii", "replace").strip()
-            os.close(fd)
-            self.lock_path = None
-            if not quiet:
-                say("process %d builds a vLLM scheduler too, but process %s of this server has the adapter: this one is "
-                    "left as it is" % (os.getpid(), holder or "?"))
-            return False
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self.lock_fd = fd
-        return True
+            common.wrap(cls, "_initialize_kv_caches", self._wrap_warmup)
 
     def on_scheduler(self, sch):
         """A Scheduler was built: this process records (and forces) its steps."""
-        if self.refused or self.sched is not None:
-            return
-        if not self.claim():
-            self.refused = True
-            return
-        self.sched = sch
-        missing = [a for a in SCHEDULER_ATTRS if not hasattr(sch, a)]
-        if missing:
-            self.disable("vllm %s's Scheduler lacks %s: the adapter is off" % (self.version, ", ".join(missing)))
+        if not self.adopt(sch):
             return
         if not getattr(type(sch).schedule, "_twinscope", False):
             self.disable("the scheduler class %s.%s has its own schedule(): the adapter is off"
@@ -236,34 +170,7 @@ class VllmAdapter:
             # ended (update_from_output of that output, which async scheduling runs after the next schedule()).
             self.status.append("warnings", "async scheduling is on: each step is named by the output being executed; "
                                "the next step is scheduled before this one's tokens are known")
-        not_followed = ""
-        if self.settings.forcing:
-            try:
-                header, steps, ended, note = common.read_schedule(self.settings.schedule_follow)
-                if header.get("engine") != ENGINE:
-                    raise common.ScheduleError("the schedule to follow is of engine %r, not vllm" % header.get("engine"))
-            except common.ScheduleError as e:
-                not_followed = str(e) + ": batches will not be forced"
-            else:
-                self.follow_header, self.follow = header, steps
-                if note:
-                    self.status.append("warnings", note)
-                if not ended:
-                    self.status.append("warnings", "the primary's schedule has no end line (the primary stopped before "
-                                       "writing it): its %d steps are followed, then the engine batches on its own" % len(steps))
-                self.forcing = True
-        self.schedule = common.ScheduleWriter(self.settings.schedule_out)
-        self.schedule.header(ENGINE, self.version, capacity, self.settings.role)
-        self.trace = common.RequestTrace(self.settings.request_trace)
-        self.active = True
-        self.status.set(
-            supported=True,
-            mode="force" if self.forcing else "record",
-            message="forcing the primary's %d steps (%s)" % (len(self.follow), self.settings.schedule_follow)
-            if self.forcing else not_followed or "recording every step",
-        )
-        if not_followed:
-            say(not_followed)
+        self.start(capacity)
         if self.forcing:
             self.check_capacity(capacity, self.follow_header.get("capacity") or {})
             if sch.policy != self.queue_mod.SchedulingPolicy.FCFS:
@@ -295,52 +202,10 @@ class VllmAdapter:
             "policy": str(getattr(sch.policy, "value", sch.policy)),
         }
 
-    def check_capacity(self, mine, primary):
-        """The shadow does not force when it has less room than the primary had (its steps may not fit)."""
-        smaller = []
-        for key in ("kv_blocks", "max_batch_tokens", "max_requests_per_batch"):
-            p, s = primary.get(key), mine.get(key)
-            if isinstance(p, int) and isinstance(s, int) and s < p:
-                smaller.append("%s %d < the primary's %d" % (key, s, p))
-        for key in ("block_size", "prefix_caching", "long_prefill_token_threshold", "policy"):
-            if key in primary and primary[key] != mine.get(key):
-                smaller.append("%s %s != the primary's %s" % (key, mine.get(key), primary[key]))
-        if smaller:
-            self.stop_forcing("the shadow's engine differs: %s (give both servers the same --num-gpu-blocks-override, "
-                              "--block-size, --max-num-batched-tokens, --max-num-seqs and scheduling flags)" % "; ".join(smaller))
-
-    def disable(self, message, supported=None, error=None):
-        """Turns the adapter off for the rest of the run, says why (stderr and status); never raises."""
-        with self.lock:
-            was, self.active, self.forcing = self.active, False, False
-            kv = {"mode": "disabled", "message": message}
-            if supported is not None:
-                kv["supported"] = supported
-            self.status.set(**kv)
-            if error:
-                self.status.append("errors", error)
-        say(message + ("" if message.endswith("disabled") else ": disabled"))
-        if was and self.schedule is not None:
-            try:
-                self._write_steps(all_=True)
-                self.schedule.end("adapter disabled")
-            except Exception:
-                pass
-        self.status.write()
-
-    def fail(self, where, e):
-        self.disable("the vllm adapter raised in %s (%s: %s); the server goes on without it" % (where, type(e).__name__, e),
-                     error="%s: %s: %s" % (where, type(e).__name__, e))
-
-    def stop_forcing(self, why):
-        with self.lock:
-            if not self.forcing:
-                return
-            self.forcing = False
-            self.status.set(mode="force", message="forced %d of the primary's %d steps, then stopped forcing: %s; the "
-                            "engine batched on its own from there" % (self.status.doc["forced_steps"], len(self.follow), why))
-        say("stopped forcing the primary's steps at step %d: %s" % (self.next_forced, why))
-        self.status.write()
+    def _stop_message(self, why):
+        self.status.set(mode="force", message="forced %d of the primary's %d steps, then stopped forcing: %s; the "
+                        "engine batched on its own from there" % (self.status.doc["forced_steps"], len(self.follow), why))
+        return "stopped forcing the primary's steps at step %d: %s" % (self.next_forced, why)
 
     # ---- the scheduler ---------------------------------------------------------------------------------
 
@@ -627,27 +492,7 @@ class VllmAdapter:
                 self.loose.append((kind, cid))
             self._trace_line(doc, r, int(req.num_output_tokens))
 
-    def _trace_line(self, doc, r, completion):
-        now = common.now_us()
-        doc.update(prompt_tokens=r["prompt_tokens"], max_tokens=r["max_tokens"], completion_tokens=completion,
-                   arrival_unix_us=r["arrival_unix_us"],
-                   queued_us=(r["first_step_us"] - r["arrival_us"]) if "first_step_us" in r else None,
-                   first_token_us=r.get("first_token_us"), done_us=now - r["arrival_us"], prefill_step=r["prefill_step"],
-                   steps=r["steps"])
-        if r.get("preempted"):
-            doc["preempted"] = r["preempted"]
-        if self.trace is not None:
-            self.trace.write(doc)
-
     # ---- NVTX: the executor (the thread that launches the step's kernels) --------------------------------
-
-    def ensure_nvtx(self):
-        if self.nvtx is None:
-            self.nvtx = common.Nvtx()
-            self.status.set(nvtx=self.nvtx.backend)
-            if self.nvtx.backend == "none":
-                self.status.append("warnings", "no NVTX library (torch.cuda.nvtx, libnvToolsExt): steps are not named")
-        return self.nvtx
 
     def range_begins(self, scheduler_output):
         self.range_ends()
@@ -729,50 +574,7 @@ class VllmAdapter:
 
         return shutdown
 
-    def close(self, reason):
-        """At the scheduler's shutdown or exit: the steps left, the end line, requests still in flight (said)."""
-        if self.ended or self.sched is None or self.schedule is None:
-            return
-        self.ended = True
-        try:
-            with self.lock:
-                if self.open_range is not None:
-                    self.range_ends()
-                self._write_steps(all_=True)
-                self.schedule.end("shutdown")
-                unfinished = [i for i, r in self.requests.items() if not r.get("done")]
-                for i in unfinished:
-                    r = self.requests[i]
-                    r["done"] = True
-                    self._trace_line({"id": i, "id_generated": False, "engine_id": r["engine_id"], "status": 503,
-                                      "error": "the server stopped before it ended"}, r, 0)
-                if unfinished:
-                    self.status.append("warnings", "%d requests had not ended when the server stopped" % len(unfinished))
-                if self.settings.role == "shadow" and self.follow and self.next_forced < len(self.follow):
-                    self.status.append("warnings", "%d of the primary's %d steps were not forced"
-                                       % (len(self.follow) - self.next_forced, len(self.follow)))
-                if self.trace is not None:
-                    self.trace.close()
-        except Exception as e:
-            self.status.append("errors", "at %s: %s: %s" % (reason, type(e).__name__, e))
-        self.status.write()
-        self.release()
-
-    def release(self):
-        if self.lock_path:
-            try:
-                os.unlink(self.lock_path)
-                os.close(self.lock_fd)
-            except OSError:
-                pass
-            self.lock_path = None
-
-
-def _wrap(cls, name, how):
-    orig = cls.__dict__[name]
-    wrapped = how(orig)
-    wrapped.__name__ = getattr(orig, "__name__", name)
-    wrapped.__qualname__ = getattr(orig, "__qualname__", name)
-    wrapped.__doc__ = getattr(orig, "__doc__", None)
-    wrapped.__wrapped__ = orig
-    setattr(cls, name, wrapped)
+    def _flush_steps(self, at_end):
+        if at_end and self.open_range is not None:
+            self.range_ends()
+        self._write_steps(all_=True)
