@@ -8,33 +8,14 @@
 # Needs python3.11 and PyPI. The venv is about 7 GB (torch 2.14.0 is PyPI's CUDA build) and takes ~15 minutes.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="${TWINSCOPE_VLLM_VENV:-$HOME/.cache/twinscope/vllm-0.34.0-venv}"
-VLLM_VERSION=0.34.0
-CTEST=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --venv) VENV="$2"; shift 2 ;;
-    --ctest) CTEST=1; shift ;;
-    *) echo "vllm_real.sh: unknown argument $1 (usage: vllm_real.sh [--venv DIR] [--ctest])" >&2; exit 2 ;;
-  esac
-done
-if [ "$CTEST" = 1 ] && [ "${TWINSCOPE_VLLM_REAL:-}" != 1 ]; then
-  echo "vllm_real.sh: skipped (installs vLLM, ~7 GB and ~15 minutes): run TWINSCOPE_VLLM_REAL=1 ctest -L engines-vllm-real"
-  exit 77
-fi
-PY="$VENV/bin/python"
-have() { [ -x "$PY" ] && "$PY" -c "import importlib.metadata as m, sys; sys.exit(m.version('vllm') != '$VLLM_VERSION')" 2>/dev/null; }
-if have; then
-  echo "vllm_real.sh: reusing $VENV (vllm $VLLM_VERSION)"
-else
-  command -v python3.11 >/dev/null || { echo "vllm_real.sh: python3.11 is needed (vLLM $VLLM_VERSION's wheel is cp38-abi3; its pins want 3.10-3.13)" >&2; exit 2; }
-  echo "vllm_real.sh: making $VENV (vllm $VLLM_VERSION; ~15 minutes)"
-  python3.11 -m venv "$VENV"
-  PIP=("$PY" -m pip install --no-cache-dir --disable-pip-version-check -q)
+SCRIPT=vllm_real.sh ENGINE=vllm ENGINE_VERSION=0.34.0 REAL=TWINSCOPE_VLLM_REAL LABEL=engines-vllm-real
+VENV="${TWINSCOPE_VLLM_VENV:-$HOME/.cache/twinscope/vllm-$ENGINE_VERSION-venv}"
+SKIP="installs vLLM, ~7 GB and ~15 minutes"
+NEED_PY=" (vLLM $ENGINE_VERSION's wheel is cp38-abi3; its pins want 3.10-3.13)" MAKING="; ~15 minutes"
+engine_install() {
   # `pip install vllm==0.34.0` does not resolve: it pins flashinfer-python==0.7.3, which PyPI does not have. So the
   # wheel goes in without its dependencies, then its requirements but the GPU kernel libraries and media decoders
   # that its scheduler never loads (they would put the venv over 8 GB).
-  "${PIP[@]}" --no-deps "vllm==$VLLM_VERSION"
   REQS="$VENV/vllm-requirements.txt"
   "$PY" - "$REQS" <<'PYEOF'
 import importlib.metadata as m, re, sys
@@ -45,10 +26,13 @@ open(sys.argv[1], "w").write("\n".join(keep) + "\n")
 print("vllm_real.sh: %d requirements, left out: %s" % (len(keep), ", ".join(sorted(left_out))))
 PYEOF
   "${PIP[@]}" -r "$REQS"
-  have || { echo "vllm_real.sh: $VENV has no vllm $VLLM_VERSION after the install" >&2; exit 1; }
-fi
+}
+# shellcheck source=scripts/engine_venv.sh
+source "$HERE/scripts/engine_venv.sh"
+engine_args "$@"
+engine_venv
 TORCH="$("$PY" -c 'import importlib.metadata as m; print(m.version("torch"))')"
-echo "vllm_real.sh: vllm $VLLM_VERSION, torch $TORCH, $(du -sh "$VENV" | cut -f1) in $VENV"
+echo "vllm_real.sh: vllm $ENGINE_VERSION, torch $TORCH, $(du -sh "$VENV" | cut -f1) in $VENV"
 cd "$HERE/tests/engines"
 LOG="${TMPDIR:-/tmp}/vllm_real.log"
 set +e

@@ -1,0 +1,41 @@
+# Sourced by scripts/vllm_real.sh and scripts/sglang_real.sh: their arguments, the skip unless ctest opted in, and the venv of one engine version (reused, else made).
+# shellcheck shell=bash
+# The caller sets SCRIPT (its name in messages), ENGINE (the package), ENGINE_VERSION, VENV (the default venv), REAL (the
+# variable that opts ctest in), LABEL (its ctest label), SKIP (what a run costs, said when skipped), NEED_PY and
+# MAKING (what the messages add after "python3.11 is needed" and after the version in "making"), and defines
+# engine_install, which fills a new venv once the wheel is in (PY and PIP are set), then calls engine_args "$@" and
+# engine_venv.
+
+engine_args() {
+  CTEST=0
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --venv) VENV="$2"; shift 2 ;;
+      --ctest) CTEST=1; shift ;;
+      *) echo "$SCRIPT: unknown argument $1 (usage: $SCRIPT [--venv DIR] [--ctest])" >&2; exit 2 ;;
+    esac
+  done
+  if [ "$CTEST" = 1 ] && [ "${!REAL:-}" != 1 ]; then
+    echo "$SCRIPT: skipped ($SKIP): run $REAL=1 ctest -L $LABEL"
+    exit 77
+  fi
+  PY="$VENV/bin/python"
+}
+
+engine_have() {
+  [ -x "$PY" ] && "$PY" -c "import importlib.metadata as m, sys; sys.exit(m.version('$ENGINE') != '$ENGINE_VERSION')" 2>/dev/null
+}
+
+engine_venv() {
+  if engine_have; then
+    echo "$SCRIPT: reusing $VENV ($ENGINE $ENGINE_VERSION)"
+  else
+    command -v python3.11 >/dev/null || { echo "$SCRIPT: python3.11 is needed$NEED_PY" >&2; exit 2; }
+    echo "$SCRIPT: making $VENV ($ENGINE $ENGINE_VERSION$MAKING)"
+    python3.11 -m venv "$VENV"
+    PIP=("$PY" -m pip install --no-cache-dir --disable-pip-version-check -q)
+    "${PIP[@]}" --no-deps "$ENGINE==$ENGINE_VERSION"
+    engine_install
+    engine_have || { echo "$SCRIPT: $VENV has no $ENGINE $ENGINE_VERSION after the install" >&2; exit 1; }
+  fi
+}
