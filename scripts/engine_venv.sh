@@ -39,3 +39,17 @@ engine_venv() {
     engine_have || { echo "$SCRIPT: $VENV has no $ENGINE $ENGINE_VERSION after the install" >&2; exit 1; }
   fi
 }
+
+# engine_requirements FILE DROP_MARKED NAME...: writes to FILE the requirements of the installed ENGINE wheel but the
+# packages NAME... (and, with DROP_MARKED=1, every one with an environment marker), and says how many.
+engine_requirements() {
+  "$PY" - "$ENGINE" "$SCRIPT" "$@" <<'PYEOF'
+import importlib.metadata as m, re, sys
+engine, script, path, drop_marked = sys.argv[1:5]
+left_out = set(sys.argv[5:])
+keep = [r for r in m.requires(engine) if not (drop_marked == "1" and ";" in r)
+        and re.split(r"[\s\[<>=!~;]", r, 1)[0].lower() not in left_out]
+open(path, "w").write("\n".join(keep) + "\n")
+print("%s: %d requirements, left out: %s" % (script, len(keep), ", ".join(sorted(left_out))))
+PYEOF
+}

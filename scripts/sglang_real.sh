@@ -18,14 +18,8 @@ engine_install() {
   # The wheel without its pins (flashinfer's CUDA build, torch 2.14.1, transformers 5.19), then what its scheduler
   # imports on the CPU; the GPU kernel libraries are left out.
   REQS="$VENV/sglang-requirements.txt"
-  "$PY" - "$REQS" <<'PYEOF'
-import importlib.metadata as m, re, sys
-left_out = {"flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache", "sgl-kernel", "nvidia-cutlass-dsl",
-            "cuda-python", "torchaudio", "torchcodec", "decord2", "xgrammar", "llguidance", "outlines"}
-keep = [r for r in m.requires("sglang") if ";" not in r and re.split(r"[\s\[<>=!~;]", r, 1)[0].lower() not in left_out]
-open(sys.argv[1], "w").write("\n".join(keep) + "\n")
-print("sglang_real.sh: %d requirements, left out: %s" % (len(keep), ", ".join(sorted(left_out))))
-PYEOF
+  engine_requirements "$REQS" 1 flashinfer-python flashinfer-cubin flashinfer-jit-cache sgl-kernel nvidia-cutlass-dsl \
+    cuda-python torchaudio torchcodec decord2 xgrammar llguidance outlines
   "${PIP[@]}" -r "$REQS" ipython gguf
 }
 # shellcheck source=scripts/engine_venv.sh

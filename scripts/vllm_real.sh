@@ -17,14 +17,8 @@ engine_install() {
   # wheel goes in without its dependencies, then its requirements but the GPU kernel libraries and media decoders
   # that its scheduler never loads (they would put the venv over 8 GB).
   REQS="$VENV/vllm-requirements.txt"
-  "$PY" - "$REQS" <<'PYEOF'
-import importlib.metadata as m, re, sys
-left_out = {"flashinfer-python", "nvidia-cutlass-dsl", "tilelang", "tokenspeed-mla", "quack-kernels", "humming-kernels",
-            "pynvvideocodec", "torchcodec", "torchaudio"}
-keep = [r for r in m.requires("vllm") if re.split(r"[\s\[<>=!~;]", r, 1)[0].lower() not in left_out]
-open(sys.argv[1], "w").write("\n".join(keep) + "\n")
-print("vllm_real.sh: %d requirements, left out: %s" % (len(keep), ", ".join(sorted(left_out))))
-PYEOF
+  engine_requirements "$REQS" 0 flashinfer-python nvidia-cutlass-dsl tilelang tokenspeed-mla quack-kernels humming-kernels \
+    pynvvideocodec torchcodec torchaudio
   "${PIP[@]}" -r "$REQS"
 }
 # shellcheck source=scripts/engine_venv.sh
