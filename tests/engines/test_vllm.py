@@ -285,7 +285,19 @@ class VllmFaults(unittest.TestCase):
         d = {x["id"]: x for x in lines(paths["trace"])}["req-2"]
         self.assertEqual((d["status"], d["finish_reason"]), (499, "cancelled"))
         self.assertLess(d["completion_tokens"], 5000)
-        self.assertEqual(sum("req-2" in s["cancelled"] for s in steps(paths["schedule"])), 1)
+        # In the step that was the latest when it ended, or on the end line when no step came after it (the other
+        # requests had all ended first: it depends on timing).
+        end = [d for d in lines(paths["schedule"]) if d.get("type") == "end"]
+        self.assertEqual(len(end), 1)
+        in_steps = sum("req-2" in s["cancelled"] for s in steps(paths["schedule"]))
+        self.assertEqual(in_steps + end[0].get("cancelled", []).count("req-2"), 1)
+
+    def test_a_request_cancelled_after_the_last_step_is_on_the_end_line(self):
+        work = [dict(w, max_tokens=5000) for w in WORKLOAD if w["id"] == "req-2"]  # alone: no step comes after
+        out, err, paths = run(self.tmp, "primary", "abort-last", workload=work, args=["--abort", "req-2"])
+        self.assertEqual(sum("req-2" in s["cancelled"] for s in steps(paths["schedule"])), 0)
+        end = [d for d in lines(paths["schedule"]) if d.get("type") == "end"]
+        self.assertEqual([e.get("cancelled") for e in end], [["req-2"]])
 
     def test_worker_processes_are_said_and_the_steps_still_recorded(self):
         out, err, paths = run(self.tmp, "primary", "mp", args=["--executor", "mp"])

@@ -161,10 +161,16 @@ class ScheduleWriter:
         self._line(doc)
         self.steps += 1
 
-    def end(self, reason):
+    def end(self, reason, ended_after=None):
+        """The end line. ended_after: {"finished": [...], "cancelled": [...]} of requests that ended after the last
+        step (nothing was scheduled after them to carry them), kept on the end line rather than lost."""
         if self.closed:
             return
-        self._line({"type": "end", "steps": self.steps, "reason": reason})
+        doc = {"type": "end", "steps": self.steps, "reason": reason}
+        for key, ids in (ended_after or {}).items():
+            if ids:
+                doc[key] = list(ids)
+        self._line(doc)
         self.closed = True
         with self._lock:
             if self._f:
@@ -545,7 +551,11 @@ class AdapterBase:
         try:
             with self.lock:
                 self._flush_steps(True)
-                self.schedule.end("shutdown")
+                after = {"finished": [], "cancelled": []}
+                for kind, i in self.loose:
+                    after[kind].append(i)
+                self.loose = []
+                self.schedule.end("shutdown", after)
                 unfinished = [i for i, t in self.requests.items() if not t.get("done")]
                 for i in unfinished:
                     t = self.requests[i]
