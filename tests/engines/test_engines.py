@@ -267,7 +267,40 @@ class Preemption(unittest.TestCase):
         self.assertEqual(status(s)["errors"], [], err)
 
 
-class Faults(unittest.TestCase):
+class FollowFaults:
+    """Faults in following the primary's schedule, the same for every engine's adapter: a test class mixes this in
+    beside unittest.TestCase, runs its engine's primary in setUpClass (tmp, p, p_out) and sets `engine_run` (its
+    module's run) and `smaller` (the shadow's --num-blocks below the primary's, and the message that says so)."""
+
+    def test_a_smaller_shadow_does_not_force(self):
+        blocks, message = self.smaller
+        out, err, s = self.engine_run(self.tmp, "shadow", "small", follow=self.p["schedule"],
+                                      args=["--num-blocks", blocks, "--all-at-once"])
+        st = status(s)
+        self.assertIn(message, st["message"])
+        self.assertEqual(st["forced_steps"], 0)
+        self.assertIn("stopped forcing", err)
+        self.assertEqual(out["results"], self.p_out["results"])
+
+    def test_a_schedule_cut_short_is_followed_as_far_as_it_goes(self):
+        cut = os.path.join(self.tmp, "cut.jsonl")
+        with open(self.p["schedule"]) as f:
+            text = f.read().splitlines()
+        with open(cut, "w") as f:
+            f.write("\n".join(text[:11]) + "\n" + text[11][:20])  # header, 10 steps, half a step, no end
+        out, err, s = self.engine_run(self.tmp, "shadow", "cut", follow=cut, args=["--all-at-once"])
+        st = status(s)
+        self.assertEqual(st["forced_steps"], 10)
+        self.assertTrue(any("cut short" in w for w in st["warnings"]), st["warnings"])
+        self.assertTrue(any("no end line" in w for w in st["warnings"]), st["warnings"])
+        self.assertEqual(steps(s["schedule"])[:10], steps(self.p["schedule"])[:10])
+        self.assertEqual(out["results"], self.p_out["results"])
+
+
+class Faults(FollowFaults, unittest.TestCase):
+    engine_run = staticmethod(run)
+    smaller = ("32", "kv_blocks 32 < the primary's 64")
+
     @classmethod
     def setUpClass(cls):
         cls.tmp = mkdtemp()
@@ -317,28 +350,6 @@ class Faults(unittest.TestCase):
         self.assertEqual(order[1], "fake engine: serving")  # said before the engine served
         self.assertEqual(steps(paths["schedule"]), [])
         self.assertEqual(sorted(out["results"]), sorted(w["id"] for w in WORKLOAD))
-
-    def test_a_smaller_shadow_does_not_force(self):
-        out, err, s = run(self.tmp, "shadow", "small", follow=self.p["schedule"], args=["--num-blocks", "32", "--all-at-once"])
-        st = status(s)
-        self.assertIn("kv_blocks 32 < the primary's 64", st["message"])
-        self.assertEqual(st["forced_steps"], 0)
-        self.assertIn("stopped forcing", err)
-        self.assertEqual(out["results"], self.p_out["results"])
-
-    def test_a_schedule_cut_short_is_followed_as_far_as_it_goes(self):
-        cut = os.path.join(self.tmp, "cut.jsonl")
-        with open(self.p["schedule"]) as f:
-            text = f.read().splitlines()
-        with open(cut, "w") as f:
-            f.write("\n".join(text[:11]) + "\n" + text[11][:20])  # header, 10 steps, half a step, no end
-        out, err, s = run(self.tmp, "shadow", "cut", follow=cut, args=["--all-at-once"])
-        st = status(s)
-        self.assertEqual(st["forced_steps"], 10)
-        self.assertTrue(any("cut short" in w for w in st["warnings"]), st["warnings"])
-        self.assertTrue(any("no end line" in w for w in st["warnings"]), st["warnings"])
-        self.assertEqual(steps(s["schedule"])[:10], steps(self.p["schedule"])[:10])
-        self.assertEqual(out["results"], self.p_out["results"])
 
     def test_a_schedule_that_cannot_be_read_is_said_and_the_shadow_records_on_its_own(self):
         out, err, s = run(self.tmp, "shadow", "nofile", follow=os.path.join(self.tmp, "missing.jsonl"), args=["--all-at-once"])

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import unittest
 
-from test_engines import FAKE, SHIM, SOURCE, lines, mkdtemp, said, status, steps, tearDownModule  # noqa: F401
+from test_engines import FAKE, SHIM, SOURCE, FollowFaults, lines, mkdtemp, said, status, steps, tearDownModule  # noqa: F401
 
 DRIVE = os.path.join(FAKE, "drive_vllm.py")
 
@@ -200,7 +200,10 @@ class VllmPreemption(unittest.TestCase):
         self.assertNotEqual(steps(c["schedule"]), steps(p["schedule"]))
 
 
-class VllmFaults(unittest.TestCase):
+class VllmFaults(FollowFaults, unittest.TestCase):
+    engine_run = staticmethod(run)
+    smaller = ("64", "kv_blocks 64 < the primary's 128")
+
     @classmethod
     def setUpClass(cls):
         cls.tmp = mkdtemp()
@@ -245,28 +248,6 @@ class VllmFaults(unittest.TestCase):
         self.assertEqual(order[1], "fake vllm: serving")  # said before the server served
         self.assertEqual(len(said(err)), 1)  # once, though the EngineCore process imports vllm too
         self.assertFalse(os.path.exists(paths["schedule"]))
-        self.assertEqual(out["results"], self.p_out["results"])
-
-    def test_a_smaller_shadow_does_not_force(self):
-        out, err, s = run(self.tmp, "shadow", "small", follow=self.p["schedule"], args=["--num-blocks", "64", "--all-at-once"])
-        st = status(s)
-        self.assertIn("kv_blocks 64 < the primary's 128", st["message"])
-        self.assertEqual(st["forced_steps"], 0)
-        self.assertIn("stopped forcing", err)
-        self.assertEqual(out["results"], self.p_out["results"])
-
-    def test_a_schedule_cut_short_is_followed_as_far_as_it_goes(self):
-        cut = os.path.join(self.tmp, "cut.jsonl")
-        with open(self.p["schedule"]) as f:
-            text = f.read().splitlines()
-        with open(cut, "w") as f:
-            f.write("\n".join(text[:11]) + "\n" + text[11][:20])  # header, 10 steps, half a step, no end
-        out, err, s = run(self.tmp, "shadow", "cut", follow=cut, args=["--all-at-once"])
-        st = status(s)
-        self.assertEqual(st["forced_steps"], 10)
-        self.assertTrue(any("cut short" in w for w in st["warnings"]), st["warnings"])
-        self.assertTrue(any("no end line" in w for w in st["warnings"]), st["warnings"])
-        self.assertEqual(steps(s["schedule"])[:10], steps(self.p["schedule"])[:10])
         self.assertEqual(out["results"], self.p_out["results"])
 
     def test_another_engines_schedule_is_not_followed(self):
