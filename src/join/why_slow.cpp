@@ -61,6 +61,20 @@ std::vector<std::string> VerdictNames(uint32_t v) {
   return out;
 }
 
+std::string VerdictTally(const std::vector<std::vector<std::string>>& verdicts_per_launch) {
+  std::map<std::string, size_t> counts;
+  for (const auto& names : verdicts_per_launch) {
+    std::string key;
+    for (const auto& n : names) key += (key.empty() ? "" : "+") + n;
+    ++counts[key.empty() ? "none" : key];
+  }
+  std::vector<std::pair<std::string, size_t>> order(counts.begin(), counts.end());
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string out;
+  for (const auto& [key, n] : order) out += (out.empty() ? "" : ", ") + key + " " + std::to_string(n);
+  return out;
+}
+
 void ComputeWhySlow(JoinedModel& m) {
   // (kernel, grid, block) -> match indices with a primary duration and blocks.
   using Shape = std::tuple<std::string, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>;

@@ -30,6 +30,10 @@ inline constexpr uint64_t kMinReorderBlocks = 16;
 // and each shadow launch's blocks_working, from m.matches.
 void ComputeWhySlow(JoinedModel& m);
 
+// The findings past the shown ones, by verdict: "straggler 15" or "reordered+straggler 2, fewer_blocks 1"
+// (each launch's verdict names joined by '+', the most frequent first, then by name).
+std::string VerdictTally(const std::vector<std::vector<std::string>>& verdicts_per_launch);
+
 // "12.3 us" style duration.
 std::string HumanNs(uint64_t ns);
 

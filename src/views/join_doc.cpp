@@ -277,8 +277,14 @@ JoinDoc MakeJoinDoc(const JoinedModel& m, const join::JsonBounds& bounds,
   sm.primary_in_divergence = s.primary_in_divergence;
   sm.ambiguous = s.ambiguous;
   sm.ambiguous_regions = s.ambiguous_regions;
-  sm.alignment = {s.alignment.identical,       s.alignment.anchors, s.alignment.segments, s.alignment.capped_segments,
-                  s.alignment.capped_launches, s.alignment.max_d,   s.alignment.sampled};
+  sm.alignment = {};
+  sm.alignment.identical = s.alignment.identical;
+  sm.alignment.anchors = s.alignment.anchors;
+  sm.alignment.segments = s.alignment.segments;
+  sm.alignment.capped_segments = s.alignment.capped_segments;
+  sm.alignment.capped_launches = s.alignment.capped_launches;
+  sm.alignment.max_d = s.alignment.max_d;
+  sm.alignment.shadow_sampled = s.alignment.sampled;
   sm.alignment.depth = s.alignment.depth;
   sm.alignment.instances_primary = s.alignment.instances_primary;
   sm.alignment.instances_shadow = s.alignment.instances_shadow;

@@ -40,7 +40,8 @@ void PrintWhySlow(std::FILE* out, const JoinedModel& m) {
     std::fprintf(out, "  %s grid %s block %s: %" PRIu64 " launches, median %s; %zu slow\n", g.kernel.c_str(),
                  DimsText(g.grid).c_str(), DimsText(g.block).c_str(), g.launches, HumanNs(g.median_dur_ns).c_str(),
                  g.slow.size());
-    size_t shown = 0, more = 0, same = 0;
+    size_t shown = 0, same = 0;
+    std::vector<std::vector<std::string>> more;  // verdicts of the findings past the shown ones
     double same_lo = 0, same_hi = 0;
     uint64_t same_max_ns = 0;
     for (const auto& sl : g.slow) {  // slowest first
@@ -52,7 +53,7 @@ void PrintWhySlow(std::FILE* out, const JoinedModel& m) {
         continue;
       }
       if (shown >= shown_max) {
-        ++more;
+        more.push_back(VerdictNames(sl.verdicts));
         continue;
       }
       ++shown;
@@ -60,9 +61,11 @@ void PrintWhySlow(std::FILE* out, const JoinedModel& m) {
       std::fprintf(out, "    launch %zu (%s #%u): %s\n", sl.match, sh.path.empty() ? "(no range)" : sh.path.c_str(),
                    sh.ordinal, sl.text.c_str());
     }
-    if (more)
-      std::fprintf(out, "    ... %zu more with another block structure (join.json and join.sqlite \"why_slow\")\n",
-                   more);
+    if (!more.empty())
+      std::fprintf(out,
+                   "    ... %zu more with another block structure than the median launch's: %s (join.json and "
+                   "join.sqlite \"why_slow\" list each)\n",
+                   more.size(), VerdictTally(more).c_str());
     if (same) {
       char ratios[64];
       if (same_lo == same_hi || same == 1)

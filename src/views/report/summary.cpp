@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "join/why_slow.h"
 #include "views/report/html.h"
 #include "views/report/renderer.h"
 
@@ -185,7 +186,8 @@ void Renderer::WhySlow(std::string& h) {
          LaunchRef(Signed(g.reference)) + "</p>\n";
     h += "<table class=\"slow\"><thead><tr><th>launch</th><th class=\"num\">primary</th><th class=\"num\">vs "
          "median</th><th>verdict</th><th>what differs</th></tr></thead><tbody>\n";
-    size_t shown = 0, more = 0, same = 0;
+    size_t shown = 0, same = 0;
+    std::vector<std::vector<std::string>> more;  // verdicts of the findings past the shown ones
     double lo = 0, hi = 0;
     uint64_t same_max = 0;
     for (const views::SlowDoc& s : g.slow) {
@@ -197,7 +199,7 @@ void Renderer::WhySlow(std::string& h) {
         continue;
       }
       if (shown >= kShown) {
-        ++more;
+        more.push_back(s.verdicts);
         continue;
       }
       ++shown;
@@ -207,10 +209,10 @@ void Renderer::WhySlow(std::string& h) {
            "</td><td class=\"num\">" + ratio + "</td><td>" + VerdictBadges(s.verdicts) + "</td><td>" + Esc(s.text) +
            "</td></tr>\n";
     }
-    if (more)
-      h += "<tr><td colspan=\"5\">" + Count(more) +
-           " more with another block structure (join.json and join.sqlite &ldquo;why_slow&rdquo; hold every "
-           "one)</td></tr>\n";
+    if (!more.empty())
+      h += "<tr><td colspan=\"5\">" + Count(more.size()) +
+           " more with another block structure than the median launch&rsquo;s: " + Esc(join::VerdictTally(more)) +
+           " (join.json and join.sqlite &ldquo;why_slow&rdquo; hold every one)</td></tr>\n";
     if (same) {
       char ratio[64];
       if (same == 1 || lo == hi)

@@ -1,7 +1,8 @@
 """Checks a `twin` run of tests/gpu/autotune/triton_autotune.py (issue 31): per step after the first,
 the shadow's exact launches against the primary's target launches there, the diverged ones, the
 shadow's grid against the primary's final choice; and the launches the join called autotuning.
-Reads DIR's join.sqlite (every launch) and join.json (summary, reasons, instance pairing).
+Reads DIR's join.sqlite (every launch) and join.json (summary, reasons, instance pairing); without
+join.sqlite (a build without SQLite), join.json's pairs and per-range target counts, when it lists every pair.
 Usage: check.py TWIN_DIR   (exit 1 when a step after the first is not all exact)"""
 import collections
 import glob
@@ -24,6 +25,10 @@ def find(root, name):
     return hits[0] if hits else None
 
 
+def new_step():
+    return {"primary": 0, "exact": 0, "diverged": 0, "pgrid": collections.Counter(), "sgrid": collections.Counter()}
+
+
 def main():
     root = sys.argv[1]
     jpath, spath = find(root, "join.json"), find(root, "join.sqlite")
@@ -40,8 +45,7 @@ def main():
             "SELECT l.side, l.key_path, l.grid_x, l.block_x, m.kind FROM launches l "
             "LEFT JOIN matches m ON m.id = l.match_id ORDER BY l.id").fetchall()
         for side, path, gx, bx, kind in rows:
-            st = steps.setdefault(top_range(path), {"primary": 0, "exact": 0, "diverged": 0, "pgrid": collections.Counter(),
-                                                    "sgrid": collections.Counter()})
+            st = steps.setdefault(top_range(path), new_step())
             if side == "primary":
                 st["primary"] += 1
                 st["pgrid"][(gx, bx)] += 1
@@ -51,6 +55,22 @@ def main():
                     st["exact"] += 1
                 elif kind == "diverged":
                     st["diverged"] += 1
+    elif j.get("launches_total") == len(j.get("launches", [])) and j.get("steps_total") == len(j.get("steps", [])):
+        # join.json lists every pair (kind, both grids) and each range's primary target launches.
+        for r in j.get("steps", []):
+            if r.get("targets"):
+                steps.setdefault(top_range(r["range"]), new_step())["primary"] += r["targets"]
+        for l in j["launches"]:
+            st = steps.setdefault(top_range(l["key"]["path"]), new_step())
+            p, sh = l.get("primary"), l.get("shadow")
+            if p:
+                st["pgrid"][(p["grid"][0], p["block"][0])] += 1
+            if sh:  # join.json gives the shadow's grid; its block is the primary's unless the join says the shape differs
+                block = sh.get("block") or (p["block"] if p and not l.get("shape_differs") else [None])
+                st["sgrid"][(sh["grid"][0], block[0])] += 1
+            if l["match"] in ("exact", "diverged"):
+                st[l["match"]] += 1
+        spath = jpath
     final = collections.Counter()
     for name, st in steps.items():
         if not name.startswith("step 0#") and st["pgrid"]:
@@ -73,7 +93,7 @@ def main():
     for r in j.get("reasons", []):
         print(f"reason {r['code']}: {r['text']}" + (f" (remedy: {r['remedy']})" if r.get("remedy") else ""))
     if not spath:
-        print("check: no join.sqlite (built without SQLite): per-step rows need it")
+        print("check: no join.sqlite (built without SQLite) and join.json does not list every pair: per-step rows need one")
         return 1
     print(f"steps after the first all exact on the primary's final choice: {ok_steps} of {ok_steps + bad_steps}")
     return 0 if bad_steps == 0 and ok_steps > 0 else 1
