@@ -320,9 +320,9 @@ def wrap(cls, name, how):
 
 
 class AdapterBase:
-    """What the vLLM and SGLang adapters share: the lock file that makes one process per server the adapter, the
-    version check, following the primary's schedule, opening the outputs, turning off, the end. A subclass sets the
-    class attributes below and the hooks (_first_word, _flush_steps, _generated_id, _stop_message)."""
+    """What the transformers, vLLM and SGLang adapters share: the lock file that makes one process per server the
+    adapter, the version check, following the primary's schedule, opening the outputs, turning off, the end. A
+    subclass sets the class attributes below and the hooks (_first_word, _flush_steps, _generated_id, _stop_message)."""
 
     ENGINE = ""  # the engine's name in the files and messages ("vllm")
     SUPPORTED = {}  # the versions this adapter knows
@@ -331,6 +331,11 @@ class AdapterBase:
     CAPACITY_AT_LEAST = ()  # capacity keys where the shadow needs at least the primary's number
     CAPACITY_SAME = ()  # capacity keys the shadow must have as the primary has them
     CAPACITY_FLAGS = ""  # the engine's flags for them, said when they differ
+    CAPACITY_MORE = ()  # capacity keys where the shadow's larger number is said (a warning: the steps still fit)
+    CAPACITY_STOP = "the shadow's engine differs: %s (give both servers the same %s and scheduling flags)"
+    CLAIM_AT_IMPORT = False  # True: the lock is taken when the engine is imported, before its version is checked
+    SECOND_PROCESS = ""  # what another process of the server did ("imports transformers"); default: builds a scheduler
+    WAITING_FOR = "the engine's scheduler"  # the status's message between the version check and the start
 
     def __init__(self, settings, version):
         self.settings = settings
@@ -358,7 +363,15 @@ class AdapterBase:
     # ---- install ---------------------------------------------------------------------------------------
 
     def check_version(self):
-        """At the engine's import: an unknown version is refused here, before the server serves."""
+        """At the engine's import: an unknown version is refused here, before the server serves. With
+        CLAIM_AT_IMPORT, the first process of the server to import the engine takes the lock first; any other is
+        left as it is (said) and keeps its hands off the status file."""
+        if self.CLAIM_AT_IMPORT:
+            if not self.claim():
+                self.refused = True
+                self.status.path = ""  # the other process's status
+                return False
+            atexit.register(self.release)
         if self.version not in self.SUPPORTED:
             self.refused = True
             msg = "%s %s is not one twinscope's adapter knows (known: %s): batches will not be forced" % (
@@ -367,12 +380,15 @@ class AdapterBase:
                 ", ".join(sorted(self.SUPPORTED)),
             )
             self.status.set(mode="disabled", supported=False, message=msg)
-            if self.claim(quiet=True):  # said once per server: by its first process (the API / HTTP server)
+            if self.CLAIM_AT_IMPORT:  # this process holds the lock already (its release is registered)
+                self.status.write()
+                say(msg + ": disabled")
+            elif self.claim(quiet=True):  # said once per server: by its first process (the API / HTTP server)
                 self.status.write()
                 say(msg + ": disabled")
                 atexit.register(self.release)
             return False
-        self.status.set(supported=True, message="%s %s: waiting for the engine's scheduler" % (self.ENGINE, self.version))
+        self.status.set(supported=True, message="%s %s: waiting for %s" % (self.ENGINE, self.version, self.WAITING_FOR))
         self._first_word()
         return True
 
@@ -397,8 +413,9 @@ class AdapterBase:
             os.close(fd)
             self.lock_path = None
             if not quiet:
-                say("process %d builds %s scheduler too, but process %s of this server has the adapter: this one is "
-                    "left as it is" % (os.getpid(), self.SCHEDULER_NOUN, holder or "?"))
+                did = self.SECOND_PROCESS or "builds %s scheduler" % self.SCHEDULER_NOUN
+                say("process %d %s too, but process %s of this server has the adapter: this one is "
+                    "left as it is" % (os.getpid(), did, holder or "?"))
             return False
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
@@ -431,7 +448,8 @@ class AdapterBase:
 
     def start(self, capacity):
         """Reads the primary's schedule (a shadow), opens the schedule writer and the request trace, sets the status's
-        mode and message; a schedule that cannot be followed is said and the steps are recorded only."""
+        mode and message; a schedule that cannot be followed is said and the steps are recorded only. capacity None:
+        the engine's capacity is known later, the subclass writes the schedule's header then."""
         not_followed = ""
         if self.settings.forcing:
             try:
@@ -451,7 +469,8 @@ class AdapterBase:
                                        "writing it): its %d steps are followed, then the engine batches on its own" % len(steps))
                 self.forcing = True
         self.schedule = ScheduleWriter(self.settings.schedule_out)
-        self.schedule.header(self.ENGINE, self.version, capacity, self.settings.role)
+        if capacity is not None:
+            self.schedule.header(self.ENGINE, self.version, capacity, self.settings.role)
         self.trace = RequestTrace(self.settings.request_trace)
         self.active = True
         self.status.set(
@@ -473,9 +492,12 @@ class AdapterBase:
         for key in self.CAPACITY_SAME:
             if key in primary and primary[key] != mine.get(key):
                 diff.append("%s %s != the primary's %s" % (key, mine.get(key), primary[key]))
+        for key in self.CAPACITY_MORE:
+            p, s = primary.get(key), mine.get(key)
+            if isinstance(p, int) and isinstance(s, int) and s > p:
+                self.status.append("warnings", "%s %d > the primary's %d (more room: the steps still fit)" % (key, s, p))
         if diff:
-            self.stop_forcing("the shadow's engine differs: %s (give both servers the same %s and scheduling flags)"
-                              % ("; ".join(diff), self.CAPACITY_FLAGS))
+            self.stop_forcing(self.CAPACITY_STOP % ("; ".join(diff), self.CAPACITY_FLAGS))
 
     def ensure_nvtx(self):
         if self.nvtx is None:
@@ -487,11 +509,13 @@ class AdapterBase:
 
     # ---- turning off -----------------------------------------------------------------------------------
 
-    def disable(self, message, error=None):
+    def disable(self, message, error=None, supported=None):
         """Turns the adapter off for the rest of the run, says why (stderr and status); never raises."""
         with self.lock:
             was, self.active, self.forcing = self.active, False, False
             self.status.set(mode="disabled", message=message)
+            if supported is not None:
+                self.status.set(supported=supported)
             if error:
                 self.status.append("errors", error)
             if was and self.schedule is not None:
@@ -519,7 +543,9 @@ class AdapterBase:
 
     def _stop_message(self, why):
         """Sets the status for forcing stopped (under the lock); returns the line to say."""
-        raise NotImplementedError
+        self.status.set(mode="force", message="forced %d of the primary's %d steps, then stopped forcing: %s; the "
+                        "engine batched on its own from there" % (self.status.doc["forced_steps"], len(self.follow), why))
+        return "stopped forcing the primary's steps at step %d: %s" % (self.next_forced, why)
 
     def _flush_steps(self, at_end):
         """Under the lock, before the end line: at the end (at_end) or when turned off, the steps recorded but not
@@ -545,7 +571,7 @@ class AdapterBase:
 
     def close(self, reason):
         """At the scheduler's shutdown or exit: the steps left, the end line, requests still in flight (said)."""
-        if self.ended or self.sched is None or self.schedule is None:
+        if self.ended or self.schedule is None:  # the schedule is opened (start) only once there is something to record
             return
         self.ended = True
         try:
@@ -560,8 +586,11 @@ class AdapterBase:
                 for i in unfinished:
                     t = self.requests[i]
                     t["done"] = True
-                    self._trace_line({"id": i, "id_generated": self._generated_id(i), "engine_id": t["engine_id"],
-                                      "status": 503, "error": "the server stopped before it ended"}, t, 0)
+                    line = {"id": i, "id_generated": self._generated_id(i)}
+                    if "engine_id" in t:  # the transformers adapter's requests have no id of the engine's own
+                        line["engine_id"] = t["engine_id"]
+                    line.update(status=503, error="the server stopped before it ended")
+                    self._trace_line(line, t, 0)
                 if unfinished:
                     self.status.append("warnings", "%d requests had not ended when the server stopped" % len(unfinished))
                 if self.settings.role == "shadow" and self.follow and self.next_forced < len(self.follow):

@@ -1,11 +1,9 @@
 """The engine adapter for Hugging Face transformers continuous batching (`transformers serve --continuous-batching`): records each step, names it in NVTX, and in a shadow forces the primary's steps (docs/engines.md)."""
 
 import atexit
-import threading
 import time
 
 from . import common
-from .common import say
 
 ENGINE = "transformers"
 CB = "transformers.generation.continuous_batching"
@@ -43,84 +41,34 @@ def known_versions():
     return ", ".join(sorted(SUPPORTED))
 
 
-class TransformersAdapter:
+class TransformersAdapter(common.AdapterBase):
     """One per process: what the primary records and what the shadow forces."""
 
+    ENGINE = ENGINE
+    SUPPORTED = SUPPORTED
+    CAPACITY_AT_LEAST = ("kv_blocks", "max_batch_tokens", "max_requests_per_batch")
+    CAPACITY_SAME = ("block_size",)
+    CAPACITY_MORE = ("kv_blocks", "max_batch_tokens")
+    CAPACITY_STOP = "the shadow's capacity is smaller: %s (give both servers the same %s)"
+    CAPACITY_FLAGS = "--cb-num-blocks, --cb-max-batch-tokens and --cb-block-size"
+    # One process per server writes the files: the first that imports transformers (a lock beside the status file).
+    # Another process of the same server (a worker that imports transformers too) is left alone, said on its stderr.
+    CLAIM_AT_IMPORT = True
+    SECOND_PROCESS = "imports transformers"
+    WAITING_FOR = "continuous batching"
+
     def __init__(self, settings, version):
-        self.settings = settings
-        self.version = version
-        self.status = common.Status(settings.status_path, ENGINE, version)
-        self.active = False
-        self.forcing = False
-        self.lock = threading.RLock()
-        self.t0 = common.now_us()
-        self.schedule = None
-        self.trace = None
-        self.nvtx = None
-        self.follow = []  # the primary's steps (force mode)
-        self.follow_header = None
-        self.next_forced = 0
+        common.AdapterBase.__init__(self, settings, version)
         self.preempt_tried = -1  # the forced step for which the recorded preemption was asked of the engine
-        self.step_index = 0
         self.pending = None  # the step scheduled last, written when the next one is scheduled or at exit
         self.ending = {}  # id -> state: finish_request seen; an end unless the engine requeues it (a preemption)
         self.preempted = []  # ids requeued since the last step (listed in the next step)
-        self.requests = {}  # id -> what the request trace needs
-        self.ended = False
-        self.refused = False
-        self.lock_path = None
-        self.lock_fd = None
-        for b in settings.bad:
-            self.status.append("warnings", b)
 
     # ---- install -------------------------------------------------------------------------------------
 
-    def claim(self):
-        """One process per server writes the files: the first that imports transformers (a lock beside the
-        status file). Another process of the same server (a worker that imports transformers too) is left
-        alone, said on its stderr."""
-        base = self.settings.status_path or self.settings.schedule_out
-        if not base:
-            return True
-        import fcntl
-        import os
-
-        self.lock_path = base + ".lock"
-        fd = os.open(self.lock_path, os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.read(fd, 32).decode("ascii", "replace").strip()
-            os.close(fd)
-            self.lock_path = None
-            say(
-                "process %d imports transformers too, but process %s of this server has the adapter: this one is "
-                "left as it is" % (os.getpid(), holder or "?")
-            )
-            return False
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self.lock_fd = fd
-        atexit.register(self.release)
-        return True
-
-    def check_version(self):
-        """At `import transformers`: an unknown version is refused here, before the server serves."""
-        if not self.claim():
-            self.refused = True
-            self.status.path = ""  # the other process's status
-            return False
-        if self.version not in SUPPORTED:
-            self.refused = True
-            self.disable(
-                "transformers %s is not one twinscope's adapter knows (known: %s): batches will not be forced"
-                % (self.version, known_versions()),
-                supported=False,
-            )
-            return False
-        self.status.set(supported=True, message="transformers %s: waiting for continuous batching" % self.version)
+    def _first_word(self):
+        """The process that holds the lock says that it is here (the status file)."""
         self.status.write()
-        return True
 
     def install(self, cb_api, scheduler_mod):
         """Wraps 5.17's scheduler classes and batch processor (after continuous_api is imported)."""
@@ -138,34 +86,13 @@ class TransformersAdapter:
         if missing:
             self.disable("transformers %s lacks %s: the adapter is off" % (self.version, ", ".join(missing)))
             return
-        not_followed = ""  # why a shadow that was to force cannot (it still records its own steps)
-        if self.settings.forcing:
-            try:
-                header, steps, ended, note = common.read_schedule(self.settings.schedule_follow)
-                if header.get("engine") != ENGINE:
-                    raise common.ScheduleError(
-                        "the schedule to follow is of engine %r, not transformers" % header.get("engine")
-                    )
-            except common.ScheduleError as e:
-                not_followed = str(e) + ": batches will not be forced"
-        if self.settings.forcing and not not_followed:
-            self.follow_header, self.follow = header, steps
-            if note:
-                self.status.append("warnings", note)
-            if not ended:
-                self.status.append(
-                    "warnings",
-                    "the primary's schedule has no end line (the primary stopped before writing it): its %d steps are "
-                    "followed, then the engine batches on its own" % len(steps),
-                )
-            self.forcing = True
         classes = {base}
         for name in ("FIFOScheduler", "PrefillFirstScheduler"):
             classes.add(getattr(scheduler_mod, name))
         classes.update(c for c in scheduler_mod.SCHEDULER_MAPPING.values() if isinstance(c, type))
         for cls in classes:
             if "schedule_batch" in cls.__dict__:
-                self._wrap(cls, "schedule_batch", self._wrap_schedule)
+                common.wrap(cls, "schedule_batch", self._wrap_schedule)
         for cls in classes:  # the bookkeeping methods where a class defines its own
             for m, how in (
                 ("add_waiting_request", self._wrap_arrival),
@@ -173,80 +100,17 @@ class TransformersAdapter:
                 ("clear_cancelled_requests", self._wrap_cancel),
             ):
                 if m in cls.__dict__:
-                    self._wrap(cls, m, how)
-        self._wrap(proc, "__init__", self._wrap_processor_init)
-        self._wrap(proc, "prepare_next_batch", self._wrap_prepare)
-        self._wrap(proc, "_generation_step", self._wrap_step)
-        self._wrap(proc, "warmup", self._wrap_warmup)
+                    common.wrap(cls, m, how)
+        common.wrap(proc, "__init__", self._wrap_processor_init)
+        common.wrap(proc, "prepare_next_batch", self._wrap_prepare)
+        common.wrap(proc, "_generation_step", self._wrap_step)
+        common.wrap(proc, "warmup", self._wrap_warmup)
         mgr = getattr(cb_api, "ContinuousBatchingManager", None)
         if mgr is not None and "stop" in mgr.__dict__:
-            self._wrap(mgr, "stop", self._wrap_manager_stop)
-        self.schedule = common.ScheduleWriter(self.settings.schedule_out)
-        self.trace = common.RequestTrace(self.settings.request_trace)
-        self.active = True
-        mode = "force" if self.forcing else "record"
-        self.status.set(
-            supported=True,
-            mode=mode,
-            message=(
-                "forcing the primary's %d steps (%s)" % (len(self.follow), self.settings.schedule_follow)
-                if self.forcing
-                else not_followed or "recording every step"
-            ),
-        )
+            common.wrap(mgr, "stop", self._wrap_manager_stop)
+        self.start(None)  # the header is written when the batch processor is built (its capacity is known then)
         self.status.write()
-        if not_followed:
-            say(not_followed)
         atexit.register(self.close, "exit")
-
-    def _wrap(self, cls, name, how):
-        orig = cls.__dict__[name]
-        wrapped = how(orig)
-        wrapped.__name__ = getattr(orig, "__name__", name)
-        wrapped.__doc__ = getattr(orig, "__doc__", None)
-        wrapped.__wrapped__ = orig
-        setattr(cls, name, wrapped)
-
-    def disable(self, message, supported=None, error=None):
-        """Turns the adapter off for the rest of the run, says why (stderr and status); never raises."""
-        with self.lock:
-            was = self.active
-            self.active = False
-            self.forcing = False
-            kv = {"mode": "disabled", "message": message}
-            if supported is not None:
-                kv["supported"] = supported
-            self.status.set(**kv)
-            if error:
-                self.status.append("errors", error)
-        say(message + ("" if message.endswith("disabled") else ": disabled"))
-        if was and self.schedule is not None:
-            try:
-                self._flush_pending()
-                self.schedule.end("adapter disabled")
-            except Exception:
-                pass
-        self.status.write()
-
-    def fail(self, where, e):
-        self.disable(
-            "the transformers adapter raised in %s (%s: %s); the server goes on without it" % (where, type(e).__name__, e),
-            error="%s: %s: %s" % (where, type(e).__name__, e),
-        )
-
-    def stop_forcing(self, why):
-        """Forcing ends (said, counted); the engine batches on its own from here and recording goes on."""
-        with self.lock:
-            if not self.forcing:
-                return
-            self.forcing = False
-            self.status.set(
-                mode="force",
-                message="forced %d of the primary's %d steps, then stopped forcing: %s; the engine batched on its own "
-                "from there" % (self.status.doc["forced_steps"], len(self.follow), why),
-            )
-        say("stopped forcing the primary's steps at step %d: %s" % (self.next_forced, why))
-        self.status.write()
 
     # ---- the processor: capacity, the wait for a forced step's requests, NVTX around the forward ----
 
@@ -293,25 +157,6 @@ class TransformersAdapter:
         if self.schedule.steps == 0 and not self.schedule.closed:
             self.schedule.header(ENGINE, self.version, capacity, self.settings.role)
         self.status.write()
-
-    def check_capacity(self, mine, primary):
-        """The shadow refuses to force when it has less room than the primary had (its steps may not fit)."""
-        smaller = []
-        for key in ("kv_blocks", "max_batch_tokens", "max_requests_per_batch"):
-            p, s = primary.get(key), mine.get(key)
-            if isinstance(p, int) and isinstance(s, int) and s < p:
-                smaller.append("%s %d < the primary's %d" % (key, s, p))
-        if primary.get("block_size") not in (None, mine["block_size"]):
-            smaller.append("block_size %d != the primary's %d" % (mine["block_size"], primary["block_size"]))
-        for key in ("kv_blocks", "max_batch_tokens"):
-            p, s = primary.get(key), mine.get(key)
-            if isinstance(p, int) and isinstance(s, int) and s > p:
-                self.status.append("warnings", "%s %d > the primary's %d (more room: the steps still fit)" % (key, s, p))
-        if smaller:
-            self.stop_forcing(
-                "the shadow's capacity is smaller: %s (give both servers the same --cb-num-blocks, "
-                "--cb-max-batch-tokens and --cb-block-size)" % "; ".join(smaller)
-            )
 
     def _wrap_prepare(self, orig):
         adapter = self
@@ -410,15 +255,6 @@ class TransformersAdapter:
         p["start_us"] = common.now_us() - self.t0
         self.ensure_nvtx().push(p["name"])
         return True
-
-    def ensure_nvtx(self):
-        """The NVTX library, loaded at the first range (warmup or a step), said in the status either way."""
-        if self.nvtx is None:
-            self.nvtx = common.Nvtx()
-            self.status.set(nvtx=self.nvtx.backend)
-            if self.nvtx.backend == "none":
-                self.status.append("warnings", "no NVTX library (torch.cuda.nvtx, libnvToolsExt): steps are not named")
-        return self.nvtx
 
     def step_ends(self):
         self.nvtx.pop()
@@ -716,69 +552,13 @@ class TransformersAdapter:
             self._trace_line(doc, r, carried + len(generated))
 
     def _trace_line(self, doc, r, completion):
-        now = common.now_us()
-        doc.update(
-            prompt_tokens=r["prompt_tokens"],
-            max_tokens=r["max_tokens"],
-            completion_tokens=completion,
-            arrival_unix_us=r["arrival_unix_us"],
-            queued_us=(r["first_step_us"] - r["arrival_us"]) if "first_step_us" in r else None,
-            first_token_us=r.get("first_token_us"),
-            done_us=now - r["arrival_us"],
-            prefill_step=r["prefill_step"],
-            steps=r["steps"],
-        )
-        if r.get("preempted"):
-            doc["preempted"] = r["preempted"]
-        if self.trace is not None:
-            self.trace.write(doc)
+        common.AdapterBase._trace_line(self, doc, r, completion)
         self.requests[doc["id"]] = ENDED  # what is left of an ended request: that it ended
 
     # ---- the end ---------------------------------------------------------------------------------------
 
-    def close(self, reason):
-        """At exit: the last step, the end line, requests still in flight (said), the final status."""
-        if self.ended:
-            return
-        self.ended = True
-        try:
+    def _flush_steps(self, at_end):
+        """At exit the requests finish_request let go are settled first (they ended in the last step)."""
+        if at_end:
             self.settle()
-            with self.lock:
-                self._flush_pending()
-                if self.schedule is not None:
-                    self.schedule.end("shutdown" if reason == "exit" else reason)
-                unfinished = [i for i, r in self.requests.items() if not r.get("done")]
-                for i in unfinished:
-                    r = self.requests[i]
-                    r["done"] = True
-                    self._trace_line(
-                        {"id": i, "id_generated": False, "status": 503, "error": "the server stopped before it ended"},
-                        r,
-                        0,
-                    )
-                if unfinished:
-                    self.status.append(
-                        "warnings", "%d requests had not ended when the server stopped" % len(unfinished)
-                    )
-                if self.settings.role == "shadow" and self.follow and self.next_forced < len(self.follow):
-                    self.status.append(
-                        "warnings",
-                        "%d of the primary's %d steps were not forced" % (len(self.follow) - self.next_forced, len(self.follow)),
-                    )
-                if self.trace is not None:
-                    self.trace.close()
-        except Exception as e:
-            self.status.append("errors", "at exit: %s: %s" % (type(e).__name__, e))
-        self.status.write()
-        self.release()
-
-    def release(self):
-        if self.lock_path:
-            import os
-
-            try:
-                os.unlink(self.lock_path)
-                os.close(self.lock_fd)
-            except OSError:
-                pass
-            self.lock_path = None
+        self._flush_pending()
