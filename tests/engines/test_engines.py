@@ -117,11 +117,9 @@ class RecordUntilSigterm(unittest.TestCase):
         self.assertEqual([s["name"] for s in ss], [r for r, k, _ in launches if k == "index_copy_kernel_impl"])
         self.assertEqual(status(paths)["steps"], len(ss))
 
-
-class RecordUntilSigtermWithoutEngineStop(unittest.TestCase):
-    """`transformers serve` never stops its engine at shutdown (the lifespan unloads the model) and dies by SIGTERM:
-    the last step and the request that ended in it are written while the engine idles after it."""
-
+    # `transformers serve` never stops its engine at shutdown (the lifespan unloads the model) and dies by SIGTERM:
+    # the last step and the request that ended in it are written while the engine idles after it. (A method of this
+    # class, which ctest runs: it was a class of its own that no ctest named.)
     def test_the_last_step_and_every_request_are_written_while_the_engine_idles(self):
         tmp = mkdtemp()
         out, _, paths = run(tmp, "primary", "nostop", args=["--die-by-sigterm", "--no-engine-stop"])
@@ -203,6 +201,21 @@ class Record(unittest.TestCase):
             e for s in steps(self.paths["schedule"]) for e in s["batch"] if 0 < e["offset"] < prompt[e["id"]]
         ]
         self.assertTrue(chunks, "no prompt was split over steps")
+
+    def test_a_request_cancelled_after_the_last_step_is_on_the_end_line(self):
+        # The engine idles after the last step (written then); a request that comes and is cancelled at once ends
+        # with no step after it: it is on the end line, as vLLM's and SGLang's are, not lost from the schedule.
+        tmp = mkdtemp()
+        _, _, paths = run(tmp, "primary", "late", args=["--cancel-late", "late-0"])
+        trace = {d["id"]: d for d in lines(paths["trace"])}
+        self.assertEqual(trace["late-0"]["status"], 499)
+        self.assertEqual(trace["late-0"]["steps"], [])
+        ss = steps(paths["schedule"])
+        self.assertFalse([s["step"] for s in ss if "late-0" in s["finished"] + s["cancelled"]])
+        end = lines(paths["schedule"])[-1]
+        self.assertEqual(end, {"type": "end", "steps": len(ss), "reason": "shutdown", "cancelled": ["late-0"]})
+        ended = [i for s in ss for i in s["finished"] + s["cancelled"]] + end.get("finished", []) + end["cancelled"]
+        self.assertEqual(sorted(ended), sorted(trace))  # every request of the trace ends once in the schedule
 
     def test_status(self):
         st = status(self.paths)

@@ -411,6 +411,9 @@ class TransformersAdapter(common.AdapterBase):
                 "name": common.step_name(kind, self.step_index, batch),
                 "_first": first,  # requests whose prompt ends in this step: their first token comes from it
             }
+            for k, i in self.loose:  # requests that ended while no step was pending (after the last one written)
+                self.pending[k].append(i)
+            self.loose = []
             self.step_index += 1
             self.status.set(steps=self.step_index)
 
@@ -533,8 +536,11 @@ class TransformersAdapter(common.AdapterBase):
             if r is None or r.get("done"):
                 return
             r["done"] = True
+            kind = "cancelled" if cancelled else "finished"
             if self.pending is not None:
-                self.pending["cancelled" if cancelled else "finished"].append(rid)
+                self.pending[kind].append(rid)
+            else:  # after the last step was written (the engine idles): on the next step, or on the end line
+                self.loose.append((kind, rid))
             doc = {"id": rid, "id_generated": False}
             generated = list(getattr(state, "generated_tokens", []) or []) if state is not None else []
             # A request reset after a preemption carries what it had generated in its prompt (5.17's

@@ -10,6 +10,41 @@ import transformers  # noqa: F401  (as `transformers serve` does: the package fi
 from transformers.generation.continuous_batching import continuous_api
 
 
+def cancel_late(m, rid, ids, timeout_s=20.0):
+    """Waits until the schedule lists every request as ended (the last step is written while the engine idles),
+    then queues request rid and its cancellation together, and waits until the engine has taken both."""
+    import os
+
+    path = os.environ.get("TWINSCOPE_SCHEDULE_OUT", "")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        ended = set()
+        try:
+            with open(path) as f:
+                for line in f:
+                    d = json.loads(line) if line.strip() else {}
+                    if d.get("type") == "step":
+                        ended.update(d["finished"] + d["cancelled"])
+        except (OSError, ValueError):
+            pass
+        if ended >= set(ids):
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit("the schedule %s did not list every request as ended in %g s" % (path, timeout_s))
+        time.sleep(0.005)
+    with m.io_lock:
+        m.add_request([5, 6, 7, 8], request_id=rid, max_new_tokens=4)
+        m.cancel_request(rid)
+    sch = m.batch_processor.scheduler
+    while True:
+        with m.io_lock:  # the engine takes both queues under it: empty queues and no cancellation left, it is done
+            if m.input_queue.empty() and m.cancel_queue.empty() and not sch._requests_to_cancel:
+                break
+        if time.monotonic() > deadline:
+            raise SystemExit("the engine did not take the late request %s in %g s" % (rid, timeout_s))
+        time.sleep(0.005)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--workload", required=True, help="JSON list of {id, prompt, max_tokens, at}")
@@ -30,6 +65,12 @@ def main():
         action="store_true",
         help="never stop the engine, as `transformers serve` does at its shutdown (its lifespan unloads the model); "
         "the stop comes a little after the last response",
+    )
+    ap.add_argument(
+        "--cancel-late",
+        metavar="ID",
+        help="once every request has ended and the adapter has written the last step (the engine idles), send request "
+        "ID and cancel it at once (both reach the engine together): it ends after the last step",
     )
     a = ap.parse_args()
     with open(a.workload) as f:
@@ -52,6 +93,8 @@ def main():
     deadline = time.monotonic() + a.wait_s
     for r in work:
         m.done[r["id"]].wait(max(0.0, deadline - time.monotonic()))
+    if a.cancel_late:
+        cancel_late(m, a.cancel_late, [r["id"] for r in work])
     if a.no_engine_stop:
         time.sleep(0.3)  # the server's stop comes after the last response; the engine idles meanwhile
     else:

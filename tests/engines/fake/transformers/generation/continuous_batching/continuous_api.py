@@ -1,4 +1,4 @@
-"""The fake batch processor and manager (5.17's names: ContinuousBatchProcessor with prepare_next_batch, _update_tp_group_state, _generation_step, update_batch, warmup; ContinuousBatchingManager with add_request and a generation thread) whose forward "launches" kernels into a log, keyed by the NVTX range open on its thread (tests/engines/fake)."""
+"""The fake batch processor and manager (5.17's names: ContinuousBatchProcessor with prepare_next_batch, _update_tp_group_state, _generation_step, update_batch, warmup; ContinuousBatchingManager with add_request, cancel_request and a generation thread) whose forward "launches" kernels into a log, keyed by the NVTX range open on its thread (tests/engines/fake)."""
 
 import os
 import queue
@@ -49,11 +49,23 @@ class CBConfig:
         self.safety_margin = None
 
 
+def _drain(q):
+    out = []
+    while q is not None:
+        try:
+            out.append(q.get_nowait())
+        except queue.Empty:
+            break
+    return out
+
+
 class ContinuousBatchProcessor:
-    def __init__(self, cache, cb_config, input_queue, scheduler, status, deliver):
+    def __init__(self, cache, cb_config, input_queue, scheduler, status, deliver, cancel_queue=None, io_lock=None):
         self.cache = cache
         self.cb_config = cb_config
         self.input_queue = input_queue
+        self.cancel_queue = cancel_queue
+        self.io_lock = io_lock or threading.Lock()
         self.scheduler = scheduler
         self.background_thread_status = status
         self.distributed_helper = DistributedHelper()
@@ -63,12 +75,13 @@ class ContinuousBatchProcessor:
         self.batch = []
 
     def _update_tp_group_state(self):
-        while True:
-            try:
-                state = self.input_queue.get_nowait()
-            except queue.Empty:
-                break
-            self.scheduler.add_waiting_request(state)
+        # As 5.17: the new requests, then the cancellations, taken in one go (the manager's io_lock makes a request
+        # and its cancellation queued together arrive together).
+        with self.io_lock:
+            for state in _drain(self.input_queue):
+                self.scheduler.add_waiting_request(state)
+            for rid in _drain(self.cancel_queue):
+                self.scheduler.set_request_cancellation(rid)
         return self.background_thread_status.tp_status == BackgroundThreadStatus.HARD_STOP
 
     def offload_requests(self):
@@ -143,6 +156,9 @@ class ContinuousBatchingManager:
             bool(os.environ.get("FAKE_ASYNC_BATCHING")),
         )
         self.input_queue = queue.Queue()
+        self.cancel_queue = queue.Queue()
+        self.io_lock = threading.Lock()  # held by a caller that queues a request and its cancellation together
+        self.batch_processor = None
         self.status = BackgroundThreadStatus()
         self.results = {}
         self.done = {}
@@ -155,6 +171,9 @@ class ContinuousBatchingManager:
             self.done[request_id] = threading.Event()
         self.input_queue.put(RequestState(request_id, input_ids, max_new_tokens, eos_token_id))
         return request_id
+
+    def cancel_request(self, request_id):
+        self.cancel_queue.put(request_id)
 
     def _deliver(self, state):
         with self._lock:
@@ -177,11 +196,13 @@ class ContinuousBatchingManager:
         cache = PagedAttentionCache(c.num_blocks, c.block_size, c.max_batch_tokens)
         cls = SCHEDULER_MAPPING.get(c.scheduler_type, FIFOScheduler)
         sch = cls(cache=cache, safety_margin=c.safety_margin, max_requests_per_batch=c.max_requests_per_batch)
-        return ContinuousBatchProcessor(cache, c, self.input_queue, sch, self.status, self._deliver)
+        return ContinuousBatchProcessor(
+            cache, c, self.input_queue, sch, self.status, self._deliver, cancel_queue=self.cancel_queue, io_lock=self.io_lock
+        )
 
     def _run_generation_loop(self):
         try:
-            proc = self._create_batch_processor()
+            proc = self.batch_processor = self._create_batch_processor()
             proc.warmup(None)
             while True:
                 if proc.prepare_next_batch():
