@@ -507,6 +507,33 @@ class AdapterBase:
                 self.status.append("warnings", "no NVTX library (torch.cuda.nvtx, libnvToolsExt): steps are not named")
         return self.nvtx
 
+    def in_range(self, name, when):
+        """For common.wrap: the wrapped call inside one NVTX range `name` (the engine's warmup), opened when when()
+        is true; a range that cannot be opened or closed turns the adapter off (said), the call goes on."""
+        adapter = self
+
+        def how(orig):
+            def call(obj, *a, **kw):
+                pushed = False
+                if when():
+                    try:
+                        adapter.ensure_nvtx().push(name)
+                        pushed = True
+                    except Exception as e:
+                        adapter.fail("opening the warmup range", e)
+                try:
+                    return orig(obj, *a, **kw)
+                finally:
+                    if pushed:
+                        try:
+                            adapter.nvtx.pop()
+                        except Exception as e:
+                            adapter.fail("closing the warmup range", e)
+
+            return call
+
+        return how
+
     # ---- turning off -----------------------------------------------------------------------------------
 
     def disable(self, message, error=None, supported=None):

@@ -104,7 +104,7 @@ class TransformersAdapter(common.AdapterBase):
         common.wrap(proc, "__init__", self._wrap_processor_init)
         common.wrap(proc, "prepare_next_batch", self._wrap_prepare)
         common.wrap(proc, "_generation_step", self._wrap_step)
-        common.wrap(proc, "warmup", self._wrap_warmup)
+        common.wrap(proc, "warmup", self.in_range("warmup transformers continuous batching", lambda: self.active))
         mgr = getattr(cb_api, "ContinuousBatchingManager", None)
         if mgr is not None and "stop" in mgr.__dict__:
             common.wrap(mgr, "stop", self._wrap_manager_stop)
@@ -267,28 +267,6 @@ class TransformersAdapter(common.AdapterBase):
                 if r is not None:
                     r.setdefault("first_token_us", now - r["arrival_us"])
         self.status.maybe_write()
-
-    def _wrap_warmup(self, orig):
-        adapter = self
-
-        def warmup(proc, *a, **kw):
-            pushed = False
-            if adapter.active:
-                try:
-                    adapter.ensure_nvtx().push("warmup transformers continuous batching")
-                    pushed = True
-                except Exception as e:
-                    adapter.fail("opening the warmup range", e)
-            try:
-                return orig(proc, *a, **kw)
-            finally:
-                if pushed:
-                    try:
-                        adapter.nvtx.pop()
-                    except Exception as e:
-                        adapter.fail("closing the warmup range", e)
-
-        return warmup
 
     # ---- the scheduler: record each step, or force the primary's ------------------------------------
 
