@@ -147,7 +147,9 @@ class VllmAdapter(common.AdapterBase):
             return
         cls = getattr(mod, "EngineCore", None)
         if cls is not None and "_initialize_kv_caches" in cls.__dict__:
-            common.wrap(cls, "_initialize_kv_caches", self._wrap_warmup)
+            common.wrap(cls, "_initialize_kv_caches",
+                        self.in_range("warmup vllm engine (profiling, KV cache, CUDA graph capture)",
+                                      lambda: not self.refused))
 
     def on_scheduler(self, sch):
         """A Scheduler was built: this process records (and forces) its steps."""
@@ -537,28 +539,6 @@ class VllmAdapter(common.AdapterBase):
                         adapter.fail("closing a step's NVTX range", e)
 
         return sample_tokens
-
-    def _wrap_warmup(self, orig):
-        adapter = self
-
-        def _initialize_kv_caches(core, *a, **kw):
-            pushed = False
-            if not adapter.refused:
-                try:
-                    adapter.ensure_nvtx().push("warmup vllm engine (profiling, KV cache, CUDA graph capture)")
-                    pushed = True
-                except Exception as e:
-                    adapter.fail("opening the warmup range", e)
-            try:
-                return orig(core, *a, **kw)
-            finally:
-                if pushed:
-                    try:
-                        adapter.nvtx.pop()
-                    except Exception as e:
-                        adapter.fail("closing the warmup range", e)
-
-        return _initialize_kv_caches
 
     # ---- the end ---------------------------------------------------------------------------------------
 
