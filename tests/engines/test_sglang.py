@@ -220,6 +220,30 @@ class SglangIds(unittest.TestCase):
         ids = sorted(d["id"] for d in lines(paths["trace"]))
         self.assertEqual(ids, ["body-rid", "client-a", "internal-0"])
 
+    def test_parallel_sample_ids(self):
+        """A request with n > 1: its prefix and samples get <rid>.0, <rid>.1, ... instead of random ids, counted per
+        rid (as both twins send them); SGLang's own regenerate_rid without the adapter."""
+        code = ("import copy\n"
+                "from sglang.srt.managers.tokenizer_manager import GenerateReqInput as G\n"
+                "a, b = G('chat-n2_0'), G('twinscope-internal-x_0')\n"
+                "print(' '.join(copy.copy(o).regenerate_rid() for o in (a, a, b, a)), a.rid)\n")
+        tmp = mkdtemp()
+        for role, want in (("primary", "chat-n2_0.0 chat-n2_0.1 twinscope-internal-x_0.0 chat-n2_0.2 chat-n2_0"),
+                           ("", None)):
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("TWINSCOPE_", "FAKE_"))}
+            env.update(PYTHONPATH=os.pathsep.join([SHIM, FAKE]), TWINSCOPE_ADAPTER_STATUS=os.path.join(tmp, "st.json"))
+            if role:
+                env["TWINSCOPE_ROLE"] = role
+            p = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               universal_newlines=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            got = p.stdout.split()
+            if want:
+                self.assertEqual(" ".join(got), want)
+            else:  # not under twin: SGLang's random ids
+                self.assertEqual(len(set(got[:4])), 4)
+                self.assertFalse(any(x.startswith("chat-n2") for x in got[:4]))
+
 
 if __name__ == "__main__":
     unittest.main()

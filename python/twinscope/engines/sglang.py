@@ -71,6 +71,39 @@ def install_tokenizer(mod, adapter=None):
         return generate_request
 
     common.wrap(cls, "generate_request", how)
+    req = getattr(mod, "GenerateReqInput", None)
+    if req is None or "regenerate_rid" not in req.__dict__:
+        if adapter is not None:
+            adapter.status.append("warnings", "sglang's GenerateReqInput.regenerate_rid is not as expected: the "
+                                  "samples of a request with n > 1 keep SGLang's random ids, which the twins do not share")
+        return
+    common.wrap(req, "regenerate_rid", _derive_rid)
+
+
+# How many ids were derived from each rid (the newest DERIVED_KEEP rids): a request with n > 1 is sent to the
+# scheduler as its prompt's prefix (max_new_tokens 0) then n samples, each under a new rid that 0.5.23 draws at random
+# (GenerateReqInput.regenerate_rid, from TokenizerManager's parallel sampling); here they are <rid>.0 (the prefix),
+# <rid>.1 ... <rid>.n, the same in both twins.
+DERIVED_KEEP = 4096
+_derived = collections.OrderedDict()
+
+
+def _derive_rid(orig):
+    def regenerate_rid(obj):
+        try:
+            base = obj.rid
+            if isinstance(base, str):
+                k = _derived.pop(base, 0)
+                _derived[base] = k + 1
+                while len(_derived) > DERIVED_KEEP:
+                    _derived.popitem(last=False)
+                obj.rid = "%s.%d" % (base, k)
+                return obj.rid
+        except Exception as e:  # the sample goes on with SGLang's own id
+            say("deriving the rid of a parallel sample failed (%s: %s)" % (type(e).__name__, e))
+        return orig(obj)
+
+    return regenerate_rid
 
 
 # ---- the scheduler process --------------------------------------------------------------------------------
