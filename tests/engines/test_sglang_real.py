@@ -4,16 +4,21 @@ import ast
 import importlib
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.environ.get("TWINSCOPE_TEST_SOURCE", os.path.join(HERE, "..", ".."))
 SHIM = os.path.join(SOURCE, "python", "twinscope", "engines", "shim")
 FAKE_SGLANG = os.path.join(HERE, "fake", "sglang")
 DRIVE = os.path.join(HERE, "real_sglang.py")
+MAKE_MODEL = os.path.join(HERE, "real_sglang_server.py")
 TIMES = ("start_us", "dur_us")
 
 # 6 requests: 3 before the first step, the others while those decode; prompts that the 64-token chunk splits.
@@ -136,6 +141,137 @@ class RealSchedulerRetract(RealScheduler):
         # a retracted request is prefilled again: its tokens computed before show as a prefix-cache hit or again
         t = {d["id"]: d for d in lines(self.p["trace"])}
         self.assertTrue(all(t[i].get("preempted", 0) >= 1 for i in pre))
+
+
+class RealServerIds(unittest.TestCase):
+    """`python -m sglang.launch_server --device cpu` under the shim (primary): SGLang's own HTTP handlers (/generate,
+    /v1/chat/completions, streaming, batches, n > 1) reach its scheduler with the client's X-Request-Id as the rid when
+    the body names none, the body's rid when it does, and ids shared by both twins for the rest (request trace)."""
+
+    GEN = {"sampling_params": {"max_new_tokens": 3, "temperature": 0}}
+    CHAT = {"model": "m", "max_tokens": 3, "temperature": 0}
+    # (X-Request-Id or None, path, body, the ids the response names, the ids the scheduler sees)
+    CASES = [
+        ("gen-hdr", "/generate", dict(GEN, text="t5 t6 t7"), ["gen-hdr"], ["gen-hdr"]),
+        ("gen-hdr2", "/generate", dict(GEN, text="t5 t6 t8", rid="gen-body"), ["gen-body"], ["gen-body"]),
+        (None, "/generate", dict(GEN, text="t5 t6 t9"), None, None),
+        ("gen-batch", "/generate", dict(GEN, text=["t5 t20", "t5 t21"]), ["gen-batch_0", "gen-batch_1"],
+         ["gen-batch_0", "gen-batch_1"]),
+        ("chat-hdr", "/v1/chat/completions", dict(CHAT, messages=[{"role": "user", "content": "t10 t11"}]),
+         ["chat-hdr"], ["chat-hdr"]),
+        ("chat-hdr2", "/v1/chat/completions", dict(CHAT, rid="chat-body", messages=[{"role": "user", "content": "t10"}]),
+         ["chat-body"], ["chat-body"]),
+        ("chat-stream", "/v1/chat/completions", dict(CHAT, stream=True, messages=[{"role": "user", "content": "t12"}]),
+         ["chat-stream"], ["chat-stream"]),
+        # n > 1: SGLang sends the prompt's prefix (max_new_tokens 0) then each sample under ids it draws at random
+        ("chat-n2", "/v1/chat/completions", dict(CHAT, n=2, temperature=0.5, messages=[{"role": "user", "content": "t13"}]),
+         None, ["chat-n2_0.0", "chat-n2_0.1", "chat-n2_0.2"]),
+    ]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="twinscope-sglang-server-")
+        model = os.path.join(cls.tmp, "model")
+        subprocess.run([sys.executable, MAKE_MODEL, model], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=300)
+        cls.paths = {k: os.path.join(cls.tmp, k + ext) for k, ext in
+                     (("schedule", ".jsonl"), ("trace", ".jsonl"), ("status", ".json"), ("log", ".log"))}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TWINSCOPE_")}
+        env.update(PYTHONPATH=SHIM, TWINSCOPE_ROLE="primary", TWINSCOPE_SCHEDULE_OUT=cls.paths["schedule"],
+                   TWINSCOPE_REQUEST_TRACE=cls.paths["trace"], TWINSCOPE_ADAPTER_STATUS=cls.paths["status"],
+                   MASTER_ADDR="127.0.0.1")
+        with socket.socket() as so:
+            so.bind(("127.0.0.1", 0))
+            cls.url = "http://127.0.0.1:%d" % so.getsockname()[1]
+        cls.log = open(cls.paths["log"], "w")
+        cls.server = subprocess.Popen(
+            [sys.executable, "-m", "sglang.launch_server", "--model-path", model, "--device", "cpu", "--host",
+             "127.0.0.1", "--port", cls.url.rsplit(":", 1)[1], "--attention-backend", "torch_native",
+             "--sampling-backend", "pytorch", "--dtype", "bfloat16", "--disable-cuda-graph", "--max-total-tokens", "2048",
+             "--random-seed", "0"], env=env, stdout=cls.log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            cls.wait_up(600)
+            cls.got = [cls.send(case) for case in cls.CASES]
+            time.sleep(1)  # the scheduler's last request ends
+        finally:
+            cls.stop()
+        cls.trace = lines(cls.paths["trace"])
+
+    @classmethod
+    def wait_up(cls, limit_s):
+        end = time.monotonic() + limit_s
+        while time.monotonic() < end:
+            if cls.server.poll() is not None:
+                raise AssertionError("the SGLang server ended (%d): %s" % (cls.server.returncode, cls.tail()))
+            try:
+                # the server's own warmup request has been answered once /health answers
+                with urllib.request.urlopen(cls.url + "/health", timeout=5) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(2)
+        raise AssertionError("the SGLang server did not answer in %d s: %s" % (limit_s, cls.tail()))
+
+    @classmethod
+    def tail(cls):
+        cls.log.flush()
+        with open(cls.paths["log"]) as f:
+            return f.read()[-3000:]
+
+    @classmethod
+    def send(cls, case):
+        header, path, body = case[:3]
+        h = {"Content-Type": "application/json"}
+        if header:
+            h["X-Request-Id"] = header
+        rq = urllib.request.Request(cls.url + path, data=json.dumps(body).encode(), headers=h)
+        with urllib.request.urlopen(rq, timeout=120) as r:
+            text = r.read().decode()
+        if body.get("stream"):
+            docs = [json.loads(x[6:]) for x in text.splitlines() if x.startswith("data: {")]
+            return sorted({d["id"] for d in docs})
+        doc = json.loads(text)
+        docs = doc if isinstance(doc, list) else [doc]
+        return [d["meta_info"]["id"] if "meta_info" in d else d["id"] for d in docs]
+
+    @classmethod
+    def stop(cls):
+        if cls.server.poll() is None:
+            os.killpg(cls.server.pid, signal.SIGTERM)
+            try:
+                cls.server.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(cls.server.pid, signal.SIGKILL)
+                cls.server.wait(30)
+        cls.log.close()
+
+    def test_response_ids(self):
+        for case, got in zip(self.CASES, self.got):
+            if case[3] is not None:
+                self.assertEqual(got, case[3], case)
+
+    def test_scheduler_ids(self):
+        """The rid each request reached the scheduler with, as the adapter's request trace names it."""
+        by_engine = {d["engine_id"]: d for d in self.trace}
+        named = set()
+        for case in self.CASES:
+            for rid in case[4] or ():
+                self.assertTrue(rid in by_engine, "%s (%s) not among %s" % (rid, case[:2], sorted(by_engine)))
+                self.assertEqual((by_engine[rid]["id"], by_engine[rid]["id_generated"]), (rid, False))
+                named.add(rid)
+        # the rest: the server's warmup, its health checks and the request with neither id, each internal-<k>
+        rest = [d for d in self.trace if d["engine_id"] not in named]
+        self.assertEqual([d["id"] for d in rest], ["internal-%d" % k for k in range(len(rest))],
+                         [d["engine_id"] for d in rest])
+        self.assertTrue(any(d["engine_id"].startswith("twinscope-internal-") and d["prompt_tokens"] == 3
+                            for d in rest), [d["engine_id"] for d in rest])
+
+    def test_adapter_status(self):
+        with open(self.paths["status"]) as f:
+            st = json.load(f)
+        self.assertEqual((st["engine"], st["version"], st["mode"], st["errors"]), ("sglang", "0.5.23", "record", []))
+        self.assertFalse([w for w in st.get("warnings", []) if "not as expected" in w])
 
 
 class FakeConforms(unittest.TestCase):
