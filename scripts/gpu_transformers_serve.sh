@@ -369,6 +369,6 @@ EOF
 "$VPY" tests/gpu/serve/step_gpu_time.py "$RUNS" "${SCEN[@]}" | tee -a "$OUTDIR/table.txt"
 for s in auto off record; do
   for f in "$RUNS/$s"/adapter-*.json "$RUNS/$s"/schedule-*.jsonl "$RUNS/$s"/requests-*.jsonl "$RUNS/$s/twin.json"; do
-    [[ -f $f ]] && cp "$f" "$OUTDIR/$s-$(basename "$f")"
+    if [[ -f $f ]]; then cp "$f" "$OUTDIR/$s-$(basename "$f")"; fi
   done
 done

@@ -351,6 +351,7 @@ class AdapterBase:
         self.trace = None
         self.nvtx = None
         self.follow, self.follow_header = [], None
+        self.follow_ended = True  # the followed schedule has its end line
         self.next_forced = 0
         self.step_index = 0
         self.loose = []  # (kind, id) of requests that ended outside a step
@@ -464,9 +465,10 @@ class AdapterBase:
                 self.follow_header, self.follow = header, steps
                 if note:
                     self.status.append("warnings", note)
-                if not ended:
-                    self.status.append("warnings", "the primary's schedule has no end line (the primary stopped before "
-                                       "writing it): its %d steps are followed, then the engine batches on its own" % len(steps))
+                # A server stopped by a signal (transformers serve, SGLang) writes every step but no end line: that
+                # is said only where it matters, when the shadow runs past the last step (stop_forcing).
+                self.follow_ended = bool(ended)
+                self.status.set(follow_ended=self.follow_ended)
                 self.forcing = True
         self.schedule = ScheduleWriter(self.settings.schedule_out)
         if capacity is not None:
@@ -564,6 +566,9 @@ class AdapterBase:
             if not self.forcing:
                 return
             self.forcing = False
+            if not self.follow_ended and self.next_forced >= len(self.follow):
+                why += (" (the primary's schedule has no end line: the primary stopped before writing it, after its "
+                        "%d steps)" % len(self.follow))
             said = self._stop_message(why)
         say(said)
         self.status.write()

@@ -231,6 +231,7 @@ class VllmAdapter(common.AdapterBase):
             if not (adapter.active and sch is adapter.sched):
                 return orig(sch, *a, **kw)
             out = None
+            beyond = adapter.forcing and adapter.next_forced >= len(adapter.follow)
             if adapter.forcing:
                 try:
                     out = adapter.force(sch, orig, a, kw)
@@ -241,6 +242,8 @@ class VllmAdapter(common.AdapterBase):
             if adapter.active:
                 try:
                     adapter.record(sch, out)
+                    if beyond and out.num_scheduled_tokens:
+                        adapter.stop_forcing("the engine scheduled a step past the primary's last step")
                 except Exception as e:
                     adapter.fail("recording a step", e)
             return out
