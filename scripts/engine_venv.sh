@@ -2,7 +2,8 @@
 # shellcheck shell=bash
 # The caller sets SCRIPT (its name in messages), ENGINE (the package), ENGINE_VERSION, VENV (the default venv), REAL (the
 # variable that opts ctest in), LABEL (its ctest label), SKIP (what a run costs, said when skipped), NEED_PY and
-# MAKING (what the messages add after "python3.11 is needed" and after the version in "making"), and defines
+# MAKING (what the messages add after "python3.11 is needed" and after the version in "making"), optionally NEED_GB
+# (the free space a new venv needs, checked before making one), and defines
 # engine_install, which fills a new venv once the wheel is in (PY and PIP are set), then calls engine_args "$@" and
 # engine_venv.
 
@@ -22,8 +23,18 @@ engine_args() {
   PY="$VENV/bin/python"
 }
 
+# A venv whose making did not finish holds this file and is never reused.
+INCOMPLETE=twinscope-incomplete
+
 engine_have() {
-  [ -x "$PY" ] && "$PY" -c "import importlib.metadata as m, sys; sys.exit(m.version('$ENGINE') != '$ENGINE_VERSION')" 2>/dev/null
+  [ -x "$PY" ] && [ ! -e "$VENV/$INCOMPLETE" ] &&
+    "$PY" -c "import importlib.metadata as m, sys; sys.exit(m.version('$ENGINE') != '$ENGINE_VERSION')" 2>/dev/null
+}
+
+engine_failed() {
+  echo "$SCRIPT: making $VENV failed (pip's message above: is PyPI reachable, is there room on the disk? df -h" \
+    "$(dirname "$VENV")). It stays marked incomplete ($VENV/$INCOMPLETE) and is not reused: remove $VENV and run" \
+    "again, or give --venv DIR" >&2
 }
 
 engine_venv() {
@@ -31,24 +42,43 @@ engine_venv() {
     echo "$SCRIPT: reusing $VENV ($ENGINE $ENGINE_VERSION)"
   else
     command -v python3.11 >/dev/null || { echo "$SCRIPT: python3.11 is needed$NEED_PY" >&2; exit 2; }
+    if [ -n "${NEED_GB:-}" ]; then
+      local parent free
+      parent="$(dirname "$VENV")"
+      mkdir -p "$parent"
+      free="$(df -Pk "$parent" | awk 'NR == 2 { print int($4 / 1048576) }')"
+      if [ "$free" -lt "$NEED_GB" ]; then
+        echo "$SCRIPT: making $VENV needs about $NEED_GB GB free on its disk, $parent has $free GB: free some" \
+          "or give --venv DIR on a disk with room" >&2
+        exit 2
+      fi
+    fi
     echo "$SCRIPT: making $VENV ($ENGINE $ENGINE_VERSION$MAKING)"
     python3.11 -m venv "$VENV"
+    touch "$VENV/$INCOMPLETE"
     PIP=("$PY" -m pip install --no-cache-dir --disable-pip-version-check -q)
+    set -E
+    trap engine_failed ERR
     "${PIP[@]}" --no-deps "$ENGINE==$ENGINE_VERSION"
     engine_install
+    trap - ERR
+    set +E
+    rm -f "$VENV/$INCOMPLETE"
     engine_have || { echo "$SCRIPT: $VENV has no $ENGINE $ENGINE_VERSION after the install" >&2; exit 1; }
   fi
 }
 
 # engine_requirements FILE DROP_MARKED NAME...: writes to FILE the requirements of the installed ENGINE wheel but the
-# packages NAME... (and, with DROP_MARKED=1, every one with an environment marker), and says how many.
+# packages NAME... (names compared as pip does: case, "-", "_" and "." alike) and, with DROP_MARKED=1, every one with an
+# environment marker; says how many.
 engine_requirements() {
   "$PY" - "$ENGINE" "$SCRIPT" "$@" <<'PYEOF'
 import importlib.metadata as m, re, sys
 engine, script, path, drop_marked = sys.argv[1:5]
-left_out = set(sys.argv[5:])
+norm = lambda name: re.sub(r"[-_.]+", "-", name).lower()  # as pip compares names (flashinfer_python, flashinfer-python)
+left_out = set(norm(n) for n in sys.argv[5:])
 keep = [r for r in m.requires(engine) if not (drop_marked == "1" and ";" in r)
-        and re.split(r"[\s\[<>=!~;]", r, 1)[0].lower() not in left_out]
+        and norm(re.split(r"[\s\[<>=!~;]", r, 1)[0]) not in left_out]
 open(path, "w").write("\n".join(keep) + "\n")
 print("%s: %d requirements, left out: %s" % (script, len(keep), ", ".join(sorted(left_out))))
 PYEOF
