@@ -15,11 +15,15 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--all-at-once", action="store_true", help="every request at once, last first (as a replay)")
+    ap.add_argument("--at-once", action="store_true", help="every request at once, in order (a primary that does not "
+                    "depend on the machine's speed)")
     ap.add_argument("--requests", type=int, default=8)
     ap.add_argument("--num-blocks", type=int, default=64)
     ap.add_argument("--block-size", type=int, default=16)
     ap.add_argument("--max-batch-tokens", type=int, default=64)
     ap.add_argument("--async-batching", action="store_true")
+    ap.add_argument("--cancel-late", action="store_true",
+                    help="once every request is served and the engine idles, send one more and cancel it at once")
     a = ap.parse_args()
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
@@ -32,16 +36,36 @@ def main():
     m.start()
     work = [("req-%d" % i, [(5 * i + j) % 200 + 1 for j in range(7 + 11 * i)], 6 + 2 * i) for i in range(a.requests)]
     order = list(reversed(work)) if a.all_at_once else work
-    for k, (rid, ids, n) in enumerate(order):
-        if not a.all_at_once and k:
-            time.sleep(0.05 if k < 4 else 0.2)
-        m.add_request(ids, request_id=rid, max_new_tokens=n)
+    at_once = a.all_at_once or a.at_once
+    # At once: no thread switch between the adds (they only queue), so the engine's loop takes them all in one go.
+    interval = sys.getswitchinterval()
+    if at_once:
+        sys.setswitchinterval(5.0)
+    try:
+        for k, (rid, ids, n) in enumerate(order):
+            if not at_once and k:
+                time.sleep(0.05 if k < 4 else 0.2)
+            m.add_request(ids, request_id=rid, max_new_tokens=n)
+    finally:
+        sys.setswitchinterval(interval)
     got = {}
     deadline = time.monotonic() + 120
     while len(got) < len(work) and time.monotonic() < deadline:
         r = m.get_result(timeout=1)
         if r is not None and r.is_finished():
             got[r.request_id] = list(r.generated_tokens)
+    if a.cancel_late:
+        time.sleep(0.5)  # the engine idles past its last step
+        # The add and the cancel reach the engine's loop together (no thread switch between them), so the request is
+        # cancelled before any step schedules it: it ends after the last step, on the end line.
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(5.0)
+        try:
+            m.add_request(work[0][1], request_id="late-cancel", max_new_tokens=4)
+            m.cancel_request("late-cancel")
+        finally:
+            sys.setswitchinterval(interval)
+        time.sleep(0.5)
     m.stop(block=True)
     with open(a.out, "w") as f:
         json.dump({"transformers": transformers.__version__, "results": got}, f)
