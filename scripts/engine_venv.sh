@@ -1,4 +1,4 @@
-# Sourced by scripts/vllm_real.sh and scripts/sglang_real.sh: their arguments, the skip unless ctest opted in, and the venv of one engine version (reused, else made).
+# Sourced by scripts/vllm_real.sh, scripts/sglang_real.sh and scripts/transformers_real.sh: their arguments, the skip unless ctest opted in, and the venv of one engine version (reused, else made).
 # shellcheck shell=bash
 # The caller sets SCRIPT (its name in messages), ENGINE (the package), ENGINE_VERSION, VENV (the default venv), REAL (the
 # variable that opts ctest in), LABEL (its ctest label), SKIP (what a run costs, said when skipped), NEED_PY and
@@ -80,6 +80,6 @@ left_out = set(norm(n) for n in sys.argv[5:])
 keep = [r for r in m.requires(engine) if not (drop_marked == "1" and ";" in r)
         and norm(re.split(r"[\s\[<>=!~;]", r, 1)[0]) not in left_out]
 open(path, "w").write("\n".join(keep) + "\n")
-print("%s: %d requirements, left out: %s" % (script, len(keep), ", ".join(sorted(left_out))))
+print("%s: %d requirements, left out: %s" % (script, len(keep), ", ".join(sorted(left_out)) or "none"))
 PYEOF
 }
