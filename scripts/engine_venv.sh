@@ -5,7 +5,7 @@
 # MAKING (what the messages add after "python3.11 is needed" and after the version in "making"), optionally NEED_GB
 # (the free space a new venv needs, checked before making one), and defines
 # engine_install, which fills a new venv once the wheel is in (PY and PIP are set), then calls engine_args "$@" and
-# engine_venv.
+# engine_venv, and may end with engine_tests MODULE.
 
 engine_args() {
   CTEST=0
@@ -82,4 +82,34 @@ keep = [r for r in m.requires(engine) if not (drop_marked == "1" and ";" in r)
 open(path, "w").write("\n".join(keep) + "\n")
 print("%s: %d requirements, left out: %s" % (script, len(keep), ", ".join(sorted(left_out)) or "none"))
 PYEOF
+}
+
+# engine_tests MODULE: runs tests/engines/MODULE.py in the venv (full log in $TMPDIR or /tmp, MODULE.log), prints a
+# table of each test's result and the tracebacks of the failed ones, and exits with the run's status.
+engine_tests() {
+  local module=$1 log="${TMPDIR:-/tmp}/$1.log" rc
+  cd "$HERE/tests/engines"
+  set +e
+  TWINSCOPE_TEST_SOURCE="$HERE" PYTHONDONTWRITEBYTECODE=1 "$PY" - "$log" "$module" "$SCRIPT" <<'PYEOF'
+import sys, unittest
+log, module, script = open(sys.argv[1], "w"), sys.argv[2], sys.argv[3]
+suite = unittest.defaultTestLoader.loadTestsFromName(module)
+def each(s):
+    for t in s:
+        yield from (each(t) if isinstance(t, unittest.TestSuite) else [t])
+ids = [t.id() for t in each(suite)]  # before the run: a suite lets its tests go as they finish
+result = unittest.TextTestRunner(stream=log, verbosity=2).run(suite)
+bad = {t.id(): "FAIL" for t, _ in result.failures}
+bad.update({t.id(): "ERROR" for t, _ in result.errors})
+print("\n%s: %s (full log: %s)" % (script, module, sys.argv[1]))
+print("%-72s %s" % ("test", "result"))
+for i in ids:
+    print("%-72s %s" % (i.replace(module + ".", ""), bad.get(i, "ok")))
+for t, tb in result.failures + result.errors:
+    print("\n%s:\n%s" % (t.id(), tb[-2000:]))
+sys.exit(0 if result.wasSuccessful() else 1)
+PYEOF
+  rc=$?
+  set -e
+  exit $rc
 }

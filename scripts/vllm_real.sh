@@ -27,28 +27,4 @@ engine_args "$@"
 engine_venv
 TORCH="$("$PY" -c 'import importlib.metadata as m; print(m.version("torch"))')"
 echo "vllm_real.sh: vllm $ENGINE_VERSION, torch $TORCH, $(du -sh "$VENV" | cut -f1) in $VENV"
-cd "$HERE/tests/engines"
-LOG="${TMPDIR:-/tmp}/vllm_real.log"
-set +e
-TWINSCOPE_TEST_SOURCE="$HERE" PYTHONDONTWRITEBYTECODE=1 "$PY" - "$LOG" <<'PYEOF'
-import sys, unittest
-log = open(sys.argv[1], "w")
-suite = unittest.defaultTestLoader.loadTestsFromName("test_vllm_real")
-def each(s):
-    for t in s:
-        yield from (each(t) if isinstance(t, unittest.TestSuite) else [t])
-ids = [t.id() for t in each(suite)]  # before the run: a suite lets its tests go as they finish
-result = unittest.TextTestRunner(stream=log, verbosity=2).run(suite)
-bad = {t.id(): "FAIL" for t, _ in result.failures}
-bad.update({t.id(): "ERROR" for t, _ in result.errors})
-print("\nvllm_real.sh: test_vllm_real (full log: %s)" % sys.argv[1])
-print("%-72s %s" % ("test", "result"))
-for i in ids:
-    print("%-72s %s" % (i.replace("test_vllm_real.", ""), bad.get(i, "ok")))
-for t, tb in result.failures + result.errors:
-    print("\n%s:\n%s" % (t.id(), tb[-2000:]))
-sys.exit(0 if result.wasSuccessful() else 1)
-PYEOF
-rc=$?
-set -e
-exit $rc
+engine_tests test_vllm_real
