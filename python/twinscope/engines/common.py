@@ -509,6 +509,24 @@ class AdapterBase:
                 self.status.append("warnings", "no NVTX library (torch.cuda.nvtx, libnvToolsExt): steps are not named")
         return self.nvtx
 
+    def after_init(self, hook, where, when=lambda: True):
+        """For common.wrap of an engine class's __init__: the original, then hook(the new object) when when() is
+        true; a hook that raises turns the adapter off (said, naming where), the object is built all the same."""
+        adapter = self
+
+        def how(orig):
+            def __init__(obj, *a, **kw):
+                orig(obj, *a, **kw)
+                if when():
+                    try:
+                        hook(obj)
+                    except Exception as e:
+                        adapter.fail(where, e)
+
+            return __init__
+
+        return how
+
     def in_range(self, name, when):
         """For common.wrap: the wrapped call inside one NVTX range `name` (the engine's warmup), opened when when()
         is true; a range that cannot be opened or closed turns the adapter off (said), the call goes on."""

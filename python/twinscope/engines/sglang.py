@@ -139,7 +139,7 @@ class SglangAdapter(common.AdapterBase):
             self.disable("sglang %s lacks %s: the adapter is off" % (self.version, ", ".join(missing)))
             return
         for m, how in (
-            ("__init__", self._wrap_init),
+            ("__init__", self.after_init(self.on_scheduler, "installing on the scheduler")),
             ("get_next_batch_to_run", self._wrap_next),
             ("run_batch", self._wrap_run),
             ("process_batch_result", self._wrap_result),
@@ -224,18 +224,6 @@ class SglangAdapter(common.AdapterBase):
         return cid
 
     # ---- recording -------------------------------------------------------------------------------------
-
-    def _wrap_init(self, orig):
-        adapter = self
-
-        def __init__(sch, *a, **kw):
-            orig(sch, *a, **kw)
-            try:
-                adapter.on_scheduler(sch)
-            except Exception as e:
-                adapter.fail("installing on the scheduler", e)
-
-        return __init__
 
     def _wrap_next(self, orig):
         adapter = self

@@ -101,7 +101,8 @@ class TransformersAdapter(common.AdapterBase):
             ):
                 if m in cls.__dict__:
                     common.wrap(cls, m, how)
-        common.wrap(proc, "__init__", self._wrap_processor_init)
+        common.wrap(proc, "__init__",
+                    self.after_init(self.on_processor, "ContinuousBatchProcessor.__init__", lambda: self.active))
         common.wrap(proc, "prepare_next_batch", self._wrap_prepare)
         common.wrap(proc, "_generation_step", self._wrap_step)
         common.wrap(proc, "warmup", self.in_range("warmup transformers continuous batching", lambda: self.active))
@@ -113,19 +114,6 @@ class TransformersAdapter(common.AdapterBase):
         atexit.register(self.close, "exit")
 
     # ---- the processor: capacity, the wait for a forced step's requests, NVTX around the forward ----
-
-    def _wrap_processor_init(self, orig):
-        adapter = self
-
-        def __init__(proc, *a, **kw):
-            orig(proc, *a, **kw)
-            if adapter.active:
-                try:
-                    adapter.on_processor(proc)
-                except Exception as e:
-                    adapter.fail("ContinuousBatchProcessor.__init__", e)
-
-        return __init__
 
     def on_processor(self, proc):
         cache, cfg = proc.cache, getattr(proc, "cb_config", None)

@@ -120,7 +120,8 @@ class VllmAdapter(common.AdapterBase):
             return
         self.queue_mod = queue_mod
         for m, how in (
-            ("__init__", self._wrap_init),
+            ("__init__", self.after_init(self.on_scheduler, "Scheduler.__init__",
+                                         lambda: not self.refused and self.sched is None)),
             ("schedule", self._wrap_schedule),
             ("add_request", self._wrap_add),
             ("update_from_output", self._wrap_update),
@@ -210,19 +211,6 @@ class VllmAdapter(common.AdapterBase):
         return "stopped forcing the primary's steps at step %d: %s" % (self.next_forced, why)
 
     # ---- the scheduler ---------------------------------------------------------------------------------
-
-    def _wrap_init(self, orig):
-        adapter = self
-
-        def __init__(sch, *a, **kw):
-            orig(sch, *a, **kw)
-            if not adapter.refused and adapter.sched is None:
-                try:
-                    adapter.on_scheduler(sch)
-                except Exception as e:
-                    adapter.fail("Scheduler.__init__", e)
-
-        return __init__
 
     def _wrap_schedule(self, orig):
         adapter = self
