@@ -13,13 +13,11 @@ import time
 import unittest
 import urllib.request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = os.environ.get("TWINSCOPE_TEST_SOURCE", os.path.join(HERE, "..", ".."))
-SHIM = os.path.join(SOURCE, "python", "twinscope", "engines", "shim")
+from real_twins import HERE, SHIM, lines, run_driver, status, steps
+
 FAKE_SGLANG = os.path.join(HERE, "fake", "sglang")
 DRIVE = os.path.join(HERE, "real_sglang.py")
 MAKE_MODEL = os.path.join(HERE, "real_sglang_server.py")
-TIMES = ("start_us", "dur_us")
 
 # 6 requests: 3 before the first step, the others while those decode; prompts that the 64-token chunk splits.
 WORKLOAD = [{"id": "req-%d" % i, "prompt": 10 + 23 * i, "max_tokens": 4 + 2 * i, "step": 0 if i < 3 else i - 1}
@@ -27,39 +25,8 @@ WORKLOAD = [{"id": "req-%d" % i, "prompt": 10 + 23 * i, "max_tokens": 4 + 2 * i,
 
 
 def run(tmp, role, name, follow=None, args=(), extra_env=None):
-    wl = os.path.join(tmp, name + "-workload.json")
-    with open(wl, "w") as f:
-        json.dump(WORKLOAD, f)
-    paths = {k: os.path.join(tmp, "%s-%s.%s" % (k, name, ext)) for k, ext in
-             (("schedule", "jsonl"), ("trace", "jsonl"), ("status", "json"), ("out", "json"))}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TWINSCOPE_")}
-    env.update(PYTHONPATH=SHIM, TWINSCOPE_ROLE=role, TWINSCOPE_SCHEDULE_OUT=paths["schedule"],
-               TWINSCOPE_REQUEST_TRACE=paths["trace"], TWINSCOPE_ADAPTER_STATUS=paths["status"],
-               TWINSCOPE_FOLLOW_STEP_TIMEOUT_S="20")
-    if follow:
-        env["TWINSCOPE_SCHEDULE_FOLLOW"] = follow
-    env.update(extra_env or {})
-    p = subprocess.run([sys.executable, DRIVE, "--workload", wl, "--out", paths["out"]] + list(args), env=env,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=600)
-    if p.returncode != 0:
-        raise AssertionError("the real SGLang driver failed (%d): %s" % (p.returncode, p.stderr[-3000:]))
-    with open(paths["out"]) as f:
-        out = json.load(f)
-    return out, [x for x in p.stderr.splitlines() if x.startswith("twinscope adapter: ")], paths
-
-
-def lines(path):
-    with open(path) as f:
-        return [json.loads(x) for x in f if x.strip()]
-
-
-def steps(path):
-    return [{k: v for k, v in d.items() if k not in TIMES} for d in lines(path) if d["type"] == "step"]
-
-
-def status(paths):
-    with open(paths["status"]) as f:
-        return json.load(f)
+    return run_driver(DRIVE, "the real SGLang driver", tmp, role, name, args=args, workload=WORKLOAD, follow=follow,
+                      extra_env=extra_env, timeout=600)
 
 
 class RealScheduler(unittest.TestCase):

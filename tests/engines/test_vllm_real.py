@@ -4,20 +4,14 @@ import ast
 import dataclasses
 import importlib
 import inspect
-import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = os.environ.get("TWINSCOPE_TEST_SOURCE", os.path.join(HERE, "..", ".."))
-SHIM = os.path.join(SOURCE, "python", "twinscope", "engines", "shim")
+from real_twins import HERE, SOURCE, lines, mkdtemp, run_driver, status, steps, tearDownModule  # noqa: F401
+
 FAKE_VLLM = os.path.join(HERE, "fake", "vllm")
 DRIVE = os.path.join(HERE, "real_vllm.py")
-TIMES = ("start_us", "dur_us")
 
 # 8 requests: 3 before the first step, the others a few steps apart; prompts that the 64-token budget splits.
 WORKLOAD = [{"id": "req-%d" % i, "prompt": 9 + 13 * i, "max_tokens": 6 + 2 * i, "step": 0 if i < 3 else 2 * i} for i in range(8)]
@@ -26,55 +20,15 @@ PREEMPT = [{"id": "pre-%d" % i, "prompt": 16 + i, "max_tokens": 40, "step": 0} f
 
 
 def run(tmp, role, name, workload=WORKLOAD, follow=None, args=()):
-    wl = os.path.join(tmp, name + "-workload.json")
-    with open(wl, "w") as f:
-        json.dump(workload, f)
-    paths = {k: os.path.join(tmp, "%s-%s.%s" % (k, name, ext)) for k, ext in
-             (("schedule", "jsonl"), ("trace", "jsonl"), ("status", "json"), ("out", "json"))}
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TWINSCOPE_", "VLLM_"))}
-    env.update(PYTHONPATH=SHIM, TWINSCOPE_ROLE=role, TWINSCOPE_SCHEDULE_OUT=paths["schedule"],
-               TWINSCOPE_REQUEST_TRACE=paths["trace"], TWINSCOPE_ADAPTER_STATUS=paths["status"],
-               TWINSCOPE_FOLLOW_STEP_TIMEOUT_S="20")
-    if follow:
-        env["TWINSCOPE_SCHEDULE_FOLLOW"] = follow
-    p = subprocess.run([sys.executable, DRIVE, "--workload", wl, "--out", paths["out"]] + list(args), env=env,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=300)
-    if p.returncode != 0:
-        raise AssertionError("the real vLLM driver failed (%d): %s" % (p.returncode, p.stderr[-3000:]))
-    with open(paths["out"]) as f:
-        out = json.load(f)
-    said = [x for x in p.stderr.splitlines() if x.startswith("twinscope adapter: ")]
-    return out, said, paths
-
-
-def lines(path):
-    with open(path) as f:
-        return [json.loads(x) for x in f if x.strip()]
-
-
-def steps(path):
-    return [{k: v for k, v in d.items() if k not in TIMES} for d in lines(path) if d["type"] == "step"]
-
-
-def status(paths):
-    with open(paths["status"]) as f:
-        return json.load(f)
-
-
-_TMP = []
-
-
-def tearDownModule():
-    for d in _TMP:
-        shutil.rmtree(d, ignore_errors=True)
+    return run_driver(DRIVE, "the real vLLM driver", tmp, role, name, args=args, workload=workload, follow=follow,
+                      drop_env=("TWINSCOPE_", "VLLM_"))
 
 
 class Twins(unittest.TestCase):
     """A primary records; a shadow given the requests all at once, last first, is forced to the same steps."""
 
     def twins(self, name, workload, args=()):
-        tmp = tempfile.mkdtemp(prefix="twinscope-vllm-real-")
-        _TMP.append(tmp)
+        tmp = mkdtemp("twinscope-vllm-real-")
         p_out, p_said, p = run(tmp, "primary", name + "-primary", workload, args=args)
         s_out, s_said, s = run(tmp, "shadow", name + "-shadow", workload, follow=p["schedule"],
                                args=list(args) + ["--all-at-once"])
@@ -124,8 +78,7 @@ class Twins(unittest.TestCase):
     def test_late_requests_are_waited_for(self):
         # The shadow's requests come 5 engine loops later than the primary's, the ones of a loop in reverse: its
         # scheduler runs empty steps until each forced step's requests are there.
-        tmp = tempfile.mkdtemp(prefix="twinscope-vllm-real-")
-        _TMP.append(tmp)
+        tmp = mkdtemp("twinscope-vllm-real-")
         p_out, _, p = run(tmp, "primary", "primary")
         late = [dict(w, step=w["step"] + 5) for w in WORKLOAD]
         s_out, said, s = run(tmp, "shadow", "late", late, follow=p["schedule"], args=["--reverse"])
